@@ -1,0 +1,66 @@
+//! Configuration with Java's key names and defaults.
+//!
+//! Files are Java `.properties` text ([`properties`]); each server reads its own keys
+//! ([`namesrv`]) and reports unknown keys as warnings and bad values as errors that name the
+//! file, line, key and what would be valid.
+
+pub mod namesrv;
+pub mod properties;
+
+use std::path::PathBuf;
+
+/// A configuration value that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A value does not parse or is out of range.
+    #[error("{origin}: {key} = '{value}' is invalid: {expected}")]
+    BadValue {
+        /// File and line, or "command line".
+        origin: String,
+        /// The key.
+        key: String,
+        /// The value given.
+        value: String,
+        /// What a valid value looks like.
+        expected: String,
+    },
+}
+
+/// Parses a value with `FromStr`, turning failure into [`ConfigError::BadValue`].
+pub(crate) fn parse_value<T: std::str::FromStr>(
+    origin: &str,
+    key: &str,
+    value: &str,
+    expected: &str,
+) -> Result<T, ConfigError> {
+    value.trim().parse().map_err(|_| ConfigError::BadValue {
+        origin: origin.to_owned(),
+        key: key.to_owned(),
+        value: value.to_owned(),
+        expected: expected.to_owned(),
+    })
+}
+
+/// Parses a Java boolean strictly (`true` / `false`, any case): a typo in a config file is
+/// an error rather than a silent `false`.
+pub(crate) fn parse_bool(origin: &str, key: &str, value: &str) -> Result<bool, ConfigError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(ConfigError::BadValue {
+            origin: origin.to_owned(),
+            key: key.to_owned(),
+            value: value.to_owned(),
+            expected: "true or false".to_owned(),
+        }),
+    }
+}

@@ -1,0 +1,16 @@
+//! ferromq: a RocketMQ-compatible name server and broker, thread-per-core on io_uring.
+//!
+//! Module map:
+//! - [`remoting`]: the wire protocol — frames, JSON and binary headers, request and response
+//!   codes, typed headers, JSON bodies, the serving half and the requesting half.
+//! - [`namesrv`]: the name server — route tables, KV store, liveness, request processing.
+//! - [`config`]: Java-compatible configuration files and keys.
+//! - [`limits`]: every maximum, with Java's defaults.
+//!
+//! The shard runtime is the `ferromq-shards` crate and the kernel I/O layer is
+//! `ferromq-uring`. ARCHITECTURE.md at the repository root is the map of the whole system.
+
+pub mod config;
+pub mod limits;
+pub mod namesrv;
+pub mod remoting;

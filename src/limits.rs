@@ -1,0 +1,44 @@
+//! Every maximum in one place, with Java's defaults.
+//!
+//! Each limit here is the default of a configuration key; the key is named in the doc line so
+//! an operator can find it. Compile-time assertions keep the limits consistent with each other
+//! and with the wire format.
+
+use std::time::Duration;
+
+/// Largest frame, 4-byte length prefix included (`com.rocketmq.remoting.frameMaxLength` in
+/// Java; config key `frameMaxLength`).
+pub const FRAME_SIZE_MAX: usize = 16 * 1024 * 1024;
+
+/// A connection with no read for this long is closed (`serverChannelMaxIdleTimeSeconds`).
+pub const CHANNEL_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Name server: a broker silent this long is dropped (`brokerExpiredTimeoutMillis`; Java's
+/// fixed `BROKER_CHANNEL_EXPIRED_TIME`).
+pub const BROKER_EXPIRED_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Name server: how often brokers are checked for expiry (`scanNotActiveBrokerInterval`).
+pub const SCAN_NOT_ACTIVE_BROKER_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Most connections one server accepts at once (`serverMaxConnections`); beyond it new
+/// connections are closed at accept.
+pub const CONNECTIONS_MAX: usize = 65_536;
+
+/// Bytes read from a socket per read call.
+pub const READ_CHUNK_SIZE: usize = 64 * 1024;
+
+/// Capacity of each inter-shard channel.
+pub const MESH_CHANNEL_CAPACITY: usize = 1024;
+
+/// Requests a client may have in flight on one connection before `request` waits.
+pub const CLIENT_IN_FLIGHT_MAX: usize = 65_536;
+
+/// Topic name length limit (`Validators.TOPIC_MAX_LENGTH`, 127 in 4.9.x).
+pub const TOPIC_NAME_LENGTH_MAX: usize = 127;
+
+// The frame length travels as an i32 and the header length in 24 bits.
+const _: () = assert!(FRAME_SIZE_MAX <= i32::MAX as usize);
+const _: () = assert!(READ_CHUNK_SIZE <= FRAME_SIZE_MAX);
+const _: () = assert!(
+    SCAN_NOT_ACTIVE_BROKER_INTERVAL.as_millis() < BROKER_EXPIRED_TIMEOUT.as_millis()
+);

@@ -1,0 +1,302 @@
+//! The name server (`NamesrvController` in Java): brokers register, clients look up routes.
+//!
+//! Shard layout: every net shard accepts connections on the shared port (`SO_REUSEPORT`); the
+//! control shard owns the [`NamesrvProcessor`] — route tables and KV store — and is the only
+//! shard that mutates them. A net shard forwards each request over the mesh to the owner and
+//! writes back the reply; a closed connection is reported the same way so the owner can drop
+//! the brokers registered on it. The owner also runs the liveness scan
+//! (`scanNotActiveBrokerInterval`) and persists the KV store after each change.
+//!
+//! Behaviour is described in `reference/namesrv.md`.
+
+pub mod kv_config;
+pub mod processor;
+pub mod route_info;
+
+use crate::config::namesrv::NamesrvConfig;
+use crate::remoting::server::{self, ConnectionId, ConnectionInfo, RequestHandler, ServerConfig};
+use crate::remoting::RemotingCommand;
+use ferromq_shards::{
+    spawn_shards, Mesh, Placement, Role, RoleSet, RuntimeConfig, ShardId, ShardsHandle, Shutdown,
+};
+use futures::channel::oneshot;
+use futures::future::{select, Either};
+pub use kv_config::KvConfigManager;
+pub use processor::NamesrvProcessor;
+use std::cell::RefCell;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Messages between the name server's shards.
+#[derive(Debug)]
+pub enum NamesrvMessage {
+    /// A request for the owner to process; the reply goes back on `reply`.
+    Request {
+        /// Where it came from.
+        connection: ConnectionInfo,
+        /// The request.
+        request: RemotingCommand,
+        /// The response, or `None` for none.
+        reply: oneshot::Sender<Option<RemotingCommand>>,
+    },
+    /// A connection closed.
+    ConnectionClosed {
+        /// Which one.
+        connection: ConnectionId,
+    },
+}
+
+/// Why the name server did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum NamesrvError {
+    /// The KV file is unreadable.
+    #[error("{0}")]
+    KvConfig(String),
+    /// The shards did not start.
+    #[error(transparent)]
+    Shards(#[from] ferromq_shards::ShardError),
+    /// Listening failed.
+    #[error("{0}")]
+    Listen(String),
+}
+
+/// A running name server.
+#[derive(Debug)]
+pub struct NamesrvHandle {
+    /// The address it listens on (the real port when 0 was asked for).
+    pub addr: SocketAddr,
+    shards: ShardsHandle<()>,
+}
+
+impl NamesrvHandle {
+    /// The stop signal; trigger it to shut down.
+    #[must_use]
+    pub fn shutdown_signal(&self) -> Shutdown {
+        self.shards.shutdown.clone()
+    }
+
+    /// Stops the name server and waits for it.
+    ///
+    /// # Errors
+    /// A shard that died.
+    pub fn shutdown(self) -> Result<(), NamesrvError> {
+        self.shards.shutdown.trigger();
+        self.wait()
+    }
+
+    /// Waits until the name server has stopped (after its shutdown signal).
+    ///
+    /// # Errors
+    /// A shard that died.
+    pub fn wait(self) -> Result<(), NamesrvError> {
+        self.shards.join()?;
+        Ok(())
+    }
+}
+
+/// Starts the name server on its own shard threads and returns once it listens.
+///
+/// # Errors
+/// [`NamesrvError`] when the KV file is unreadable, the shards cannot start or the address
+/// cannot be bound.
+pub fn start(config: NamesrvConfig, shutdown: Shutdown) -> Result<NamesrvHandle, NamesrvError> {
+    let kv = KvConfigManager::load(&config.kv_config_path).map_err(NamesrvError::KvConfig)?;
+    let mut roles = RoleSet::default();
+    roles.insert(Role::Net);
+    roles.insert(Role::Control);
+    let placement = config.shards.clone().unwrap_or_else(Placement::detect).only_roles(roles);
+    let first_net = placement.owner_of(Role::Net);
+    let kv = Arc::new(Mutex::new(Some(kv)));
+    let bound: Arc<OnceLock<Result<SocketAddr, String>>> = Arc::new(OnceLock::new());
+    let config = Arc::new(config);
+    let shard_bound = bound.clone();
+    let shards = spawn_shards(
+        placement,
+        RuntimeConfig::default(),
+        shutdown.clone(),
+        move |ctx: ferromq_shards::ShardContext<NamesrvMessage>| {
+            let config = config.clone();
+            let kv = kv.clone();
+            let bound = shard_bound.clone();
+            async move {
+                let owner = ctx.placement.owner_of(Role::Control);
+                let mesh = Rc::new(ctx.mesh);
+                let mut tasks = Vec::new();
+                if ctx.roles.contains(Role::Control) {
+                    let kv = kv
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .take()
+                        .expect("exactly one control shard takes the KV store");
+                    let processor = Rc::new(RefCell::new(NamesrvProcessor::new(&config, kv)));
+                    tasks.push(ctx.task_queues.spawn_background(run_housekeeping(
+                        processor.clone(),
+                        config.scan_not_active_broker_interval,
+                        ctx.shutdown.clone(),
+                    )));
+                    tasks.push(ctx.task_queues.spawn_foreground(run_pump(
+                        processor,
+                        mesh.clone(),
+                        ctx.shutdown.clone(),
+                    )));
+                }
+                if ctx.roles.contains(Role::Net) {
+                    let listener = if ctx.id == first_net {
+                        let listener = server::bind(config.listen_addr());
+                        let outcome = match &listener {
+                            Ok(l) => l.local_addr().map_err(|e| e.to_string()),
+                            Err(e) => Err(e.to_string()),
+                        };
+                        let _ = bound.set(outcome);
+                        listener.ok()
+                    } else {
+                        match wait_for_bound(&bound).await {
+                            Some(addr) => match server::bind(addr) {
+                                Ok(listener) => Some(listener),
+                                Err(error) => {
+                                    tracing::error!(shard = %ctx.id, %error, "cannot listen");
+                                    None
+                                }
+                            },
+                            None => None,
+                        }
+                    };
+                    if let Some(listener) = listener {
+                        let handler = Rc::new(NetHandler { mesh: mesh.clone(), owner });
+                        let server_config = ServerConfig {
+                            frame_size_max: config.frame_size_max,
+                            idle_timeout: config.channel_idle_timeout,
+                            connections_max: config.connections_max,
+                        };
+                        server::serve(ctx.id, listener, handler, server_config, ctx.shutdown.clone())
+                            .await;
+                    } else {
+                        ctx.shutdown.trigger();
+                    }
+                }
+                for task in tasks {
+                    task.await;
+                }
+            }
+        },
+    )?;
+    let addr = loop {
+        if let Some(outcome) = bound.get() {
+            break outcome.clone();
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    match addr {
+        Ok(addr) => {
+            tracing::info!(%addr, "name server listening");
+            Ok(NamesrvHandle { addr, shards })
+        }
+        Err(error) => {
+            shards.shutdown.trigger();
+            let _ = shards.join();
+            Err(NamesrvError::Listen(error))
+        }
+    }
+}
+
+/// Waits until the first net shard has bound, then returns its address (with the real port).
+async fn wait_for_bound(bound: &OnceLock<Result<SocketAddr, String>>) -> Option<SocketAddr> {
+    // Start-up only: a few milliseconds of polling at most.
+    loop {
+        if let Some(outcome) = bound.get() {
+            return outcome.as_ref().ok().copied();
+        }
+        glommio::timer::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// Forwards requests from a net shard to the owner of the name server state.
+struct NetHandler {
+    mesh: Rc<Mesh<NamesrvMessage>>,
+    owner: ShardId,
+}
+
+impl RequestHandler for NetHandler {
+    async fn handle(
+        &self,
+        connection: ConnectionInfo,
+        request: RemotingCommand,
+    ) -> Option<RemotingCommand> {
+        let (reply, response) = oneshot::channel();
+        let message = NamesrvMessage::Request { connection, request, reply };
+        if self.mesh.send_to(self.owner, message).await.is_err() {
+            return None;
+        }
+        response.await.ok().flatten()
+    }
+
+    async fn connection_closed(&self, connection: ConnectionInfo) {
+        let message = NamesrvMessage::ConnectionClosed { connection: connection.id };
+        let _ = self.mesh.send_to(self.owner, message).await;
+    }
+}
+
+/// The owner's pump: the only place the name server state is mutated.
+async fn run_pump(
+    processor: Rc<RefCell<NamesrvProcessor>>,
+    mesh: Rc<Mesh<NamesrvMessage>>,
+    shutdown: Shutdown,
+) {
+    loop {
+        let received = match select(Box::pin(mesh.recv()), shutdown.wait()).await {
+            Either::Left((received, _)) => received,
+            Either::Right(_) => break,
+        };
+        let Some((_, message)) = received else { break };
+        match message {
+            NamesrvMessage::Request { connection, request, reply } => {
+                let outcome = processor.borrow_mut().process(connection.id, &request, now_ms());
+                let _ = reply.send(outcome.response);
+                if outcome.kv_changed {
+                    persist_kv(&processor).await;
+                }
+            }
+            NamesrvMessage::ConnectionClosed { connection } => {
+                processor.borrow_mut().routes.on_channel_destroy(connection);
+            }
+        }
+    }
+    // Every KV change was persisted when it happened, so nothing is left to write here.
+}
+
+/// Drops brokers that stopped registering.
+async fn run_housekeeping(
+    processor: Rc<RefCell<NamesrvProcessor>>,
+    interval: Duration,
+    shutdown: Shutdown,
+) {
+    loop {
+        let tick = glommio::timer::sleep(interval);
+        if let Either::Right(_) = select(Box::pin(tick), shutdown.wait()).await {
+            return;
+        }
+        // Expired brokers' connections are left to their own idle timeout.
+        let _ = processor.borrow_mut().routes.scan_not_active_broker(now_ms());
+    }
+}
+
+async fn persist_kv(processor: &Rc<RefCell<NamesrvProcessor>>) {
+    let Some((path, bytes)) = processor.borrow().kv.snapshot() else {
+        return;
+    };
+    let written = glommio::executor()
+        .spawn_blocking(move || kv_config::write_atomically(&path, &bytes).map_err(|e| (path, e)))
+        .await;
+    if let Err((path, error)) = written {
+        tracing::error!(path = %path.display(), %error, "cannot persist KV config");
+    }
+}
+
+/// Wall-clock milliseconds since the epoch, as Java's `System.currentTimeMillis`.
+#[must_use]
+pub fn now_ms() -> u64 {
+    let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX)
+}

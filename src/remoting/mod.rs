@@ -1,0 +1,29 @@
+//! The RocketMQ remoting protocol: frames, headers, codes and the connection halves.
+//!
+//! No business logic lives here; the name server and broker plug processors into
+//! [`server`], and every client (broker → name server, admin, the client library, the
+//! benchmark) talks through [`client`]. Byte layouts are documented in the module that
+//! encodes them: [`codec`] (frames), [`serialize_json`] and [`serialize_rocketmq`] (headers),
+//! [`body`] (JSON bodies). Facts come from `reference/remoting.md`.
+
+pub mod body;
+pub mod client;
+pub mod codec;
+mod codes;
+pub mod command;
+pub mod header;
+pub mod headers;
+pub mod request_code;
+pub mod response_code;
+pub mod serialize_json;
+pub mod serialize_rocketmq;
+pub mod server;
+
+pub use codec::{DecodeError, FrameDecoder};
+pub use command::{
+    ExtFields, LanguageCode, RemotingCommand, SerializeType, CURRENT_VERSION, FLAG_ONEWAY,
+    FLAG_RESPONSE,
+};
+pub use header::{CommandHeader, HeaderError};
+pub use request_code::RequestCode;
+pub use response_code::ResponseCode;

@@ -1,0 +1,178 @@
+//! Shared harness for integration tests: start a real `ferromq` process on an ephemeral
+//! loopback port in a temporary directory, learn its address from its log, and talk to it
+//! with the library's remoting client.
+
+#![allow(dead_code)]
+
+use ferromq::remoting::client::{connect_tokio, ClientConfig, RemotingClient};
+use ferromq::remoting::SerializeType;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// A temporary directory removed on drop. Honours `FERROMQ_TEST_DATA_DIR` for the parent.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(name: &str) -> TempDir {
+        let parent = std::env::var_os("FERROMQ_TEST_DATA_DIR")
+            .map_or_else(std::env::temp_dir, PathBuf::from);
+        let unique = format!(
+            "ferromq-{name}-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        );
+        let path = parent.join(unique);
+        std::fs::create_dir_all(&path).unwrap();
+        TempDir(path)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A `ferromq namesrv` child process; killed on drop.
+pub struct NamesrvProcess {
+    pub child: Child,
+    pub addr: SocketAddr,
+    pub dir: TempDir,
+    pub log: mpsc::Receiver<String>,
+}
+
+impl NamesrvProcess {
+    /// Starts `ferromq namesrv --listen 127.0.0.1:0` with `extra_config` lines appended to a
+    /// config file whose `kvConfigPath` points into a fresh temporary directory.
+    pub fn start(extra_config: &str) -> NamesrvProcess {
+        Self::start_with_args(extra_config, &[])
+    }
+
+    pub fn start_with_args(extra_config: &str, args: &[&str]) -> NamesrvProcess {
+        let dir = TempDir::new("namesrv");
+        let config = dir.path().join("namesrv.conf");
+        let kv = dir.path().join("kvConfig.json");
+        std::fs::write(&config, format!("kvConfigPath={}\n{extra_config}\n", kv.display()))
+            .unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ferromq"))
+            .arg("namesrv")
+            .arg("-c")
+            .arg(&config)
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn ferromq namesrv");
+        let stderr = child.stderr.take().unwrap();
+        let (lines_tx, lines_rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                eprintln!("[namesrv] {line}");
+                if lines_tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let addr = wait_for_addr(&lines_rx, &mut child);
+        NamesrvProcess { child, addr, dir, log: lines_rx }
+    }
+
+    /// Waits (bounded) for a log line containing `needle`.
+    pub fn wait_for_log(&self, needle: &str, timeout: Duration) -> Option<String> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.checked_duration_since(std::time::Instant::now())?;
+            match self.log.recv_timeout(left) {
+                Ok(line) if line.contains(needle) => return Some(line),
+                Ok(_) => {}
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// Sends SIGTERM and waits (bounded) for the exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        let status = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(status.success());
+        wait_exit(&mut self.child, Duration::from_secs(10)).expect("namesrv exits after SIGTERM")
+    }
+}
+
+impl Drop for NamesrvProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait_for_addr(lines: &mpsc::Receiver<String>, child: &mut Child) -> SocketAddr {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) => {
+                if let Some(rest) = line.split("addr=").nth(1) {
+                    if line.contains("listening") {
+                        let addr = rest.split_whitespace().next().unwrap();
+                        return addr.parse().unwrap();
+                    }
+                }
+            }
+            Err(_) => {
+                let status = child.try_wait().unwrap();
+                panic!("namesrv did not report its address (exit status {status:?})");
+            }
+        }
+    }
+}
+
+/// Polls a child's exit status until `timeout`.
+pub fn wait_exit(child: &mut Child, timeout: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        if std::time::Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A client connection in the given serialization.
+pub async fn connect(addr: SocketAddr, serialize_type: SerializeType) -> RemotingClient {
+    let config = ClientConfig { serialize_type, ..ClientConfig::default() };
+    let (client, _inbound) = connect_tokio(addr, config).await.expect("connect");
+    client
+}
+
+/// Where the Java 4.9.8 fixtures are: `FERROMQ_FIXTURES`, else `../shared/fixtures/java-4.9.8`.
+pub fn fixtures_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("FERROMQ_FIXTURES") {
+        return PathBuf::from(dir);
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/java-4.9.8");
+    assert!(
+        dir.is_dir(),
+        "Java fixtures not found at {}; set FERROMQ_FIXTURES to the java-4.9.8 folder",
+        dir.display()
+    );
+    dir
+}

@@ -1,0 +1,21 @@
+//! `ferromq-uring`: the only crate of ferromq that touches the kernel I/O API.
+//!
+//! Everything else reaches sockets and files through the types re-exported or defined here,
+//! so that the io_uring requirements live in one place:
+//!
+//! - Linux 5.8 or newer with io_uring enabled (not blocked by a seccomp profile);
+//! - `RLIMIT_MEMLOCK` of at least 512 KiB per shard for glommio's registered buffers
+//!   (`ulimit -l`); root or a raised limit satisfies it.
+//!
+//! Modules: [`net`] (listeners and streams on glommio's io_uring reactor), [`error`].
+//! Direct-I/O segment files, the aligned buffer pool and the crash-simulating twin arrive with
+//! the store.
+//!
+//! Architecture Invariant: this crate knows nothing about shards or RocketMQ.
+
+#![warn(missing_docs)]
+
+pub mod error;
+pub mod net;
+
+pub use error::IoError;
