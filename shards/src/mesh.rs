@@ -32,7 +32,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll, Wake, Waker};
 
 use futures::stream::{SelectAll, Stream, StreamExt};
 use glommio::channels::shared_channel::{self, ConnectedReceiver, ConnectedSender};
@@ -55,6 +55,10 @@ pub struct Mesh<M: Send + 'static> {
     self_queue: Rc<SelfQueue<M>>,
     /// Every inbound channel and the self queue, merged; streams leave it once closed and empty.
     inbound: RefCell<SelectAll<Inbound<M>>>,
+    /// Tasks waiting in [`Mesh::recv`]; `SelectAll` remembers only one waker, this keeps all.
+    recv_waiters: Arc<RecvWaiters>,
+    /// Waker handed to `inbound`; waking it wakes every task in `recv_waiters`.
+    recv_waker: Waker,
 }
 
 /// Why a message could not be sent over the [`Mesh`].
@@ -117,6 +121,12 @@ struct Room {
     wakers: Mutex<Vec<Waker>>,
 }
 
+/// The tasks blocked in [`Mesh::recv`] on one shard.
+#[derive(Default)]
+struct RecvWaiters {
+    wakers: Mutex<Vec<Waker>>,
+}
+
 /// Bounded FIFO from a shard to itself; glommio's mesh has no self channel.
 struct SelfQueue<M> {
     me: ShardId,
@@ -140,18 +150,11 @@ impl<M: Send + 'static> Mesh<M> {
         let capacity = effective_capacity(capacity);
         let me = ShardId(0);
         let self_queue = Rc::new(SelfQueue::new(me, capacity));
-        let inbound = [Inbound::Local {
+        let inbound = vec![Inbound::Local {
             me,
             queue: Rc::clone(&self_queue),
         }];
-        Mesh {
-            me,
-            capacity,
-            outbound: vec![None],
-            inbound_rooms: Vec::new(),
-            self_queue,
-            inbound: RefCell::new(futures::stream::select_all(inbound)),
-        }
+        Mesh::assemble(me, capacity, vec![None], Vec::new(), self_queue, inbound)
     }
 
     /// This shard's id.
@@ -258,7 +261,17 @@ impl<M: Send + 'static> Mesh<M> {
     ///
     /// Cancel safe: a message is taken from its channel only when this future completes with it.
     pub async fn recv(&self) -> Option<(ShardId, M)> {
-        poll_fn(|cx| self.inbound.borrow_mut().poll_next_unpin(cx)).await
+        poll_fn(|cx| {
+            let mut inbound_cx = Context::from_waker(cx.waker());
+            let polled = self.inbound.borrow_mut().poll_next_unpin(&mut inbound_cx);
+            if polled.is_pending() {
+                // Only this thread wakes `recv_waker` (the reactor and the self queue run here),
+                // so nothing can fire between the poll above and this registration.
+                self.recv_waiters.register(cx.waker());
+            }
+            polled
+        })
+        .await
     }
 
     /// Stops this shard from sending: peers' receives from us end once they drained what we
@@ -271,6 +284,27 @@ impl<M: Send + 'static> Mesh<M> {
             outbound.room.wake_all();
         }
         self.self_queue.close();
+    }
+
+    fn assemble(
+        me: ShardId,
+        capacity: usize,
+        outbound: Vec<Option<Outbound<M>>>,
+        inbound_rooms: Vec<Arc<Room>>,
+        self_queue: Rc<SelfQueue<M>>,
+        inbound: Vec<Inbound<M>>,
+    ) -> Mesh<M> {
+        let recv_waiters = Arc::new(RecvWaiters::default());
+        Mesh {
+            me,
+            capacity,
+            outbound,
+            inbound_rooms,
+            self_queue,
+            inbound: RefCell::new(futures::stream::select_all(inbound)),
+            recv_waker: Waker::from(Arc::clone(&recv_waiters)),
+            recv_waiters,
+        }
     }
 
     fn outbound(&self, to: ShardId) -> Result<&Outbound<M>, MeshError> {
@@ -351,14 +385,7 @@ impl<M: Send + 'static> MeshEnds<M> {
                 room,
             });
         }
-        Mesh {
-            me,
-            capacity: self.capacity,
-            outbound,
-            inbound_rooms,
-            self_queue,
-            inbound: RefCell::new(futures::stream::select_all(streams)),
-        }
+        Mesh::assemble(me, self.capacity, outbound, inbound_rooms, self_queue, streams)
     }
 }
 
@@ -476,6 +503,34 @@ impl Room {
     /// so poisoning is ignored.
     fn lock_wakers(&self) -> MutexGuard<'_, Vec<Waker>> {
         self.wakers.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl RecvWaiters {
+    fn register(&self, waker: &Waker) {
+        let mut wakers = self.lock_wakers();
+        if !wakers.iter().any(|known| known.will_wake(waker)) {
+            wakers.push(waker.clone());
+        }
+    }
+
+    /// A panic while holding the lock cannot leave the list inconsistent (push or take only),
+    /// so poisoning is ignored.
+    fn lock_wakers(&self) -> MutexGuard<'_, Vec<Waker>> {
+        self.wakers.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Wake for RecvWaiters {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        let wakers = std::mem::take(&mut *self.lock_wakers());
+        for waker in wakers {
+            waker.wake();
+        }
     }
 }
 
@@ -759,6 +814,30 @@ mod tests {
             (first, mesh.recv().await)
         });
         assert_eq!(received, (Some((ShardId(0), 1)), Some((ShardId(0), 2))));
+    }
+
+    #[test]
+    fn recv_from_two_tasks_wakes_both() {
+        let received = run_local(async {
+            let mesh = Rc::new(Mesh::<u8>::single_shard(4));
+            let receivers: Vec<_> = (0..2)
+                .map(|_| {
+                    let mesh = Rc::clone(&mesh);
+                    glommio::spawn_local(async move { mesh.recv().await })
+                })
+                .collect();
+            // Both receivers block before anything is sent.
+            glommio::executor().yield_task_queue_now().await;
+            mesh.send_to(ShardId(0), 1).await.expect("sent");
+            mesh.send_to(ShardId(0), 2).await.expect("sent");
+            let mut received = Vec::new();
+            for receiver in receivers {
+                received.push(receiver.await);
+            }
+            received.sort();
+            received
+        });
+        assert_eq!(received, [Some((ShardId(0), 1)), Some((ShardId(0), 2))]);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //!
 //! | queue | shares | latency | for |
 //! | --- | --- | --- | --- |
-//! | foreground | 1000 | matters, 1 ms | request handling, the mesh pump, anything a client waits on |
+//! | foreground | 1000 | matters, 1 ms | requests, the mesh pump, anything a client waits on |
 //! | background | 250 | not important | flush, reput catch-up, retention cleaning, compaction |
 //!
 //! glommio divides CPU time between runnable queues in proportion to their shares, so under load
