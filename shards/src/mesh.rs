@@ -262,7 +262,7 @@ impl<M: Send + 'static> Mesh<M> {
     /// Cancel safe: a message is taken from its channel only when this future completes with it.
     pub async fn recv(&self) -> Option<(ShardId, M)> {
         poll_fn(|cx| {
-            let mut inbound_cx = Context::from_waker(cx.waker());
+            let mut inbound_cx = Context::from_waker(&self.recv_waker);
             let polled = self.inbound.borrow_mut().poll_next_unpin(&mut inbound_cx);
             if polled.is_pending() {
                 // Only this thread wakes `recv_waker` (the reactor and the self queue run here),

@@ -16,8 +16,37 @@
 
 use super::command::ExtFields;
 
+/// The Java type of one header field, for schema-driven tests and tools.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ValueKind {
+    /// `String`.
+    Text,
+    /// `Integer` / `int`.
+    Int,
+    /// `Long` / `long`.
+    Long,
+    /// `Boolean` / `boolean`.
+    Bool,
+    /// `Double` / `double`.
+    Double,
+}
+
+/// One field of a header's schema.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FieldInfo {
+    /// The extFields key (the Java field name).
+    pub key: &'static str,
+    /// The value type.
+    pub kind: ValueKind,
+    /// Whether Java marks it `@CFNotNull`.
+    pub required: bool,
+}
+
 /// A typed custom header (`CommandCustomHeader` in Java).
 pub trait CommandHeader: Sized {
+    /// The fields, in declaration order.
+    const FIELDS: &'static [FieldInfo];
+
     /// Reads the header from a command's extFields.
     ///
     /// # Errors
@@ -41,6 +70,8 @@ pub enum HeaderError {
 
 /// A type that can be one extFields value.
 pub trait HeaderValue: Sized {
+    /// The Java type.
+    const KIND: ValueKind;
     /// Parses the text as Java would, `None` where Java would fail.
     fn parse_value(text: &str) -> Option<Self>;
     /// Formats as Java's `String.valueOf`.
@@ -48,6 +79,7 @@ pub trait HeaderValue: Sized {
 }
 
 impl HeaderValue for String {
+    const KIND: ValueKind = ValueKind::Text;
     fn parse_value(text: &str) -> Option<Self> {
         Some(text.to_owned())
     }
@@ -57,6 +89,7 @@ impl HeaderValue for String {
 }
 
 impl HeaderValue for bool {
+    const KIND: ValueKind = ValueKind::Bool;
     fn parse_value(text: &str) -> Option<Self> {
         Some(text.eq_ignore_ascii_case("true"))
     }
@@ -66,6 +99,7 @@ impl HeaderValue for bool {
 }
 
 impl HeaderValue for f64 {
+    const KIND: ValueKind = ValueKind::Double;
     fn parse_value(text: &str) -> Option<Self> {
         text.trim().parse().ok()
     }
@@ -75,8 +109,9 @@ impl HeaderValue for f64 {
 }
 
 macro_rules! java_integer_value {
-    ($($ty:ty),*) => {$(
+    ($($ty:ty => $kind:ident),*) => {$(
         impl HeaderValue for $ty {
+            const KIND: ValueKind = ValueKind::$kind;
             fn parse_value(text: &str) -> Option<Self> {
                 // Java accepts a leading '+' or '-' and decimal digits only, no whitespace.
                 let digits = text.strip_prefix('+').unwrap_or(text);
@@ -91,10 +126,14 @@ macro_rules! java_integer_value {
         }
     )*};
 }
-java_integer_value!(i32, i64);
+java_integer_value!(i32 => Int, i64 => Long);
 
 /// One field of a typed header: a required `T` or an optional `Option<T>`.
 pub trait HeaderField: Sized {
+    /// The Java type of the field.
+    const KIND: ValueKind;
+    /// Whether the field is required.
+    const REQUIRED: bool;
     /// Reads the field named `key`.
     ///
     /// # Errors
@@ -107,6 +146,8 @@ pub trait HeaderField: Sized {
 macro_rules! header_field {
     ($($ty:ty),*) => {$(
         impl HeaderField for $ty {
+            const KIND: ValueKind = <$ty as HeaderValue>::KIND;
+            const REQUIRED: bool = true;
             fn read_field(fields: &ExtFields, key: &'static str) -> Result<Self, HeaderError> {
                 fields
                     .get(key)
@@ -119,6 +160,8 @@ macro_rules! header_field {
         }
 
         impl HeaderField for Option<$ty> {
+            const KIND: ValueKind = <$ty as HeaderValue>::KIND;
+            const REQUIRED: bool = false;
             fn read_field(fields: &ExtFields, key: &'static str) -> Result<Self, HeaderError> {
                 Ok(fields.get(key).and_then(<$ty as HeaderValue>::parse_value))
             }
@@ -155,6 +198,14 @@ macro_rules! command_header {
         }
 
         impl $crate::remoting::header::CommandHeader for $name {
+            const FIELDS: &'static [$crate::remoting::header::FieldInfo] = &[$(
+                $crate::remoting::header::FieldInfo {
+                    key: $key,
+                    kind: <$ty as $crate::remoting::header::HeaderField>::KIND,
+                    required: <$ty as $crate::remoting::header::HeaderField>::REQUIRED,
+                },
+            )*];
+
             #[allow(unused_variables)]
             fn read_from(
                 fields: &$crate::remoting::ExtFields,
