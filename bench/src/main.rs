@@ -1,1 +1,40 @@
-fn main() {}
+//! `ferromq-bench`: load generators for RocketMQ-protocol servers, with honest percentiles.
+//!
+//! Workloads (one subcommand each):
+//! - `route`: GET_ROUTEINFO_BY_TOPIC lookups against a name server, closed loop, for several
+//!   connection counts in one run.
+//!
+//! Each prints a live progress line every second and a final table; numbers come from
+//! hdrhistogram, so tail percentiles are exact to 3 significant digits.
+
+mod workloads;
+
+use clap::{Parser, Subcommand};
+use std::io::IsTerminal;
+
+/// Benchmarks for ferromq and any other RocketMQ-protocol server.
+#[derive(Debug, Parser)]
+#[command(name = "ferromq-bench", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    workload: Workload,
+}
+
+#[derive(Debug, Subcommand)]
+enum Workload {
+    /// Route lookups per second against a name server, for each connection count.
+    Route(workloads::route::RouteArgs),
+}
+
+fn main() -> anyhow::Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    match Cli::parse().workload {
+        Workload::Route(args) => workloads::route::run(&args),
+    }
+}

@@ -385,7 +385,14 @@ impl<M: Send + 'static> MeshEnds<M> {
                 room,
             });
         }
-        Mesh::assemble(me, self.capacity, outbound, inbound_rooms, self_queue, streams)
+        Mesh::assemble(
+            me,
+            self.capacity,
+            outbound,
+            inbound_rooms,
+            self_queue,
+            streams,
+        )
     }
 }
 

@@ -1,0 +1,3 @@
+//! One module per workload.
+
+pub mod route;
