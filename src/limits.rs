@@ -39,6 +39,5 @@ pub const TOPIC_NAME_LENGTH_MAX: usize = 127;
 // The frame length travels as an i32 and the header length in 24 bits.
 const _: () = assert!(FRAME_SIZE_MAX <= i32::MAX as usize);
 const _: () = assert!(READ_CHUNK_SIZE <= FRAME_SIZE_MAX);
-const _: () = assert!(
-    SCAN_NOT_ACTIVE_BROKER_INTERVAL.as_millis() < BROKER_EXPIRED_TIMEOUT.as_millis()
-);
+const _: () =
+    assert!(SCAN_NOT_ACTIVE_BROKER_INTERVAL.as_millis() < BROKER_EXPIRED_TIMEOUT.as_millis());

@@ -87,10 +87,15 @@ fn run_namesrv(args: NamesrvArgs) -> anyhow::Result<()> {
         config.listen_port = addr.port();
     }
     if let Some(spec) = &args.shards {
-        config.shards = Some(spec.parse().with_context(|| format!("bad --shards `{spec}`"))?);
+        config.shards = Some(
+            spec.parse()
+                .with_context(|| format!("bad --shards `{spec}`"))?,
+        );
     }
     let shutdown = Shutdown::new();
-    shutdown.install_signal_handlers().context("cannot install signal handlers")?;
+    shutdown
+        .install_signal_handlers()
+        .context("cannot install signal handlers")?;
     let namesrv = ferromq::namesrv::start(config, shutdown)?;
     namesrv.wait()?;
     tracing::info!("name server stopped");

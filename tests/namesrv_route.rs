@@ -14,8 +14,7 @@ use ferromq::remoting::client::RemotingClient;
 use ferromq::remoting::codec::encode_to_vec;
 use ferromq::remoting::headers::{
     GetKvConfigRequestHeader, GetRouteInfoRequestHeader, PutKvConfigRequestHeader,
-    RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader,
-    WipeWritePermOfBrokerRequestHeader,
+    RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader, WipeWritePermOfBrokerRequestHeader,
 };
 use ferromq::remoting::{RemotingCommand, RequestCode, ResponseCode, SerializeType};
 use std::io::{Read, Write};
@@ -23,7 +22,12 @@ use std::time::{Duration, Instant};
 
 const TIMEOUT: Duration = Duration::from_secs(5);
 
-fn register_request(name: &str, addr: &str, topics: &[(&str, i32)], counter: i64) -> RemotingCommand {
+fn register_request(
+    name: &str,
+    addr: &str,
+    topics: &[(&str, i32)],
+    counter: i64,
+) -> RemotingCommand {
     let mut body = RegisterBrokerBody::default();
     for (topic, queues) in topics {
         let config = TopicConfig {
@@ -32,7 +36,9 @@ fn register_request(name: &str, addr: &str, topics: &[(&str, i32)], counter: i64
             write_queue_nums: *queues,
             ..TopicConfig::default()
         };
-        body.topic_config_serialize_wrapper.topic_config_table.insert((*topic).into(), config);
+        body.topic_config_serialize_wrapper
+            .topic_config_table
+            .insert((*topic).into(), config);
     }
     body.topic_config_serialize_wrapper.data_version.counter = counter;
     body.topic_config_serialize_wrapper.data_version.timestamp = 1_700_000_000_000;
@@ -52,8 +58,12 @@ fn register_request(name: &str, addr: &str, topics: &[(&str, i32)], counter: i64
 }
 
 async fn route(client: &RemotingClient, topic: &str, version: i32) -> RemotingCommand {
-    let header = GetRouteInfoRequestHeader { topic: topic.into(), accept_standard_json_only: None };
-    let mut request = RemotingCommand::request_with_header(RequestCode::GET_ROUTEINFO_BY_TOPIC, &header);
+    let header = GetRouteInfoRequestHeader {
+        topic: topic.into(),
+        accept_standard_json_only: None,
+    };
+    let mut request =
+        RemotingCommand::request_with_header(RequestCode::GET_ROUTEINFO_BY_TOPIC, &header);
     request.version = version;
     client.request_timeout(request, TIMEOUT).await.unwrap()
 }
@@ -69,7 +79,10 @@ async fn wait_until_route<F: Fn(&RemotingCommand) -> bool>(
         if done(&response) {
             return response;
         }
-        assert!(Instant::now() < deadline, "route of {topic} never changed: {response:?}");
+        assert!(
+            Instant::now() < deadline,
+            "route of {topic} never changed: {response:?}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -88,7 +101,11 @@ async fn register_two_brokers_route_in_both_flavours_has_exact_shape() {
     let request = register_request("broker-b", "127.0.0.1:10921", &[("T1", 8)], 1);
     let response = broker_b.request_timeout(request, TIMEOUT).await.unwrap();
     assert_eq!(response.response_code(), ResponseCode::SUCCESS);
-    assert_eq!(response.serialize_type, SerializeType::RocketMq, "answered in request's type");
+    assert_eq!(
+        response.serialize_type,
+        SerializeType::RocketMq,
+        "answered in request's type"
+    );
 
     let standard = route(&client, "T1", 409).await;
     assert_eq!(standard.response_code(), ResponseCode::SUCCESS);
@@ -112,18 +129,30 @@ async fn register_two_brokers_route_in_both_flavours_has_exact_shape() {
         )
     );
     // acceptStandardJsonOnly overrides an old version.
-    let header = GetRouteInfoRequestHeader { topic: "T2".into(), accept_standard_json_only: Some(true) };
-    let mut request = RemotingCommand::request_with_header(RequestCode::GET_ROUTEINFO_BY_TOPIC, &header);
+    let header = GetRouteInfoRequestHeader {
+        topic: "T2".into(),
+        accept_standard_json_only: Some(true),
+    };
+    let mut request =
+        RemotingCommand::request_with_header(RequestCode::GET_ROUTEINFO_BY_TOPIC, &header);
     request.version = 317;
     let forced = client.request_timeout(request, TIMEOUT).await.unwrap();
-    assert!(String::from_utf8(forced.body).unwrap().contains(r#"{"0":"127.0.0.1:10911"}"#));
+    assert!(String::from_utf8(forced.body)
+        .unwrap()
+        .contains(r#"{"0":"127.0.0.1:10911"}"#));
 
     let missing = route(&client, "Nope", 409).await;
     assert_eq!(missing.response_code(), ResponseCode::TOPIC_NOT_EXIST);
-    assert!(missing.remark.unwrap().starts_with("No topic route info in name server for the topic: Nope"));
+    assert!(missing
+        .remark
+        .unwrap()
+        .starts_with("No topic route info in name server for the topic: Nope"));
 
     let cluster = client
-        .request_timeout(RemotingCommand::request(RequestCode::GET_BROKER_CLUSTER_INFO), TIMEOUT)
+        .request_timeout(
+            RemotingCommand::request(RequestCode::GET_BROKER_CLUSTER_INFO),
+            TIMEOUT,
+        )
         .await
         .unwrap();
     let cluster = String::from_utf8(cluster.body).unwrap();
@@ -131,10 +160,16 @@ async fn register_two_brokers_route_in_both_flavours_has_exact_shape() {
     assert!(cluster.contains(r#""brokerAddrs":{0:"127.0.0.1:10911"}"#));
 
     let topics = client
-        .request_timeout(RemotingCommand::request(RequestCode::GET_ALL_TOPIC_LIST_FROM_NAMESERVER), TIMEOUT)
+        .request_timeout(
+            RemotingCommand::request(RequestCode::GET_ALL_TOPIC_LIST_FROM_NAMESERVER),
+            TIMEOUT,
+        )
         .await
         .unwrap();
-    assert_eq!(String::from_utf8(topics.body).unwrap(), r#"{"topicList":["T1","T2"]}"#);
+    assert_eq!(
+        String::from_utf8(topics.body).unwrap(),
+        r#"{"topicList":["T1","T2"]}"#
+    );
 }
 
 #[tokio::test]
@@ -170,9 +205,15 @@ async fn silent_broker_expires_after_configured_timeout() {
     let started = Instant::now();
     broker.request_timeout(request, TIMEOUT).await.unwrap();
     // The broker's connection stays open; only its silence removes it.
-    let gone = wait_until_route(&client, "T", |r| r.response_code() == ResponseCode::TOPIC_NOT_EXIST).await;
+    let gone = wait_until_route(&client, "T", |r| {
+        r.response_code() == ResponseCode::TOPIC_NOT_EXIST
+    })
+    .await;
     assert_eq!(gone.response_code(), ResponseCode::TOPIC_NOT_EXIST);
-    assert!(started.elapsed() >= Duration::from_millis(300), "not before the timeout");
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "not before the timeout"
+    );
     assert!(namesrv.wait_for_log("broker expired", TIMEOUT).is_some());
     assert!(!broker.is_closed());
 }
@@ -186,7 +227,9 @@ async fn unregister_and_write_perm_update_the_route() {
 
     let wipe = RemotingCommand::request_with_header(
         RequestCode::WIPE_WRITE_PERM_OF_BROKER,
-        &WipeWritePermOfBrokerRequestHeader { broker_name: "broker-a".into() },
+        &WipeWritePermOfBrokerRequestHeader {
+            broker_name: "broker-a".into(),
+        },
     );
     let response = broker.request_timeout(wipe, TIMEOUT).await.unwrap();
     assert_eq!(response.ext("wipeTopicCount"), Some("1"));
@@ -204,7 +247,10 @@ async fn unregister_and_write_perm_update_the_route() {
     );
     let response = broker.request_timeout(unregister, TIMEOUT).await.unwrap();
     assert_eq!(response.response_code(), ResponseCode::SUCCESS);
-    assert_eq!(route(&broker, "T", 409).await.response_code(), ResponseCode::TOPIC_NOT_EXIST);
+    assert_eq!(
+        route(&broker, "T", 409).await.response_code(),
+        ResponseCode::TOPIC_NOT_EXIST
+    );
 }
 
 #[tokio::test]
@@ -230,7 +276,10 @@ async fn kv_config_survives_restart() {
     let get = |key: &str| {
         RemotingCommand::request_with_header(
             RequestCode::GET_KV_CONFIG,
-            &GetKvConfigRequestHeader { namespace: "ORDER_TOPIC_CONFIG".into(), key: key.into() },
+            &GetKvConfigRequestHeader {
+                namespace: "ORDER_TOPIC_CONFIG".into(),
+                key: key.into(),
+            },
         )
     };
     let response = client.request_timeout(get("T"), TIMEOUT).await.unwrap();
@@ -271,7 +320,9 @@ async fn bad_input_closes_only_that_connection() {
     assert!(raw_exchange(addr, &2i32.to_be_bytes()).is_empty());
 
     // A truncated frame followed by the peer going away: the server just drops it.
-    let frame = encode_to_vec(&RemotingCommand::request(RequestCode::GET_BROKER_CLUSTER_INFO));
+    let frame = encode_to_vec(&RemotingCommand::request(
+        RequestCode::GET_BROKER_CLUSTER_INFO,
+    ));
     let mut truncated = std::net::TcpStream::connect(addr).unwrap();
     truncated.write_all(&frame[..frame.len() - 3]).unwrap();
     drop(truncated);
@@ -281,21 +332,39 @@ async fn bad_input_closes_only_that_connection() {
         .request_timeout(RemotingCommand::request(RequestCode(9999)), TIMEOUT)
         .await
         .unwrap();
-    assert_eq!(unknown.response_code(), ResponseCode::REQUEST_CODE_NOT_SUPPORTED);
-    assert_eq!(unknown.remark.as_deref(), Some(" request type 9999 not supported"));
+    assert_eq!(
+        unknown.response_code(),
+        ResponseCode::REQUEST_CODE_NOT_SUPPORTED
+    );
+    assert_eq!(
+        unknown.remark.as_deref(),
+        Some(" request type 9999 not supported")
+    );
 
     // Missing required header field.
     let missing = healthy
-        .request_timeout(RemotingCommand::request(RequestCode::GET_ROUTEINFO_BY_TOPIC), TIMEOUT)
+        .request_timeout(
+            RemotingCommand::request(RequestCode::GET_ROUTEINFO_BY_TOPIC),
+            TIMEOUT,
+        )
         .await
         .unwrap();
     assert_eq!(missing.response_code(), ResponseCode::SYSTEM_ERROR);
-    assert_eq!(missing.remark.as_deref(), Some("the custom field <topic> is null"));
+    assert_eq!(
+        missing.remark.as_deref(),
+        Some("the custom field <topic> is null")
+    );
 
     // A oneway request with an unknown code gets no answer; the next request is still served.
-    healthy.oneway(RemotingCommand::request(RequestCode(9998))).await.unwrap();
+    healthy
+        .oneway(RemotingCommand::request(RequestCode(9998)))
+        .await
+        .unwrap();
     let cluster = healthy
-        .request_timeout(RemotingCommand::request(RequestCode::GET_BROKER_CLUSTER_INFO), TIMEOUT)
+        .request_timeout(
+            RemotingCommand::request(RequestCode::GET_BROKER_CLUSTER_INFO),
+            TIMEOUT,
+        )
         .await
         .unwrap();
     assert_eq!(cluster.response_code(), ResponseCode::SUCCESS);

@@ -48,11 +48,17 @@ fn fields_of<H: CommandHeader>() -> BoxedStrategy<Vec<(String, String)>> {
             }
         })
         .collect();
-    parts.prop_map(|entries| entries.into_iter().flatten().collect()).boxed()
+    parts
+        .prop_map(|entries| entries.into_iter().flatten().collect())
+        .boxed()
 }
 
 fn header_round_trips<H: CommandHeader + PartialEq + std::fmt::Debug>() {
-    let config = Config { cases: 64, source_file: Some(file!()), ..Config::default() };
+    let config = Config {
+        cases: 64,
+        source_file: Some(file!()),
+        ..Config::default()
+    };
     let mut runner = TestRunner::new(config);
     let strategy = (fields_of::<H>(), any::<i32>(), proptest::option::of(text()));
     runner
@@ -166,8 +172,11 @@ fn any_frame() -> impl Strategy<Value = Vec<u8>> {
             command.remark = remark;
             command.ext_fields = Some(ext.into_iter().collect());
             command.body = body;
-            command.serialize_type =
-                if binary { SerializeType::RocketMq } else { SerializeType::Json };
+            command.serialize_type = if binary {
+                SerializeType::RocketMq
+            } else {
+                SerializeType::Json
+            };
             encode_to_vec(&command)
         })
 }
@@ -185,10 +194,14 @@ fn feed(stream: &[u8], chunk_sizes: &[usize]) -> Result<usize, DecodeError> {
         let size = (*sizes.next().unwrap()).clamp(1, stream.len() - at);
         decoder.extend(&stream[at..at + size]);
         at += size;
-        while let Some(_) = decoder.next_command()? {
+        while decoder.next_command()?.is_some() {
             decoded += 1;
         }
-        assert!(decoder.buffered() < SMALL_LIMIT + size, "buffered {}", decoder.buffered());
+        assert!(
+            decoder.buffered() < SMALL_LIMIT + size,
+            "buffered {}",
+            decoder.buffered()
+        );
     }
     Ok(decoded)
 }

@@ -78,7 +78,10 @@ fn scenario_folders(tree: &str) -> Vec<PathBuf> {
 fn check_typed_header(request_code: RequestCode, command: &RemotingCommand) {
     fn check<H: CommandHeader>(command: &RemotingCommand) {
         let header: H = command.decode_header().unwrap_or_else(|e| {
-            panic!("{} does not decode: {e}: {command:?}", std::any::type_name::<H>())
+            panic!(
+                "{} does not decode: {e}: {command:?}",
+                std::any::type_name::<H>()
+            )
         });
         let mut written = ExtFields::new();
         header.write_to(&mut written);
@@ -99,7 +102,9 @@ fn check_typed_header(request_code: RequestCode, command: &RemotingCommand) {
             | RequestCode::SEND_MESSAGE_V2
             | RequestCode::SEND_BATCH_MESSAGE => check::<SendMessageResponseHeader>(command),
             RequestCode::PULL_MESSAGE => check::<PullMessageResponseHeader>(command),
-            RequestCode::QUERY_CONSUMER_OFFSET => check::<QueryConsumerOffsetResponseHeader>(command),
+            RequestCode::QUERY_CONSUMER_OFFSET => {
+                check::<QueryConsumerOffsetResponseHeader>(command)
+            }
             RequestCode::REGISTER_BROKER => check::<RegisterBrokerResponseHeader>(command),
             RequestCode::GET_MAX_OFFSET | RequestCode::GET_MIN_OFFSET => {
                 check::<OffsetResponseHeader>(command);
@@ -154,7 +159,12 @@ fn check_tree(tree: &str) -> usize {
     let mut count = 0;
     for folder in scenario_folders(tree) {
         for captured in load_folder(&folder) {
-            let Captured { entry, bytes, command, .. } = &captured;
+            let Captured {
+                entry,
+                bytes,
+                command,
+                ..
+            } = &captured;
             let header = &entry["header"];
             let serialize_type = match entry["serialize"].as_str().unwrap() {
                 "JSON" => SerializeType::Json,
@@ -164,14 +174,24 @@ fn check_tree(tree: &str) -> usize {
             assert_eq!(i64::from(command.code), entry["code"].as_i64().unwrap());
             assert_eq!(i64::from(command.flag), entry["flag"].as_i64().unwrap());
             assert_eq!(i64::from(command.opaque), entry["opaque"].as_i64().unwrap());
-            assert_eq!(command.body.len() as u64, entry["body_len"].as_u64().unwrap());
-            assert_eq!(command.remark.as_deref().filter(|r| !r.is_empty()),
-                header["remark"].as_str().filter(|r| !r.is_empty()));
+            assert_eq!(
+                command.body.len() as u64,
+                entry["body_len"].as_u64().unwrap()
+            );
+            assert_eq!(
+                command.remark.as_deref().filter(|r| !r.is_empty()),
+                header["remark"].as_str().filter(|r| !r.is_empty())
+            );
             let expected_ext = header["extFields"].as_object().cloned().unwrap_or_default();
             let decoded_ext = command.ext_fields.clone().unwrap_or_default();
             assert_eq!(decoded_ext.len(), expected_ext.len(), "{}", entry["file"]);
             for (key, value) in &expected_ext {
-                assert_eq!(decoded_ext.get(key), value.as_str(), "{key} in {}", entry["file"]);
+                assert_eq!(
+                    decoded_ext.get(key),
+                    value.as_str(),
+                    "{key} in {}",
+                    entry["file"]
+                );
             }
             let request_code = if command.is_response() {
                 RequestCode(i32::try_from(entry["request_code"].as_i64().unwrap()).unwrap())
@@ -211,7 +231,9 @@ fn assert_json_frames_equal(ours: &[u8], theirs: &[u8]) {
     let theirs: Value = serde_json::from_slice(their_header).unwrap();
     // Java always writes this informational key; the Go-shaped probe frames do not.
     if theirs.get("serializeTypeCurrentRPC").is_none() {
-        ours.as_object_mut().unwrap().remove("serializeTypeCurrentRPC");
+        ours.as_object_mut()
+            .unwrap()
+            .remove("serializeTypeCurrentRPC");
     }
     assert_eq!(ours, theirs);
     assert_eq!(our_body, their_body);
@@ -235,7 +257,10 @@ fn every_rocketmq_frame_decodes_and_reencodes_byte_for_byte() {
 fn frames_split_at_every_byte_decode_the_same() {
     let folder = common::fixtures_dir().join("wire/rocketmq/a_producer");
     let frames = load_folder(&folder);
-    let stream: Vec<u8> = frames.iter().flat_map(|c| c.bytes.iter().copied()).collect();
+    let stream: Vec<u8> = frames
+        .iter()
+        .flat_map(|c| c.bytes.iter().copied())
+        .collect();
     for chunk_size in [1, 7, 64, 4096] {
         let mut decoder = FrameDecoder::new(1 << 24);
         let mut decoded = Vec::new();
@@ -272,7 +297,11 @@ fn lenient_json(bytes: &[u8]) -> Value {
         } else if c == '"' {
             in_string = true;
             quoted.push(c);
-        } else if (c == '{' || c == ',') && chars.get(index + 1).is_some_and(|d| d.is_ascii_digit() || *d == '-') {
+        } else if (c == '{' || c == ',')
+            && chars
+                .get(index + 1)
+                .is_some_and(|d| d.is_ascii_digit() || *d == '-')
+        {
             quoted.push(c);
             quoted.push('"');
             index += 1;
@@ -295,7 +324,9 @@ fn assert_superset(ours: &Value, theirs: &Value, path: &str) {
     match (ours, theirs) {
         (Value::Object(ours), Value::Object(theirs)) => {
             for (key, value) in theirs {
-                let mine = ours.get(key).unwrap_or_else(|| panic!("{path}.{key} missing"));
+                let mine = ours
+                    .get(key)
+                    .unwrap_or_else(|| panic!("{path}.{key} missing"));
                 assert_superset(mine, value, &format!("{path}.{key}"));
             }
             for key in ours.keys() {
@@ -343,10 +374,17 @@ async fn exchange(stream: &mut tokio::net::TcpStream, frame: &[u8]) -> Option<Re
 }
 
 fn assert_response_matches(ours: &RemotingCommand, theirs: &RemotingCommand, what: &str) {
-    assert_eq!(ours.code, theirs.code, "{what}: code; remark {:?}", ours.remark);
+    assert_eq!(
+        ours.code, theirs.code,
+        "{what}: code; remark {:?}",
+        ours.remark
+    );
     assert_eq!(ours.flag, theirs.flag, "{what}: flag");
     assert_eq!(ours.opaque, theirs.opaque, "{what}: opaque");
-    assert_eq!(ours.serialize_type, theirs.serialize_type, "{what}: serialization");
+    assert_eq!(
+        ours.serialize_type, theirs.serialize_type,
+        "{what}: serialization"
+    );
     assert_eq!(ours.language, theirs.language, "{what}: language");
     assert_eq!(ours.remark, theirs.remark, "{what}: remark");
     let ours_ext = ours.ext_fields.clone().unwrap_or_default();
@@ -397,7 +435,9 @@ async fn replay_namesrv(tree: &str) {
         }
         pairs.insert(name, requests);
     }
-    let registration = pairs.remove("g_broker_registration").expect("registration capture");
+    let registration = pairs
+        .remove("g_broker_registration")
+        .expect("registration capture");
     let (unregister, registrations): (Vec<_>, Vec<_>) = registration
         .into_iter()
         .partition(|(request, _)| request.command.request_code() == RequestCode::UNREGISTER_BROKER);
@@ -410,7 +450,11 @@ async fn replay_namesrv(tree: &str) {
     let mut registrations = registrations.into_iter();
     let (first, first_response) = registrations.next().unwrap();
     let ours = exchange(&mut broker, &first.bytes).await.unwrap();
-    assert_response_matches(&ours, &first_response.unwrap().command, "first registration");
+    assert_response_matches(
+        &ours,
+        &first_response.unwrap().command,
+        "first registration",
+    );
     for (request, response) in pairs.values().flatten() {
         let Some(response) = response else { continue };
         if response.command.code == ResponseCode::TOPIC_NOT_EXIST.0 {
@@ -425,11 +469,19 @@ async fn replay_namesrv(tree: &str) {
         let ours = exchange(&mut broker, &request.bytes).await;
         match (ours, response) {
             (Some(ours), Some(theirs)) => {
-                assert_response_matches(&ours, &theirs.command, &format!("registration {}", request.seq));
+                assert_response_matches(
+                    &ours,
+                    &theirs.command,
+                    &format!("registration {}", request.seq),
+                );
                 compared += 1;
             }
             (None, None) => {}
-            (ours, theirs) => panic!("registration {}: {ours:?} vs {:?}", request.seq, theirs.map(|t| t.command)),
+            (ours, theirs) => panic!(
+                "registration {}: {ours:?} vs {:?}",
+                request.seq,
+                theirs.map(|t| t.command)
+            ),
         }
     }
     for (folder, requests) in &pairs {
@@ -439,14 +491,21 @@ async fn replay_namesrv(tree: &str) {
                 continue;
             }
             let ours = exchange(&mut client, &request.bytes).await.unwrap();
-            let what = format!("{folder} #{} {}", request.seq, request.command.request_code());
+            let what = format!(
+                "{folder} #{} {}",
+                request.seq,
+                request.command.request_code()
+            );
             if request.command.request_code() == RequestCode::GET_ALL_TOPIC_LIST_FROM_NAMESERVER {
                 // The listing ran while the broker was still creating retry topics: it must be
                 // a subset of the final one.
                 let theirs = lenient_json(&response.command.body);
                 let mine = lenient_json(&ours.body);
                 for topic in theirs["topicList"].as_array().unwrap() {
-                    assert!(mine["topicList"].as_array().unwrap().contains(topic), "{what}: {topic}");
+                    assert!(
+                        mine["topicList"].as_array().unwrap().contains(topic),
+                        "{what}: {topic}"
+                    );
                 }
                 continue;
             }

@@ -94,7 +94,11 @@ impl NamesrvConfig {
     ///
     /// # Errors
     /// [`ConfigError::BadValue`] for the first value that does not parse.
-    pub fn apply(&mut self, origin: &str, properties: &[Property]) -> Result<Vec<String>, ConfigError> {
+    pub fn apply(
+        &mut self,
+        origin: &str,
+        properties: &[Property],
+    ) -> Result<Vec<String>, ConfigError> {
         let mut unknown = Vec::new();
         for property in properties {
             let at = format!("{origin} line {}", property.line);
@@ -103,7 +107,9 @@ impl NamesrvConfig {
                 "bindAddress" => {
                     self.bind_address = parse_value(&at, key, value, "an IP address")?;
                 }
-                "listenPort" => self.listen_port = parse_value(&at, key, value, "a port 0..=65535")?,
+                "listenPort" => {
+                    self.listen_port = parse_value(&at, key, value, "a port 0..=65535")?
+                }
                 "kvConfigPath" => self.kv_config_path = PathBuf::from(value),
                 "orderMessageEnable" => self.order_message_enable = parse_bool(&at, key, value)?,
                 "returnOrderTopicConfigToBroker" => {
@@ -113,7 +119,9 @@ impl NamesrvConfig {
                 "scanNotActiveBrokerInterval" => {
                     self.scan_not_active_broker_interval = millis(&at, key, value)?;
                 }
-                "brokerExpiredTimeoutMillis" => self.broker_expired_timeout = millis(&at, key, value)?,
+                "brokerExpiredTimeoutMillis" => {
+                    self.broker_expired_timeout = millis(&at, key, value)?
+                }
                 "serverChannelMaxIdleTimeSeconds" => {
                     let seconds: u64 = parse_value(&at, key, value, "seconds, at least 1")?;
                     self.channel_idle_timeout = Duration::from_secs(seconds.max(1));
@@ -129,9 +137,9 @@ impl NamesrvConfig {
                     self.connections_max = parse_value(&at, key, value, "a connection count")?;
                 }
                 "shards" => {
-                    let placement: Placement = value.parse().map_err(|e| {
-                        bad(&at, key, value, &format!("a shard placement ({e})"))
-                    })?;
+                    let placement: Placement = value
+                        .parse()
+                        .map_err(|e| bad(&at, key, value, &format!("a shard placement ({e})")))?;
                     self.shards = Some(placement);
                 }
                 _ if IGNORED_JAVA_KEYS.contains(&key) => {
@@ -179,7 +187,9 @@ mod tests {
     #[test]
     fn apply_bad_value_names_file_line_and_key() {
         let mut config = NamesrvConfig::default();
-        let error = config.apply("namesrv.conf", &parse("\nlistenPort=abc\n")).unwrap_err();
+        let error = config
+            .apply("namesrv.conf", &parse("\nlistenPort=abc\n"))
+            .unwrap_err();
         assert_eq!(
             error.to_string(),
             "namesrv.conf line 2: listenPort = 'abc' is invalid: a port 0..=65535"

@@ -36,7 +36,11 @@ pub fn parse(text: &str) -> Vec<Property> {
             }
         }
         let (key, value) = split_key_value(&logical);
-        properties.push(Property { key: unescape(key), value: unescape(value), line: start_line });
+        properties.push(Property {
+            key: unescape(key),
+            value: unescape(value),
+            line: start_line,
+        });
     }
     properties
 }
@@ -112,8 +116,10 @@ mod tests {
             ("path", "C:\\dir"),
             ("uni", "é"),
         ];
-        let expected: Vec<(String, String)> =
-            expected.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let expected: Vec<(String, String)> = expected
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         assert_eq!(parsed, expected);
     }
 

@@ -43,7 +43,10 @@ impl KvConfigManager {
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
             Err(error) => return Err(format!("cannot read {}: {error}", path.display())),
         };
-        Ok(KvConfigManager { table, path: Some(path.to_owned()) })
+        Ok(KvConfigManager {
+            table,
+            path: Some(path.to_owned()),
+        })
     }
 
     /// Sets a value; returns whether anything changed.
@@ -73,14 +76,18 @@ impl KvConfigManager {
     /// All entries of a namespace, `None` when it has none.
     #[must_use]
     pub fn list(&self, namespace: &str) -> Option<&BTreeMap<String, String>> {
-        self.table.get(namespace).filter(|entries| !entries.is_empty())
+        self.table
+            .get(namespace)
+            .filter(|entries| !entries.is_empty())
     }
 
     /// The bytes to persist and where, or `None` for an in-memory store.
     #[must_use]
     pub fn snapshot(&self) -> Option<(PathBuf, Vec<u8>)> {
         let path = self.path.clone()?;
-        let wrapper = KvConfigSerializeWrapper { config_table: self.table.clone() };
+        let wrapper = KvConfigSerializeWrapper {
+            config_table: self.table.clone(),
+        };
         let bytes = serde_json::to_vec_pretty(&wrapper).expect("string maps serialize");
         Some((path, bytes))
     }

@@ -106,7 +106,11 @@ pub fn start(config: NamesrvConfig, shutdown: Shutdown) -> Result<NamesrvHandle,
     let mut roles = RoleSet::default();
     roles.insert(Role::Net);
     roles.insert(Role::Control);
-    let placement = config.shards.clone().unwrap_or_else(Placement::detect).only_roles(roles);
+    let placement = config
+        .shards
+        .clone()
+        .unwrap_or_else(Placement::detect)
+        .only_roles(roles);
     let first_net = placement.owner_of(Role::Net);
     let kv = Arc::new(Mutex::new(Some(kv)));
     let bound: Arc<OnceLock<Result<SocketAddr, String>>> = Arc::new(OnceLock::new());
@@ -164,14 +168,23 @@ pub fn start(config: NamesrvConfig, shutdown: Shutdown) -> Result<NamesrvHandle,
                         }
                     };
                     if let Some(listener) = listener {
-                        let handler = Rc::new(NetHandler { mesh: mesh.clone(), owner });
+                        let handler = Rc::new(NetHandler {
+                            mesh: mesh.clone(),
+                            owner,
+                        });
                         let server_config = ServerConfig {
                             frame_size_max: config.frame_size_max,
                             idle_timeout: config.channel_idle_timeout,
                             connections_max: config.connections_max,
                         };
-                        server::serve(ctx.id, listener, handler, server_config, ctx.shutdown.clone())
-                            .await;
+                        server::serve(
+                            ctx.id,
+                            listener,
+                            handler,
+                            server_config,
+                            ctx.shutdown.clone(),
+                        )
+                        .await;
                     } else {
                         ctx.shutdown.trigger();
                     }
@@ -225,7 +238,11 @@ impl RequestHandler for NetHandler {
         request: RemotingCommand,
     ) -> Option<RemotingCommand> {
         let (reply, response) = oneshot::channel();
-        let message = NamesrvMessage::Request { connection, request, reply };
+        let message = NamesrvMessage::Request {
+            connection,
+            request,
+            reply,
+        };
         if self.mesh.send_to(self.owner, message).await.is_err() {
             return None;
         }
@@ -233,7 +250,9 @@ impl RequestHandler for NetHandler {
     }
 
     async fn connection_closed(&self, connection: ConnectionInfo) {
-        let message = NamesrvMessage::ConnectionClosed { connection: connection.id };
+        let message = NamesrvMessage::ConnectionClosed {
+            connection: connection.id,
+        };
         let _ = self.mesh.send_to(self.owner, message).await;
     }
 }
@@ -251,8 +270,14 @@ async fn run_pump(
         };
         let Some((_, message)) = received else { break };
         match message {
-            NamesrvMessage::Request { connection, request, reply } => {
-                let outcome = processor.borrow_mut().process(connection.id, &request, now_ms());
+            NamesrvMessage::Request {
+                connection,
+                request,
+                reply,
+            } => {
+                let outcome = processor
+                    .borrow_mut()
+                    .process(connection.id, &request, now_ms());
                 let _ = reply.send(outcome.response);
                 if outcome.kv_changed {
                     persist_kv(&processor).await;
@@ -278,7 +303,10 @@ async fn run_housekeeping(
             return;
         }
         // Expired brokers' connections are left to their own idle timeout.
-        let _ = processor.borrow_mut().routes.scan_not_active_broker(now_ms());
+        let _ = processor
+            .borrow_mut()
+            .routes
+            .scan_not_active_broker(now_ms());
     }
 }
 
@@ -297,6 +325,8 @@ async fn persist_kv(processor: &Rc<RefCell<NamesrvProcessor>>) {
 /// Wall-clock milliseconds since the epoch, as Java's `System.currentTimeMillis`.
 #[must_use]
 pub fn now_ms() -> u64 {
-    let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let since_epoch = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
     u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX)
 }

@@ -14,13 +14,13 @@ use crate::remoting::body::{
 };
 use crate::remoting::headers::{
     AddWritePermOfBrokerRequestHeader, AddWritePermOfBrokerResponseHeader,
-    BrokerHeartbeatRequestHeader, DeleteKvConfigRequestHeader,
-    DeleteTopicFromNamesrvRequestHeader, GetBrokerMemberGroupRequestHeader,
-    GetKvConfigRequestHeader, GetKvConfigResponseHeader, GetKvListByNamespaceRequestHeader,
-    GetRouteInfoRequestHeader, GetTopicsByClusterRequestHeader, PutKvConfigRequestHeader,
-    QueryDataVersionRequestHeader, QueryDataVersionResponseHeader, RegisterBrokerRequestHeader,
-    RegisterBrokerResponseHeader, RegisterTopicRequestHeader, UnregisterBrokerRequestHeader,
-    WipeWritePermOfBrokerRequestHeader, WipeWritePermOfBrokerResponseHeader,
+    BrokerHeartbeatRequestHeader, DeleteKvConfigRequestHeader, DeleteTopicFromNamesrvRequestHeader,
+    GetBrokerMemberGroupRequestHeader, GetKvConfigRequestHeader, GetKvConfigResponseHeader,
+    GetKvListByNamespaceRequestHeader, GetRouteInfoRequestHeader, GetTopicsByClusterRequestHeader,
+    PutKvConfigRequestHeader, QueryDataVersionRequestHeader, QueryDataVersionResponseHeader,
+    RegisterBrokerRequestHeader, RegisterBrokerResponseHeader, RegisterTopicRequestHeader,
+    UnregisterBrokerRequestHeader, WipeWritePermOfBrokerRequestHeader,
+    WipeWritePermOfBrokerResponseHeader,
 };
 use crate::remoting::server::ConnectionId;
 use crate::remoting::{CommandHeader, HeaderError, RemotingCommand, RequestCode, ResponseCode};
@@ -61,7 +61,10 @@ struct Refusal {
 
 impl From<HeaderError> for Refusal {
     fn from(error: HeaderError) -> Self {
-        Refusal { code: ResponseCode::SYSTEM_ERROR, remark: error.to_string() }
+        Refusal {
+            code: ResponseCode::SYSTEM_ERROR,
+            remark: error.to_string(),
+        }
     }
 }
 
@@ -71,7 +74,8 @@ impl NamesrvProcessor {
     /// A processor with the given stores.
     #[must_use]
     pub fn new(config: &NamesrvConfig, kv: KvConfigManager) -> NamesrvProcessor {
-        let timeout_ms = u64::try_from(config.broker_expired_timeout.as_millis()).unwrap_or(u64::MAX);
+        let timeout_ms =
+            u64::try_from(config.broker_expired_timeout.as_millis()).unwrap_or(u64::MAX);
         NamesrvProcessor {
             routes: RouteInfoManager::new(timeout_ms),
             kv,
@@ -82,7 +86,12 @@ impl NamesrvProcessor {
     }
 
     /// Processes one request that arrived on `channel` at `now_ms`.
-    pub fn process(&mut self, channel: ConnectionId, request: &RemotingCommand, now_ms: u64) -> Outcome {
+    pub fn process(
+        &mut self,
+        channel: ConnectionId,
+        request: &RemotingCommand,
+        now_ms: u64,
+    ) -> Outcome {
         let processed = match request.request_code() {
             RequestCode::PUT_KV_CONFIG => self.put_kv_config(request),
             RequestCode::GET_KV_CONFIG => self.get_kv_config(request),
@@ -94,9 +103,10 @@ impl NamesrvProcessor {
             RequestCode::BROKER_HEARTBEAT => self.broker_heartbeat(request, now_ms),
             RequestCode::GET_BROKER_MEMBER_GROUP => self.broker_member_group(request),
             RequestCode::GET_ROUTEINFO_BY_TOPIC => self.get_route_info(request),
-            RequestCode::GET_BROKER_CLUSTER_INFO => {
-                Ok((success_with_body(request, self.routes.cluster_info().to_json()), false))
-            }
+            RequestCode::GET_BROKER_CLUSTER_INFO => Ok((
+                success_with_body(request, self.routes.cluster_info().to_json()),
+                false,
+            )),
             RequestCode::WIPE_WRITE_PERM_OF_BROKER => self.set_write_perm(request, true),
             RequestCode::ADD_WRITE_PERM_OF_BROKER => self.set_write_perm(request, false),
             RequestCode::GET_ALL_TOPIC_LIST_FROM_NAMESERVER => self.all_topic_list(request),
@@ -107,9 +117,14 @@ impl NamesrvProcessor {
                 let (topics, addr) = self.routes.system_topic_list();
                 Ok((topic_list(request, topics, addr), false))
             }
-            RequestCode::GET_UNIT_TOPIC_LIST => {
-                Ok((topic_list(request, self.routes.topics_with_sys_flag(FLAG_UNIT, 0), None), false))
-            }
+            RequestCode::GET_UNIT_TOPIC_LIST => Ok((
+                topic_list(
+                    request,
+                    self.routes.topics_with_sys_flag(FLAG_UNIT, 0),
+                    None,
+                ),
+                false,
+            )),
             RequestCode::GET_HAS_UNIT_SUB_TOPIC_LIST => {
                 let topics = self.routes.topics_with_sys_flag(FLAG_UNIT_SUB, 0);
                 Ok((topic_list(request, topics, None), false))
@@ -124,7 +139,10 @@ impl NamesrvProcessor {
             }),
         };
         match processed {
-            Ok((response, kv_changed)) => Outcome { response: Some(response), kv_changed },
+            Ok((response, kv_changed)) => Outcome {
+                response: Some(response),
+                kv_changed,
+            },
             Err(refusal) => {
                 tracing::debug!(code = request.code, remark = %refusal.remark, "request refused");
                 Outcome {
@@ -149,12 +167,17 @@ impl NamesrvProcessor {
         let header: GetKvConfigRequestHeader = request.decode_header()?;
         match self.kv.get(&header.namespace, &header.key) {
             Some(value) => {
-                let response_header = GetKvConfigResponseHeader { value: Some(value.to_owned()) };
+                let response_header = GetKvConfigResponseHeader {
+                    value: Some(value.to_owned()),
+                };
                 Ok((success_with_header(request, &response_header), false))
             }
             None => Err(Refusal {
                 code: ResponseCode::QUERY_NOT_FOUND,
-                remark: format!("No config item, Namespace: {} Key: {}", header.namespace, header.key),
+                remark: format!(
+                    "No config item, Namespace: {} Key: {}",
+                    header.namespace, header.key
+                ),
             }),
         }
     }
@@ -169,7 +192,9 @@ impl NamesrvProcessor {
         let header: GetKvListByNamespaceRequestHeader = request.decode_header()?;
         match self.kv.list(&header.namespace) {
             Some(entries) => {
-                let table = KvTable { table: entries.clone() };
+                let table = KvTable {
+                    table: entries.clone(),
+                };
                 Ok((success_with_body(request, to_json(&table)), false))
             }
             None => Err(Refusal {
@@ -182,11 +207,18 @@ impl NamesrvProcessor {
     fn query_data_version(&mut self, request: &RemotingCommand, now_ms: u64) -> Processed {
         let header: QueryDataVersionRequestHeader = request.decode_header()?;
         let theirs: DataVersion = serde_json::from_slice(&request.body).unwrap_or_default();
-        let ours = self.routes.data_version(&header.cluster_name, &header.broker_addr);
+        let ours = self
+            .routes
+            .data_version(&header.cluster_name, &header.broker_addr);
         let changed = ours != Some(theirs);
-        self.routes.refresh(&header.cluster_name, &header.broker_addr, now_ms);
-        let mut response =
-            success_with_header(request, &QueryDataVersionResponseHeader { changed: Some(changed) });
+        self.routes
+            .refresh(&header.cluster_name, &header.broker_addr, now_ms);
+        let mut response = success_with_header(
+            request,
+            &QueryDataVersionResponseHeader {
+                changed: Some(changed),
+            },
+        );
         if let Some(ours) = ours {
             response.body = to_json(&ours);
         }
@@ -211,11 +243,12 @@ impl NamesrvProcessor {
             }
         }
         let compressed = header.compressed.unwrap_or(false);
-        let body = RegisterBrokerBody::decode(&request.body, compressed, request.version)
-            .map_err(|error| Refusal {
+        let body = RegisterBrokerBody::decode(&request.body, compressed, request.version).map_err(
+            |error| Refusal {
                 code: ResponseCode::SYSTEM_ERROR,
                 remark: format!("register broker body: {error}"),
-            })?;
+            },
+        )?;
         let registration = Registration {
             cluster: header.cluster_name,
             broker_addr: header.broker_addr,
@@ -223,7 +256,9 @@ impl NamesrvProcessor {
             broker_id: header.broker_id,
             ha_server_addr: header.ha_server_addr,
             zone_name: request.ext("__ZONE_NAME").map(str::to_owned),
-            timeout_ms: header.heartbeat_timeout_millis.and_then(|ms| u64::try_from(ms).ok()),
+            timeout_ms: header
+                .heartbeat_timeout_millis
+                .and_then(|ms| u64::try_from(ms).ok()),
             enable_acting_master: header.enable_acting_master.unwrap_or(false),
             body,
             channel: Some(channel),
@@ -236,7 +271,9 @@ impl NamesrvProcessor {
         let mut response = success_with_header(request, &response_header);
         if self.return_order_topic_config_to_broker {
             if let Some(entries) = self.kv.list(NAMESPACE_ORDER_TOPIC_CONFIG) {
-                response.body = to_json(&KvTable { table: entries.clone() });
+                response.body = to_json(&KvTable {
+                    table: entries.clone(),
+                });
             }
         }
         Ok((response, false))
@@ -255,21 +292,29 @@ impl NamesrvProcessor {
 
     fn broker_heartbeat(&mut self, request: &RemotingCommand, now_ms: u64) -> Processed {
         let header: BrokerHeartbeatRequestHeader = request.decode_header()?;
-        self.routes.refresh(&header.cluster_name, &header.broker_addr, now_ms);
+        self.routes
+            .refresh(&header.cluster_name, &header.broker_addr, now_ms);
         Ok((RemotingCommand::success_to(request), false))
     }
 
     fn broker_member_group(&mut self, request: &RemotingCommand) -> Processed {
         let header: GetBrokerMemberGroupRequestHeader = request.decode_header()?;
-        let addrs = self.routes.broker_member_group(&header.cluster_name, &header.broker_name);
-        let addrs: serde_json::Map<String, serde_json::Value> =
-            addrs.into_iter().map(|(id, addr)| (id.to_string(), addr.into())).collect();
+        let addrs = self
+            .routes
+            .broker_member_group(&header.cluster_name, &header.broker_name);
+        let addrs: serde_json::Map<String, serde_json::Value> = addrs
+            .into_iter()
+            .map(|(id, addr)| (id.to_string(), addr.into()))
+            .collect();
         let body = serde_json::json!({
             "brokerAddrs": addrs,
             "brokerName": header.broker_name,
             "cluster": header.cluster_name,
         });
-        Ok((success_with_body(request, body.to_string().into_bytes()), false))
+        Ok((
+            success_with_body(request, body.to_string().into_bytes()),
+            false,
+        ))
     }
 
     fn get_route_info(&mut self, request: &RemotingCommand) -> Processed {
@@ -285,11 +330,16 @@ impl NamesrvProcessor {
             });
         };
         if self.order_message_enable {
-            route.order_topic_conf =
-                self.kv.get(NAMESPACE_ORDER_TOPIC_CONFIG, &header.topic).map(str::to_owned);
+            route.order_topic_conf = self
+                .kv
+                .get(NAMESPACE_ORDER_TOPIC_CONFIG, &header.topic)
+                .map(str::to_owned);
         }
         let flavour = route_flavour(request.version, header.accept_standard_json_only);
-        Ok((success_with_body(request, route_json(&route, flavour)), false))
+        Ok((
+            success_with_body(request, route_json(&route, flavour)),
+            false,
+        ))
     }
 
     fn set_write_perm(&mut self, request: &RemotingCommand, wipe: bool) -> Processed {
@@ -297,26 +347,40 @@ impl NamesrvProcessor {
             let header: WipeWritePermOfBrokerRequestHeader = request.decode_header()?;
             let count = self.routes.set_write_perm(&header.broker_name, true);
             tracing::info!(broker = %header.broker_name, count, "wiped write perm");
-            success_with_header(request, &WipeWritePermOfBrokerResponseHeader { wipe_topic_count: count })
+            success_with_header(
+                request,
+                &WipeWritePermOfBrokerResponseHeader {
+                    wipe_topic_count: count,
+                },
+            )
         } else {
             let header: AddWritePermOfBrokerRequestHeader = request.decode_header()?;
             let count = self.routes.set_write_perm(&header.broker_name, false);
             tracing::info!(broker = %header.broker_name, count, "added write perm");
-            success_with_header(request, &AddWritePermOfBrokerResponseHeader { add_topic_count: count })
+            success_with_header(
+                request,
+                &AddWritePermOfBrokerResponseHeader {
+                    add_topic_count: count,
+                },
+            )
         };
         Ok((response, false))
     }
 
     fn all_topic_list(&mut self, request: &RemotingCommand) -> Processed {
         if !self.enable_all_topic_list {
-            return Err(Refusal { code: ResponseCode::SYSTEM_ERROR, remark: "disable".into() });
+            return Err(Refusal {
+                code: ResponseCode::SYSTEM_ERROR,
+                remark: "disable".into(),
+            });
         }
         Ok((topic_list(request, self.routes.all_topics(), None), false))
     }
 
     fn delete_topic(&mut self, request: &RemotingCommand) -> Processed {
         let header: DeleteTopicFromNamesrvRequestHeader = request.decode_header()?;
-        self.routes.delete_topic(&header.topic, header.cluster_name.as_deref());
+        self.routes
+            .delete_topic(&header.topic, header.cluster_name.as_deref());
         Ok((RemotingCommand::success_to(request), false))
     }
 
@@ -335,7 +399,14 @@ impl NamesrvProcessor {
 
     fn topics_by_cluster(&mut self, request: &RemotingCommand) -> Processed {
         let header: GetTopicsByClusterRequestHeader = request.decode_header()?;
-        Ok((topic_list(request, self.routes.topics_by_cluster(&header.cluster), None), false))
+        Ok((
+            topic_list(
+                request,
+                self.routes.topics_by_cluster(&header.cluster),
+                None,
+            ),
+            false,
+        ))
     }
 }
 
@@ -365,8 +436,15 @@ fn success_with_header(request: &RemotingCommand, header: &impl CommandHeader) -
     response
 }
 
-fn topic_list(request: &RemotingCommand, topics: Vec<String>, addr: Option<String>) -> RemotingCommand {
-    let list = TopicList { broker_addr: addr, topic_list: topics };
+fn topic_list(
+    request: &RemotingCommand,
+    topics: Vec<String>,
+    addr: Option<String>,
+) -> RemotingCommand {
+    let list = TopicList {
+        broker_addr: addr,
+        topic_list: topics,
+    };
     success_with_body(request, to_json(&list))
 }
 

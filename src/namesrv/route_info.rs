@@ -122,28 +122,37 @@ impl RouteInfoManager {
             body,
             channel,
         } = registration;
-        self.cluster_addr_table.entry(cluster.clone()).or_default().insert(broker_name.clone());
+        self.cluster_addr_table
+            .entry(cluster.clone())
+            .or_default()
+            .insert(broker_name.clone());
 
-        let broker = self.broker_addr_table.entry(broker_name.clone()).or_insert_with(|| {
-            BrokerData {
+        let broker = self
+            .broker_addr_table
+            .entry(broker_name.clone())
+            .or_insert_with(|| BrokerData {
                 cluster: cluster.clone(),
                 broker_name: broker_name.clone(),
                 broker_addrs: BTreeMap::new(),
                 enable_acting_master,
                 zone_name: zone_name.clone(),
-            }
-        });
+            });
         let mut register_first = broker.broker_addrs.is_empty();
         broker.enable_acting_master = enable_acting_master;
         if zone_name.is_some() {
             broker.zone_name = zone_name;
         }
         // A slave switched to master (or the reverse) keeps its address under a new id.
-        broker.broker_addrs.retain(|id, addr| *addr != broker_addr || *id == broker_id);
+        broker
+            .broker_addrs
+            .retain(|id, addr| *addr != broker_addr || *id == broker_id);
         let old_addr = broker.broker_addrs.insert(broker_id, broker_addr.clone());
         register_first |= old_addr.is_none();
 
-        let key = BrokerAddrInfo { cluster: cluster.clone(), addr: broker_addr.clone() };
+        let key = BrokerAddrInfo {
+            cluster: cluster.clone(),
+            addr: broker_addr.clone(),
+        };
         let wrapper = &body.topic_config_serialize_wrapper;
         if broker_id == MASTER_ID {
             let changed = self
@@ -186,7 +195,8 @@ impl RouteInfoManager {
         if body.filter_server_list.is_empty() {
             self.filter_server_table.remove(&key);
         } else {
-            self.filter_server_table.insert(key, body.filter_server_list.clone());
+            self.filter_server_table
+                .insert(key, body.filter_server_list.clone());
         }
 
         let mut result = RegisterResult::default();
@@ -197,7 +207,10 @@ impl RouteInfoManager {
                 .and_then(|broker| broker.broker_addrs.get(&MASTER_ID))
                 .cloned();
             if let Some(master_addr) = master_addr {
-                let master_key = BrokerAddrInfo { cluster, addr: master_addr.clone() };
+                let master_key = BrokerAddrInfo {
+                    cluster,
+                    addr: master_addr.clone(),
+                };
                 if let Some(master_live) = self.broker_live_table.get(&master_key) {
                     result.ha_server_addr = Some(master_live.ha_server_addr.clone());
                     result.master_addr = Some(master_addr);
@@ -215,7 +228,10 @@ impl RouteInfoManager {
         broker_name: &str,
         broker_id: i64,
     ) {
-        let key = BrokerAddrInfo { cluster: cluster.to_owned(), addr: broker_addr.to_owned() };
+        let key = BrokerAddrInfo {
+            cluster: cluster.to_owned(),
+            addr: broker_addr.to_owned(),
+        };
         self.broker_live_table.remove(&key);
         self.filter_server_table.remove(&key);
         self.remove_broker_addr(cluster, broker_name, broker_id, broker_addr);
@@ -227,7 +243,11 @@ impl RouteInfoManager {
         let Some(broker) = self.broker_addr_table.get_mut(broker_name) else {
             return;
         };
-        if broker.broker_addrs.get(&id).is_some_and(|known| known == addr) {
+        if broker
+            .broker_addrs
+            .get(&id)
+            .is_some_and(|known| known == addr)
+        {
             broker.broker_addrs.remove(&id);
         }
         if !broker.broker_addrs.is_empty() {
@@ -293,7 +313,10 @@ impl RouteInfoManager {
 
     /// Refreshes a broker's liveness (QUERY_DATA_VERSION, BROKER_HEARTBEAT).
     pub fn refresh(&mut self, cluster: &str, broker_addr: &str, now_ms: u64) {
-        let key = BrokerAddrInfo { cluster: cluster.to_owned(), addr: broker_addr.to_owned() };
+        let key = BrokerAddrInfo {
+            cluster: cluster.to_owned(),
+            addr: broker_addr.to_owned(),
+        };
         if let Some(live) = self.broker_live_table.get_mut(&key) {
             live.last_update_ms = now_ms;
         }
@@ -302,8 +325,13 @@ impl RouteInfoManager {
     /// The DataVersion last registered by a broker.
     #[must_use]
     pub fn data_version(&self, cluster: &str, broker_addr: &str) -> Option<DataVersion> {
-        let key = BrokerAddrInfo { cluster: cluster.to_owned(), addr: broker_addr.to_owned() };
-        self.broker_live_table.get(&key).map(|live| live.data_version)
+        let key = BrokerAddrInfo {
+            cluster: cluster.to_owned(),
+            addr: broker_addr.to_owned(),
+        };
+        self.broker_live_table
+            .get(&key)
+            .map(|live| live.data_version)
     }
 
     /// The route of `topic` (`pickupTopicRouteData`), `None` when no broker serves it.
@@ -318,9 +346,14 @@ impl RouteInfoManager {
             };
             route.broker_datas.push(broker.clone());
             for addr in broker.broker_addrs.values() {
-                let key = BrokerAddrInfo { cluster: broker.cluster.clone(), addr: addr.clone() };
+                let key = BrokerAddrInfo {
+                    cluster: broker.cluster.clone(),
+                    addr: addr.clone(),
+                };
                 if let Some(servers) = self.filter_server_table.get(&key) {
-                    route.filter_server_table.insert(addr.clone(), servers.clone());
+                    route
+                        .filter_server_table
+                        .insert(addr.clone(), servers.clone());
                 }
             }
         }
@@ -372,7 +405,10 @@ impl RouteInfoManager {
             topics.push(cluster.clone());
             topics.extend(names.iter().cloned());
         }
-        let addr = self.broker_addr_table.values().find_map(|b| b.broker_addrs.values().next());
+        let addr = self
+            .broker_addr_table
+            .values()
+            .find_map(|b| b.broker_addrs.values().next());
         (topics, addr.cloned())
     }
 
@@ -430,7 +466,11 @@ impl RouteInfoManager {
         let mut count = 0;
         for queues in self.topic_queue_table.values_mut() {
             if let Some(queue) = queues.get_mut(broker_name) {
-                queue.perm = if wipe { queue.perm & !PERM_WRITE } else { queue.perm | PERM_WRITE };
+                queue.perm = if wipe {
+                    queue.perm & !PERM_WRITE
+                } else {
+                    queue.perm | PERM_WRITE
+                };
                 count += 1;
             }
         }
@@ -460,11 +500,22 @@ mod tests {
     use crate::remoting::body::TopicConfig;
     use ferromq_shards::ShardId;
 
-    fn registration(name: &str, addr: &str, id: i64, topics: &[&str], counter: i64) -> Registration {
+    fn registration(
+        name: &str,
+        addr: &str,
+        id: i64,
+        topics: &[&str],
+        counter: i64,
+    ) -> Registration {
         let mut body = RegisterBrokerBody::default();
         for topic in topics {
-            let config = TopicConfig { topic_name: (*topic).into(), ..TopicConfig::default() };
-            body.topic_config_serialize_wrapper.topic_config_table.insert((*topic).into(), config);
+            let config = TopicConfig {
+                topic_name: (*topic).into(),
+                ..TopicConfig::default()
+            };
+            body.topic_config_serialize_wrapper
+                .topic_config_table
+                .insert((*topic).into(), config);
         }
         body.topic_config_serialize_wrapper.data_version.counter = counter;
         Registration {
@@ -477,7 +528,10 @@ mod tests {
             timeout_ms: None,
             enable_acting_master: false,
             body,
-            channel: Some(ConnectionId { shard: ShardId(0), seq: u64::try_from(id).unwrap() }),
+            channel: Some(ConnectionId {
+                shard: ShardId(0),
+                seq: addr.rsplit(':').next().unwrap().parse().unwrap(),
+            }),
         }
     }
 
@@ -516,7 +570,10 @@ mod tests {
         let mut routes = RouteInfoManager::new(120_000);
         routes.register_broker(registration("a", "h:1", 0, &["T"], 1), 0);
         routes.register_broker(registration("b", "h:2", 0, &["T"], 1), 0);
-        let gone = routes.on_channel_destroy(ConnectionId { shard: ShardId(0), seq: 0 });
+        let gone = routes.on_channel_destroy(ConnectionId {
+            shard: ShardId(0),
+            seq: 1,
+        });
         assert_eq!(gone, 1);
         let route = routes.pickup_topic_route_data("T").unwrap();
         assert_eq!(route.broker_datas.len(), 1);
@@ -530,8 +587,14 @@ mod tests {
         routes.set_write_perm("a", true);
         // Same data version: queue data is not rewritten, so the wiped perm stays.
         routes.register_broker(registration("a", "h:1", 0, &["T"], 1), 0);
-        assert_eq!(routes.pickup_topic_route_data("T").unwrap().queue_datas[0].perm, 4);
+        assert_eq!(
+            routes.pickup_topic_route_data("T").unwrap().queue_datas[0].perm,
+            4
+        );
         routes.register_broker(registration("a", "h:1", 0, &["T"], 2), 0);
-        assert_eq!(routes.pickup_topic_route_data("T").unwrap().queue_datas[0].perm, 6);
+        assert_eq!(
+            routes.pickup_topic_route_data("T").unwrap().queue_datas[0].perm,
+            6
+        );
     }
 }

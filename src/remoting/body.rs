@@ -168,16 +168,24 @@ impl RegisterBrokerBody {
             .take(INFLATED_SIZE_MAX)
             .read_to_end(&mut inflated)
             .map_err(|e| BodyError::Compressed(e.to_string()))?;
-        let mut reader = ChunkReader { bytes: &inflated, at: 0 };
+        let mut reader = ChunkReader {
+            bytes: &inflated,
+            at: 0,
+        };
         let data_version: DataVersion = serde_json::from_slice(reader.chunk()?)?;
         let topic_count = reader.int()?;
-        let mut wrapper = TopicConfigSerializeWrapper { data_version, ..Default::default() };
+        let mut wrapper = TopicConfigSerializeWrapper {
+            data_version,
+            ..Default::default()
+        };
         for _ in 0..topic_count {
             let text = std::str::from_utf8(reader.chunk()?)
                 .map_err(|_| BodyError::Compressed("topic config is not UTF-8".into()))?;
             let config = TopicConfig::decode_text(text)
                 .ok_or_else(|| BodyError::Compressed(format!("bad topic config `{text}`")))?;
-            wrapper.topic_config_table.insert(config.topic_name.clone(), config);
+            wrapper
+                .topic_config_table
+                .insert(config.topic_name.clone(), config);
         }
         let filter_server_list = serde_json::from_slice(reader.chunk()?).unwrap_or_default();
         if has_mapping {
@@ -187,7 +195,10 @@ impl RegisterBrokerBody {
                 reader.chunk()?;
             }
         }
-        Ok(RegisterBrokerBody { topic_config_serialize_wrapper: wrapper, filter_server_list })
+        Ok(RegisterBrokerBody {
+            topic_config_serialize_wrapper: wrapper,
+            filter_server_list,
+        })
     }
 
     /// Encodes the compressed form (for tests and for brokers with `compressedRegister`).
@@ -244,7 +255,10 @@ impl<'a> ChunkReader<'a> {
 
     fn chunk(&mut self) -> Result<&'a [u8], BodyError> {
         let len = self.int()?;
-        let end = self.at.checked_add(len).filter(|end| *end <= self.bytes.len());
+        let end = self
+            .at
+            .checked_add(len)
+            .filter(|end| *end <= self.bytes.len());
         let end = end.ok_or_else(|| BodyError::Compressed("truncated chunk".into()))?;
         let slice = &self.bytes[self.at..end];
         self.at = end;
@@ -456,7 +470,11 @@ struct JsonWriter {
 
 impl JsonWriter {
     fn new(flavour: JsonFlavour) -> JsonWriter {
-        JsonWriter { out: Vec::with_capacity(256), flavour, need_comma: false }
+        JsonWriter {
+            out: Vec::with_capacity(256),
+            flavour,
+            need_comma: false,
+        }
     }
 
     fn comma(&mut self) {
@@ -508,7 +526,8 @@ impl JsonWriter {
     }
 
     fn bool(&mut self, value: bool) {
-        self.out.extend_from_slice(if value { b"true" } else { b"false" });
+        self.out
+            .extend_from_slice(if value { b"true" } else { b"false" });
         self.need_comma = true;
     }
 
@@ -533,7 +552,9 @@ impl JsonWriter {
                         0x22 => self.out.extend_from_slice(b"\\\""),
                         0x5C => self.out.extend_from_slice(b"\\\\"),
                         0x20..=0x7E => self.out.push(u8::try_from(unit).expect("ASCII")),
-                        _ => self.out.extend_from_slice(format!("\\u{unit:04X}").as_bytes()),
+                        _ => self
+                            .out
+                            .extend_from_slice(format!("\\u{unit:04X}").as_bytes()),
                     }
                 }
                 self.out.push(b'"');
@@ -576,7 +597,13 @@ mod tests {
         let json = String::from_utf8(route().to_json(JsonFlavour::Fastjson)).unwrap();
         assert_eq!(
             json,
-            r#"{"brokerDatas":[{"brokerAddrs":{0:"127.0.0.1:10911"},"brokerName":"broker-a","cluster":"DefaultCluster","enableActingMaster":false}],"filterServerTable":{},"queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":4,"topicSysFlag":0,"writeQueueNums":4}]}"#
+            concat!(
+                r#"{"brokerDatas":[{"brokerAddrs":{0:"127.0.0.1:10911"},"brokerName":"broker-a","#,
+                r#""cluster":"DefaultCluster","enableActingMaster":false}],"#,
+                r#""filterServerTable":{},"#,
+                r#""queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":4,"#,
+                r#""topicSysFlag":0,"writeQueueNums":4}]}"#
+            )
         );
     }
 
@@ -592,14 +619,22 @@ mod tests {
     fn standard_flavour_escapes_non_ascii() {
         let mut w = JsonWriter::new(JsonFlavour::Standard);
         w.string("é\u{1F600}\"");
-        assert_eq!(String::from_utf8(w.finish()).unwrap(), r#""\u00E9\uD83D\uDE00\"""#);
+        assert_eq!(
+            String::from_utf8(w.finish()).unwrap(),
+            r#""\u00E9\uD83D\uDE00\"""#
+        );
     }
 
     #[test]
     fn compressed_register_body_round_trips() {
         let mut body = RegisterBrokerBody::default();
-        let config = TopicConfig { topic_name: "T".into(), ..TopicConfig::default() };
-        body.topic_config_serialize_wrapper.topic_config_table.insert("T".into(), config);
+        let config = TopicConfig {
+            topic_name: "T".into(),
+            ..TopicConfig::default()
+        };
+        body.topic_config_serialize_wrapper
+            .topic_config_table
+            .insert("T".into(), config);
         body.topic_config_serialize_wrapper.data_version.counter = 3;
         let bytes = body.encode_compressed();
         assert_eq!(RegisterBrokerBody::decode(&bytes, true, 479).unwrap(), body);

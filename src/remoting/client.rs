@@ -56,7 +56,10 @@ pub struct ClientConfig {
 
 impl Default for ClientConfig {
     fn default() -> Self {
-        ClientConfig { serialize_type: SerializeType::Json, frame_size_max: limits::FRAME_SIZE_MAX }
+        ClientConfig {
+            serialize_type: SerializeType::Json,
+            frame_size_max: limits::FRAME_SIZE_MAX,
+        }
     }
 }
 
@@ -82,7 +85,9 @@ impl Shared {
     fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<i32, oneshot::Sender<RemotingCommand>>> {
         // A panic while holding this lock cannot leave the map inconsistent (single inserts
         // and removes), so a poisoned lock is still usable.
-        self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -112,7 +117,12 @@ impl RemotingClient {
         let (inbound_tx, inbound_rx) = mpsc::channel(1024);
         let driver_shared = shared.clone();
         let driver = Box::pin(async move {
-            let read = read_loop(reader, driver_shared.clone(), inbound_tx, config.frame_size_max);
+            let read = read_loop(
+                reader,
+                driver_shared.clone(),
+                inbound_tx,
+                config.frame_size_max,
+            );
             let write = write_loop(writer, outbound_rx);
             let _ = select(Box::pin(read), Box::pin(write)).await;
             driver_shared.closed.store(true, Ordering::Release);
@@ -164,7 +174,8 @@ impl RemotingClient {
         request: RemotingCommand,
         timeout: Duration,
     ) -> Result<RemotingCommand, ClientError> {
-        self.request_until(request, tokio::time::sleep(timeout), timeout).await
+        self.request_until(request, tokio::time::sleep(timeout), timeout)
+            .await
     }
 
     /// Sends `request` as oneway: flag bit 1 set, no response expected.
@@ -227,7 +238,11 @@ impl RemotingClient {
         if self.is_closed() {
             return Err(ClientError::Closed);
         }
-        self.outbound.clone().send(frame).await.map_err(|_| ClientError::Closed)
+        self.outbound
+            .clone()
+            .send(frame)
+            .await
+            .map_err(|_| ClientError::Closed)
     }
 }
 
@@ -301,9 +316,12 @@ pub async fn connect_tokio(
     let stream = tokio::net::TcpStream::connect(addr)
         .await
         .map_err(|source| ClientError::Connect { addr, source })?;
-    stream.set_nodelay(true).map_err(|source| ClientError::Connect { addr, source })?;
+    stream
+        .set_nodelay(true)
+        .map_err(|source| ClientError::Connect { addr, source })?;
     let (reader, writer) = stream.into_split();
-    let (client, driver, inbound) = RemotingClient::new(reader.compat(), writer.compat_write(), config);
+    let (client, driver, inbound) =
+        RemotingClient::new(reader.compat(), writer.compat_write(), config);
     tokio::spawn(driver);
     Ok((client, inbound))
 }

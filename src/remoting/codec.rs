@@ -71,7 +71,10 @@ pub fn check_frame(buf: &[u8], frame_size_max: usize) -> Result<Option<usize>, D
     }
     let frame_size = u64::try_from(len).expect("positive") + 4;
     if frame_size > frame_size_max as u64 {
-        return Err(DecodeError::FrameTooLarge { len: frame_size, max: frame_size_max });
+        return Err(DecodeError::FrameTooLarge {
+            len: frame_size,
+            max: frame_size_max,
+        });
     }
     let frame_size = usize::try_from(frame_size).expect("below the limit");
     Ok((buf.len() >= frame_size).then_some(frame_size))
@@ -82,13 +85,19 @@ pub fn check_frame(buf: &[u8], frame_size_max: usize) -> Result<Option<usize>, D
 /// # Errors
 /// [`DecodeError`] when the header is malformed.
 pub fn decode_frame(frame: &[u8]) -> Result<RemotingCommand, DecodeError> {
-    assert!(frame.len() >= 8, "check_frame guarantees a header-length word");
+    assert!(
+        frame.len() >= 8,
+        "check_frame guarantees a header-length word"
+    );
     let word = u32::from_be_bytes(frame[4..8].try_into().expect("4 bytes"));
     let serialize_byte = u8::try_from(word >> 24).expect("top byte");
     let header_len = usize::try_from(word & 0x00FF_FFFF).expect("24 bits fit");
     let after_prefix = frame.len() - 4;
     if header_len > after_prefix - 4 {
-        return Err(DecodeError::BadHeaderLength { header_len, frame_len: after_prefix });
+        return Err(DecodeError::BadHeaderLength {
+            header_len,
+            frame_len: after_prefix,
+        });
     }
     let header = &frame[8..8 + header_len];
     let mut command = match SerializeType::from_code(serialize_byte) {
@@ -140,7 +149,11 @@ impl FrameDecoder {
     /// A decoder that refuses frames above `frame_size_max` bytes.
     #[must_use]
     pub fn new(frame_size_max: usize) -> FrameDecoder {
-        FrameDecoder { buf: Vec::with_capacity(4096), start: 0, frame_size_max }
+        FrameDecoder {
+            buf: Vec::with_capacity(4096),
+            start: 0,
+            frame_size_max,
+        }
     }
 
     /// Appends bytes read from the peer.
@@ -207,7 +220,11 @@ mod tests {
         for serialize_type in [SerializeType::Json, SerializeType::RocketMq] {
             let frame = encode_to_vec(&sample(serialize_type));
             for cut in 0..frame.len() {
-                assert_eq!(check_frame(&frame[..cut], 1 << 24), Ok(None), "cut at {cut}");
+                assert_eq!(
+                    check_frame(&frame[..cut], 1 << 24),
+                    Ok(None),
+                    "cut at {cut}"
+                );
             }
             assert_eq!(check_frame(&frame, 1 << 24), Ok(Some(frame.len())));
             assert_eq!(decode_frame(&frame).unwrap(), sample(serialize_type));
@@ -236,11 +253,15 @@ mod tests {
         let prefix = (1i32 << 24).to_be_bytes();
         assert_eq!(
             check_frame(&prefix, 1 << 24),
-            Err(DecodeError::FrameTooLarge { len: (1 << 24) + 4, max: 1 << 24 })
+            Err(DecodeError::FrameTooLarge {
+                len: (1 << 24) + 4,
+                max: 1 << 24
+            })
         );
-        assert_eq!(check_frame(&2i32.to_be_bytes(), 1 << 24), Err(DecodeError::FrameTooSmall {
-            len: 2
-        }));
+        assert_eq!(
+            check_frame(&2i32.to_be_bytes(), 1 << 24),
+            Err(DecodeError::FrameTooSmall { len: 2 })
+        );
     }
 
     #[test]
@@ -249,7 +270,10 @@ mod tests {
         frame.extend_from_slice(&6i32.to_be_bytes());
         frame.extend_from_slice(&100u32.to_be_bytes());
         frame.extend_from_slice(b"{}");
-        assert!(matches!(decode_frame(&frame), Err(DecodeError::BadHeaderLength { .. })));
+        assert!(matches!(
+            decode_frame(&frame),
+            Err(DecodeError::BadHeaderLength { .. })
+        ));
     }
 
     #[test]
@@ -258,6 +282,9 @@ mod tests {
         frame.extend_from_slice(&6i32.to_be_bytes());
         frame.extend_from_slice(&(0x0200_0002u32).to_be_bytes());
         frame.extend_from_slice(b"{}");
-        assert_eq!(decode_frame(&frame), Err(DecodeError::UnknownSerializeType(2)));
+        assert_eq!(
+            decode_frame(&frame),
+            Err(DecodeError::UnknownSerializeType(2))
+        );
     }
 }

@@ -20,7 +20,8 @@ macro_rules! define_codes {
             $(pub const $code: $name = $name($value);)*
 
             /// Every known code with its Java name, in ascending numeric order.
-            pub const ALL: &'static [(&'static str, $name)] = &[$((stringify!($code), $name($value)),)*];
+            pub const ALL: &'static [(&'static str, $name)] =
+                &[$((stringify!($code), $name($value)),)*];
 
             /// The Java constant name of this code, if it is one ferromq knows.
             #[must_use]

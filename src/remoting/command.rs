@@ -94,7 +94,9 @@ impl LanguageCode {
     #[must_use]
     pub fn from_name(name: &str) -> Option<LanguageCode> {
         let index = Self::NAMES.iter().position(|known| *known == name)?;
-        Some(LanguageCode(u8::try_from(index).expect("fewer than 256 language names")))
+        Some(LanguageCode(
+            u8::try_from(index).expect("fewer than 256 language names"),
+        ))
     }
 }
 
@@ -125,7 +127,11 @@ impl ExtFields {
     /// wins, as in Java's decoder.
     #[must_use]
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+        self.0
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
     }
 
     /// Sets `key` to `value`, replacing an existing entry in place.

@@ -269,7 +269,8 @@ command_header! {
 }
 
 command_header! {
-    /// SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320) request: the fields of [`SendMessageRequestHeader`] under one-letter keys.
+    /// SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320) request: the fields of
+    /// [`SendMessageRequestHeader`] under one-letter keys.
     pub struct SendMessageRequestHeaderV2 {
         /// `a`.
         a: String = "a",

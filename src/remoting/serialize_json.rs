@@ -56,7 +56,9 @@ pub fn decode_header(bytes: &[u8]) -> Result<RemotingCommand, DecodeError> {
     let value: Value =
         serde_json::from_slice(bytes).map_err(|e| DecodeError::BadJsonHeader(e.to_string()))?;
     let Value::Object(map) = value else {
-        return Err(DecodeError::BadJsonHeader("header is not a JSON object".into()));
+        return Err(DecodeError::BadJsonHeader(
+            "header is not a JSON object".into(),
+        ));
     };
     let mut command = RemotingCommand {
         code: 0,
@@ -112,7 +114,9 @@ fn language_field(value: &Value) -> Result<LanguageCode, DecodeError> {
             .and_then(|n| u8::try_from(n).ok())
             .map(LanguageCode)
             .ok_or_else(|| DecodeError::BadJsonHeader(format!("bad `language`: {n}"))),
-        other => Err(DecodeError::BadJsonHeader(format!("bad `language`: {other}"))),
+        other => Err(DecodeError::BadJsonHeader(format!(
+            "bad `language`: {other}"
+        ))),
     }
 }
 
@@ -121,7 +125,9 @@ fn optional_text(name: &str, value: &Value) -> Result<Option<String>, DecodeErro
         Value::Null => Ok(None),
         Value::String(s) => Ok(Some(s.clone())),
         Value::Number(_) | Value::Bool(_) => Ok(Some(value.to_string())),
-        other => Err(DecodeError::BadJsonHeader(format!("`{name}` is not text: {other}"))),
+        other => Err(DecodeError::BadJsonHeader(format!(
+            "`{name}` is not text: {other}"
+        ))),
     }
 }
 
@@ -130,7 +136,9 @@ fn ext_fields(value: &Value) -> Result<Option<ExtFields>, DecodeError> {
         Value::Null => return Ok(None),
         Value::Object(map) => map,
         other => {
-            return Err(DecodeError::BadJsonHeader(format!("`extFields` is not an object: {other}")))
+            return Err(DecodeError::BadJsonHeader(format!(
+                "`extFields` is not an object: {other}"
+            )))
         }
     };
     let mut fields = ExtFields::new();
@@ -164,14 +172,21 @@ mod tests {
         encode_header(&command, &mut out);
         assert_eq!(
             std::str::from_utf8(&out).unwrap(),
-            r#"{"code":105,"extFields":{"topic":"TopicTest"},"flag":0,"language":"JAVA","opaque":7,"serializeTypeCurrentRPC":"JSON","version":479}"#
+            concat!(
+                r#"{"code":105,"extFields":{"topic":"TopicTest"},"flag":0,"language":"JAVA","#,
+                r#""opaque":7,"serializeTypeCurrentRPC":"JSON","version":479}"#
+            )
         );
     }
 
     #[test]
     fn decode_lenient_input_takes_defaults() {
-        let text = br#"{"opaque":"3","language":9,"extFields":{"queueId":1,"order":true,"x":null},"remark":""}
-"#;
+        let text = concat!(
+            r#"{"opaque":"3","language":9,"#,
+            r#""extFields":{"queueId":1,"order":true,"x":null},"remark":""}"#,
+            "\n"
+        )
+        .as_bytes();
         let command = decode_header(text).unwrap();
         assert_eq!(command.code, 0);
         assert_eq!(command.opaque, 3);
@@ -185,7 +200,13 @@ mod tests {
 
     #[test]
     fn decode_rejects_non_object() {
-        assert!(matches!(decode_header(b"[1]"), Err(DecodeError::BadJsonHeader(_))));
-        assert!(matches!(decode_header(b"{\"code\":{}}"), Err(DecodeError::BadJsonHeader(_))));
+        assert!(matches!(
+            decode_header(b"[1]"),
+            Err(DecodeError::BadJsonHeader(_))
+        ));
+        assert!(matches!(
+            decode_header(b"{\"code\":{}}"),
+            Err(DecodeError::BadJsonHeader(_))
+        ));
     }
 }

@@ -126,7 +126,9 @@ impl<'a> Reader<'a> {
             .at
             .checked_add(len)
             .filter(|end| *end <= self.bytes.len())
-            .ok_or(DecodeError::BadBinaryHeader("field runs past the end of the header"))?;
+            .ok_or(DecodeError::BadBinaryHeader(
+                "field runs past the end of the header",
+            ))?;
         let slice = &self.bytes[self.at..end];
         self.at = end;
         Ok(slice)
@@ -204,7 +206,13 @@ mod tests {
     fn decode_length_past_header_is_error() {
         let mut bytes = vec![0u8; HEADER_SIZE_MIN];
         bytes[13..17].copy_from_slice(&100i32.to_be_bytes());
-        assert!(matches!(decode_header(&bytes), Err(DecodeError::BadBinaryHeader(_))));
-        assert!(matches!(decode_header(&bytes[..5]), Err(DecodeError::BadBinaryHeader(_))));
+        assert!(matches!(
+            decode_header(&bytes),
+            Err(DecodeError::BadBinaryHeader(_))
+        ));
+        assert!(matches!(
+            decode_header(&bytes[..5]),
+            Err(DecodeError::BadBinaryHeader(_))
+        ));
     }
 }

@@ -92,8 +92,7 @@ pub async fn serve<H: RequestHandler>(
     let open = Rc::new(Cell::new(0usize));
     let gate = glommio::sync::Gate::new();
     loop {
-        let accepted = match select(Box::pin(listener.accept()), Box::pin(shutdown.wait())).await
-        {
+        let accepted = match select(Box::pin(listener.accept()), Box::pin(shutdown.wait())).await {
             Either::Left((accepted, _)) => accepted,
             Either::Right(_) => break,
         };
@@ -109,8 +108,13 @@ pub async fn serve<H: RequestHandler>(
             drop(stream);
             continue;
         }
-        let Ok(peer) = stream.peer_addr() else { continue };
-        let id = ConnectionId { shard, seq: next_seq.get() };
+        let Ok(peer) = stream.peer_addr() else {
+            continue;
+        };
+        let id = ConnectionId {
+            shard,
+            seq: next_seq.get(),
+        };
         next_seq.set(next_seq.get() + 1);
         let info = ConnectionInfo { id, peer };
         let handler = handler.clone();

@@ -63,8 +63,11 @@ impl NamesrvProcess {
         let dir = TempDir::new("namesrv");
         let config = dir.path().join("namesrv.conf");
         let kv = dir.path().join("kvConfig.json");
-        std::fs::write(&config, format!("kvConfigPath={}\n{extra_config}\n", kv.display()))
-            .unwrap();
+        std::fs::write(
+            &config,
+            format!("kvConfigPath={}\n{extra_config}\n", kv.display()),
+        )
+        .unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_ferromq"))
             .arg("namesrv")
             .arg("-c")
@@ -89,7 +92,12 @@ impl NamesrvProcess {
             }
         });
         let addr = wait_for_addr(&lines_rx, &mut child);
-        NamesrvProcess { child, addr, dir, log: lines_rx }
+        NamesrvProcess {
+            child,
+            addr,
+            dir,
+            log: lines_rx,
+        }
     }
 
     /// Waits (bounded) for a log line containing `needle`.
@@ -158,7 +166,10 @@ pub fn wait_exit(child: &mut Child, timeout: Duration) -> Option<std::process::E
 
 /// A client connection in the given serialization.
 pub async fn connect(addr: SocketAddr, serialize_type: SerializeType) -> RemotingClient {
-    let config = ClientConfig { serialize_type, ..ClientConfig::default() };
+    let config = ClientConfig {
+        serialize_type,
+        ..ClientConfig::default()
+    };
     let (client, _inbound) = connect_tokio(addr, config).await.expect("connect");
     client
 }

@@ -15,7 +15,10 @@ pub use glommio::net::{TcpListener, TcpStream};
 /// # Errors
 /// [`IoError::Bind`] naming the address.
 pub fn bind_listener(addr: SocketAddr) -> Result<TcpListener, IoError> {
-    TcpListener::bind(addr).map_err(|e| IoError::Bind { addr, source: e.into() })
+    TcpListener::bind(addr).map_err(|e| IoError::Bind {
+        addr,
+        source: e.into(),
+    })
 }
 
 /// Prepares an accepted or connected stream: no Nagle delay (RocketMQ frames are small and
@@ -23,13 +26,22 @@ pub fn bind_listener(addr: SocketAddr) -> Result<TcpListener, IoError> {
 ///
 /// # Errors
 /// [`IoError::SocketOption`] when the kernel refuses an option.
-pub fn prepare_stream(stream: &TcpStream, read_idle_timeout: Option<Duration>) -> Result<(), IoError> {
+pub fn prepare_stream(
+    stream: &TcpStream,
+    read_idle_timeout: Option<Duration>,
+) -> Result<(), IoError> {
     stream
         .set_nodelay(true)
-        .map_err(|e| IoError::SocketOption { option: "TCP_NODELAY", source: e.into() })?;
+        .map_err(|e| IoError::SocketOption {
+            option: "TCP_NODELAY",
+            source: e.into(),
+        })?;
     stream
         .set_read_timeout(read_idle_timeout)
-        .map_err(|e| IoError::SocketOption { option: "read timeout", source: e.into() })?;
+        .map_err(|e| IoError::SocketOption {
+            option: "read timeout",
+            source: e.into(),
+        })?;
     Ok(())
 }
 
@@ -38,5 +50,7 @@ pub fn prepare_stream(stream: &TcpStream, read_idle_timeout: Option<Duration>) -
 /// # Errors
 /// The OS error, or `TimedOut`.
 pub async fn connect(addr: SocketAddr, timeout: Duration) -> std::io::Result<TcpStream> {
-    TcpStream::connect_timeout(addr, timeout).await.map_err(Into::into)
+    TcpStream::connect_timeout(addr, timeout)
+        .await
+        .map_err(Into::into)
 }

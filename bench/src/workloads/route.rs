@@ -6,8 +6,8 @@
 //! after a short warm-up, and reports lookups per second and latency percentiles.
 //!
 //! Without `--namesrv`, the `ferromq` binary next to this one is started as a name server on
-//! loopback, with one stand-in broker registered that serves the topic; with it, the topic must already have a route
-//! on that server (register a broker first, e.g. by running one).
+//! loopback, with one stand-in broker registered that serves the topic; with it, the topic
+//! must already have a route on that server (or pass --register-broker).
 
 use anyhow::{bail, Context};
 use ferromq::remoting::body::{RegisterBrokerBody, TopicConfig};
@@ -94,18 +94,31 @@ pub fn run(args: &RouteArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     let rounds = runtime.block_on(async {
-        let config = ClientConfig { serialize_type, ..ClientConfig::default() };
+        let config = ClientConfig {
+            serialize_type,
+            ..ClientConfig::default()
+        };
         let (setup, _) = connect_tokio(addr, config.clone()).await?;
         if embedded.is_some() || args.register_broker {
             register_bench_broker(&setup, &args.topic).await?;
         }
-        let probe = setup.request_timeout(route_request(args), Duration::from_secs(5)).await?;
+        let probe = setup
+            .request_timeout(route_request(args), Duration::from_secs(5))
+            .await?;
         if probe.response_code() != ResponseCode::SUCCESS {
-            bail!("topic {} has no route on {addr}: {:?}", args.topic, probe.remark);
+            bail!(
+                "topic {} has no route on {addr}: {:?}",
+                args.topic,
+                probe.remark
+            );
         }
         println!(
             "route lookups against {addr} ({}, topic {}, {} body bytes, {} client thread(s))",
-            if embedded.is_some() { "embedded ferromq namesrv" } else { "external name server" },
+            if embedded.is_some() {
+                "embedded ferromq namesrv"
+            } else {
+                "external name server"
+            },
             args.topic,
             probe.body.len(),
             args.threads
@@ -140,14 +153,22 @@ impl EmbeddedNamesrv {
         let exe = std::env::current_exe()?;
         let binary = exe.with_file_name("ferromq");
         if !binary.is_file() {
-            bail!("{} not found: build it (cargo build --release) or pass --namesrv", binary.display());
+            bail!(
+                "{} not found: build it (cargo build --release) or pass --namesrv",
+                binary.display()
+            );
         }
         let dir = std::env::temp_dir().join(format!("ferromq-bench-{}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
         let config = dir.join("namesrv.conf");
-        std::fs::write(&config, format!("kvConfigPath={}\n", dir.join("kvConfig.json").display()))?;
+        std::fs::write(
+            &config,
+            format!("kvConfigPath={}\n", dir.join("kvConfig.json").display()),
+        )?;
         let mut command = std::process::Command::new(&binary);
-        command.args(["namesrv", "--listen", "127.0.0.1:0", "--log", "info", "-c"]).arg(&config);
+        command
+            .args(["namesrv", "--listen", "127.0.0.1:0", "--log", "info", "-c"])
+            .arg(&config);
         if let Some(spec) = shards {
             command.args(["--shards", spec]);
         }
@@ -183,16 +204,25 @@ impl Drop for EmbeddedNamesrv {
 }
 
 fn route_request(args: &RouteArgs) -> RemotingCommand {
-    let header = GetRouteInfoRequestHeader { topic: args.topic.clone(), accept_standard_json_only: None };
-    let mut request = RemotingCommand::request_with_header(RequestCode::GET_ROUTEINFO_BY_TOPIC, &header);
+    let header = GetRouteInfoRequestHeader {
+        topic: args.topic.clone(),
+        accept_standard_json_only: None,
+    };
+    let mut request =
+        RemotingCommand::request_with_header(RequestCode::GET_ROUTEINFO_BY_TOPIC, &header);
     request.version = args.request_version;
     request
 }
 
 async fn register_bench_broker(client: &RemotingClient, topic: &str) -> anyhow::Result<()> {
     let mut body = RegisterBrokerBody::default();
-    let config = TopicConfig { topic_name: topic.to_owned(), ..TopicConfig::default() };
-    body.topic_config_serialize_wrapper.topic_config_table.insert(topic.to_owned(), config);
+    let config = TopicConfig {
+        topic_name: topic.to_owned(),
+        ..TopicConfig::default()
+    };
+    body.topic_config_serialize_wrapper
+        .topic_config_table
+        .insert(topic.to_owned(), config);
     let header = RegisterBrokerRequestHeader {
         broker_name: "bench-broker".into(),
         broker_addr: "127.0.0.1:10911".into(),
@@ -203,7 +233,9 @@ async fn register_bench_broker(client: &RemotingClient, topic: &str) -> anyhow::
     };
     let request = RemotingCommand::request_with_header(RequestCode::REGISTER_BROKER, &header)
         .with_body(serde_json::to_vec(&body)?);
-    let response = client.request_timeout(request, Duration::from_secs(5)).await?;
+    let response = client
+        .request_timeout(request, Duration::from_secs(5))
+        .await?;
     if response.response_code() != ResponseCode::SUCCESS {
         bail!("registering the bench broker failed: {:?}", response.remark);
     }
@@ -224,17 +256,26 @@ async fn measure(
     let stop = Arc::new(AtomicBool::new(false));
     let lookups = Arc::new(AtomicU64::new(0));
     let errors = Arc::new(AtomicU64::new(0));
-    let histogram = Arc::new(Mutex::new(Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?));
+    let histogram = Arc::new(Mutex::new(Histogram::<u64>::new_with_bounds(
+        1, 60_000_000, 3,
+    )?));
     let mut tasks = Vec::new();
     for client in clients {
         let request = route_request(args);
-        let (measuring, stop, lookups, errors, histogram) =
-            (measuring.clone(), stop.clone(), lookups.clone(), errors.clone(), histogram.clone());
+        let (measuring, stop, lookups, errors, histogram) = (
+            measuring.clone(),
+            stop.clone(),
+            lookups.clone(),
+            errors.clone(),
+            histogram.clone(),
+        );
         tasks.push(tokio::spawn(async move {
             let mut local = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("bounds");
             while !stop.load(Ordering::Relaxed) {
                 let started = Instant::now();
-                let outcome = client.request_timeout(request.clone(), Duration::from_secs(10)).await;
+                let outcome = client
+                    .request_timeout(request.clone(), Duration::from_secs(10))
+                    .await;
                 let ok = matches!(&outcome, Ok(r) if r.response_code() == ResponseCode::SUCCESS);
                 if !measuring.load(Ordering::Relaxed) {
                     continue;
@@ -247,7 +288,11 @@ async fn measure(
                     errors.fetch_add(1, Ordering::Relaxed);
                 }
             }
-            histogram.lock().expect("no panics while held").add(&local).expect("same bounds");
+            histogram
+                .lock()
+                .expect("no panics while held")
+                .add(&local)
+                .expect("same bounds");
         }));
     }
     tokio::time::sleep(Duration::from_secs(args.warmup_secs)).await;
