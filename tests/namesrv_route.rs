@@ -370,3 +370,187 @@ async fn bad_input_closes_only_that_connection() {
     assert_eq!(cluster.response_code(), ResponseCode::SUCCESS);
     assert!(namesrv.wait_for_log("bad frame", TIMEOUT).is_some());
 }
+
+async fn call(client: &RemotingClient, request: RemotingCommand) -> RemotingCommand {
+    client.request_timeout(request, TIMEOUT).await.unwrap()
+}
+
+#[tokio::test]
+async fn cluster_topic_kv_and_config_requests_answer_as_java() {
+    use ferromq::remoting::headers::{
+        AddWritePermOfBrokerRequestHeader, DeleteKvConfigRequestHeader,
+        DeleteTopicFromNamesrvRequestHeader, GetKvListByNamespaceRequestHeader,
+        GetTopicsByClusterRequestHeader, QueryDataVersionRequestHeader,
+    };
+    let namesrv = NamesrvProcess::start("");
+    let client = connect(namesrv.addr, SerializeType::Json).await;
+
+    // Compressed body, and a slave that learns its master's addresses.
+    let mut compressed = register_request("broker-a", "127.0.0.1:10911", &[("T", 4), ("U", 2)], 3);
+    let body: RegisterBrokerBody = serde_json::from_slice(&compressed.body).unwrap();
+    compressed.body = body.encode_compressed();
+    let mut fields = compressed.ext_fields.take().unwrap();
+    fields.insert("compressed", "true");
+    fields.insert("bodyCrc32", "0");
+    compressed.ext_fields = Some(fields);
+    assert_eq!(
+        call(&client, compressed).await.response_code(),
+        ResponseCode::SUCCESS
+    );
+    let mut slave = register_request("broker-a", "127.0.0.1:10915", &[("T", 4)], 3);
+    slave.ext_fields.as_mut().unwrap().insert("brokerId", "1");
+    let crc = i32::try_from(crc32fast::hash(&slave.body) & 0x7FFF_FFFF).unwrap();
+    slave
+        .ext_fields
+        .as_mut()
+        .unwrap()
+        .insert("bodyCrc32", crc.to_string());
+    let response = call(&client, slave).await;
+    assert_eq!(response.ext("masterAddr"), Some("127.0.0.1:10911"));
+    assert_eq!(response.ext("haServerAddr"), Some("127.0.0.1:10912"));
+    let body = String::from_utf8(route(&client, "U", 409).await.body).unwrap();
+    assert!(
+        body.contains(r#"{"0":"127.0.0.1:10911","1":"127.0.0.1:10915"}"#),
+        "{body}"
+    );
+
+    // A body that does not match its CRC is refused.
+    let mut corrupt = register_request("broker-z", "127.0.0.1:10999", &[("Z", 1)], 1);
+    corrupt.body.push(b' ');
+    let response = call(&client, corrupt).await;
+    assert_eq!(response.response_code(), ResponseCode::SYSTEM_ERROR);
+    assert_eq!(response.remark.as_deref(), Some("crc32 not match"));
+
+    let by_cluster = RemotingCommand::request_with_header(
+        RequestCode::GET_TOPICS_BY_CLUSTER,
+        &GetTopicsByClusterRequestHeader {
+            cluster: "DefaultCluster".into(),
+        },
+    );
+    let body = call(&client, by_cluster).await.body;
+    assert_eq!(
+        String::from_utf8(body).unwrap(),
+        r#"{"topicList":["T","U"]}"#
+    );
+
+    let version = RemotingCommand::request_with_header(
+        RequestCode::QUERY_DATA_VERSION,
+        &QueryDataVersionRequestHeader {
+            broker_name: "broker-a".into(),
+            broker_addr: "127.0.0.1:10911".into(),
+            cluster_name: "DefaultCluster".into(),
+            broker_id: 0,
+        },
+    );
+    let same = r#"{"counter":3,"stateVersion":0,"timestamp":1700000000000}"#;
+    let response = call(&client, version.clone().with_body(same.into())).await;
+    assert_eq!(response.ext("changed"), Some("false"));
+    let newer = r#"{"counter":4,"timestamp":1700000000000}"#;
+    let response = call(&client, version.with_body(newer.into())).await;
+    assert_eq!(response.ext("changed"), Some("true"));
+
+    let wipe = RemotingCommand::request_with_header(
+        RequestCode::WIPE_WRITE_PERM_OF_BROKER,
+        &WipeWritePermOfBrokerRequestHeader {
+            broker_name: "broker-a".into(),
+        },
+    );
+    assert_eq!(call(&client, wipe).await.ext("wipeTopicCount"), Some("2"));
+    let add = RemotingCommand::request_with_header(
+        RequestCode::ADD_WRITE_PERM_OF_BROKER,
+        &AddWritePermOfBrokerRequestHeader {
+            broker_name: "broker-a".into(),
+        },
+    );
+    assert_eq!(call(&client, add).await.ext("addTopicCount"), Some("2"));
+    assert!(String::from_utf8(route(&client, "T", 409).await.body)
+        .unwrap()
+        .contains(r#""perm":6"#));
+
+    let delete = RemotingCommand::request_with_header(
+        RequestCode::DELETE_TOPIC_IN_NAMESRV,
+        &DeleteTopicFromNamesrvRequestHeader {
+            topic: "U".into(),
+            cluster_name: None,
+        },
+    );
+    assert_eq!(
+        call(&client, delete).await.response_code(),
+        ResponseCode::SUCCESS
+    );
+    assert_eq!(
+        route(&client, "U", 409).await.response_code(),
+        ResponseCode::TOPIC_NOT_EXIST
+    );
+
+    // KV: list a namespace, delete a key.
+    for key in ["a", "b"] {
+        let put = RemotingCommand::request_with_header(
+            RequestCode::PUT_KV_CONFIG,
+            &PutKvConfigRequestHeader {
+                namespace: "ns".into(),
+                key: key.into(),
+                value: "v".into(),
+            },
+        );
+        call(&client, put).await;
+    }
+    let list = RemotingCommand::request_with_header(
+        RequestCode::GET_KVLIST_BY_NAMESPACE,
+        &GetKvListByNamespaceRequestHeader {
+            namespace: "ns".into(),
+        },
+    );
+    let body = call(&client, list.clone()).await.body;
+    assert_eq!(
+        String::from_utf8(body).unwrap(),
+        r#"{"table":{"a":"v","b":"v"}}"#
+    );
+    for key in ["a", "b"] {
+        let delete = RemotingCommand::request_with_header(
+            RequestCode::DELETE_KV_CONFIG,
+            &DeleteKvConfigRequestHeader {
+                namespace: "ns".into(),
+                key: key.into(),
+            },
+        );
+        call(&client, delete).await;
+    }
+    assert_eq!(
+        call(&client, list).await.response_code(),
+        ResponseCode::QUERY_NOT_FOUND
+    );
+
+    // Config: read, update a live key, refuse a black-listed one.
+    let get_config = RemotingCommand::request(RequestCode::GET_NAMESRV_CONFIG);
+    let text = String::from_utf8(call(&client, get_config.clone()).await.body).unwrap();
+    assert!(text.contains("orderMessageEnable=false\n"), "{text}");
+    let update = RemotingCommand::request(RequestCode::UPDATE_NAMESRV_CONFIG)
+        .with_body(b"orderMessageEnable=true\n".to_vec());
+    assert_eq!(
+        call(&client, update).await.response_code(),
+        ResponseCode::SUCCESS
+    );
+    let text = String::from_utf8(call(&client, get_config).await.body).unwrap();
+    assert!(text.contains("orderMessageEnable=true\n"), "{text}");
+    let refused = RemotingCommand::request(RequestCode::UPDATE_NAMESRV_CONFIG)
+        .with_body(b"kvConfigPath=/tmp/x\n".to_vec());
+    let response = call(&client, refused).await;
+    assert_eq!(response.response_code(), ResponseCode::NO_PERMISSION);
+    assert_eq!(
+        response.remark.as_deref(),
+        Some("Can not update config in black list.")
+    );
+    // With orderMessageEnable on, routes carry the topic's order config.
+    let put = RemotingCommand::request_with_header(
+        RequestCode::PUT_KV_CONFIG,
+        &PutKvConfigRequestHeader {
+            namespace: "ORDER_TOPIC_CONFIG".into(),
+            key: "T".into(),
+            value: "broker-a:4".into(),
+        },
+    );
+    call(&client, put).await;
+    let body = String::from_utf8(route(&client, "T", 409).await.body).unwrap();
+    assert!(body.contains(r#""orderTopicConf":"broker-a:4""#), "{body}");
+}

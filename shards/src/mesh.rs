@@ -264,12 +264,13 @@ impl<M: Send + 'static> Mesh<M> {
         poll_fn(|cx| {
             let mut inbound_cx = Context::from_waker(&self.recv_waker);
             let polled = self.inbound.borrow_mut().poll_next_unpin(&mut inbound_cx);
-            if polled.is_pending() {
-                // Only this thread wakes `recv_waker` (the reactor and the self queue run here),
-                // so nothing can fire between the poll above and this registration.
-                self.recv_waiters.register(cx.waker());
+            if polled.is_ready() {
+                return polled;
             }
-            polled
+            // Register, then poll again: the first poll may already have woken `recv_waker`
+            // (`SelectAll` wakes itself when it yields) while this task was not listed yet.
+            self.recv_waiters.register(cx.waker());
+            self.inbound.borrow_mut().poll_next_unpin(&mut inbound_cx)
         })
         .await
     }

@@ -37,6 +37,8 @@ pub struct NamesrvConfig {
     pub connections_max: usize,
     /// `shards`: placement of shards on cores (default: one per available core).
     pub shards: Option<Placement>,
+    /// `configBlackList`: keys UPDATE_NAMESRV_CONFIG may not change, `;`-separated.
+    pub config_black_list: String,
 }
 
 impl Default for NamesrvConfig {
@@ -55,6 +57,7 @@ impl Default for NamesrvConfig {
             frame_size_max: limits::FRAME_SIZE_MAX,
             connections_max: limits::CONNECTIONS_MAX,
             shards: None,
+            config_black_list: "configBlackList;configStorePath;kvConfigPath".to_owned(),
         }
     }
 }
@@ -142,6 +145,7 @@ impl NamesrvConfig {
                         .map_err(|e| bad(&at, key, value, &format!("a shard placement ({e})")))?;
                     self.shards = Some(placement);
                 }
+                "configBlackList" => self.config_black_list = value.to_owned(),
                 _ if IGNORED_JAVA_KEYS.contains(&key) => {
                     tracing::debug!(key, "Java name server key has no effect in ferromq");
                 }
@@ -149,6 +153,57 @@ impl NamesrvConfig {
             }
         }
         Ok(unknown)
+    }
+}
+
+impl NamesrvConfig {
+    /// The settings as Java properties text (GET_NAMESRV_CONFIG), one `key=value` per line.
+    #[must_use]
+    pub fn to_properties(&self) -> String {
+        let shards = self
+            .shards
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        let entries: [(&str, String); 13] = [
+            ("bindAddress", self.bind_address.to_string()),
+            (
+                "brokerExpiredTimeoutMillis",
+                self.broker_expired_timeout.as_millis().to_string(),
+            ),
+            ("configBlackList", self.config_black_list.clone()),
+            ("enableAllTopicList", self.enable_all_topic_list.to_string()),
+            ("frameMaxLength", self.frame_size_max.to_string()),
+            ("kvConfigPath", self.kv_config_path.display().to_string()),
+            ("listenPort", self.listen_port.to_string()),
+            ("orderMessageEnable", self.order_message_enable.to_string()),
+            (
+                "returnOrderTopicConfigToBroker",
+                self.return_order_topic_config_to_broker.to_string(),
+            ),
+            (
+                "scanNotActiveBrokerInterval",
+                self.scan_not_active_broker_interval.as_millis().to_string(),
+            ),
+            (
+                "serverChannelMaxIdleTimeSeconds",
+                self.channel_idle_timeout.as_secs().to_string(),
+            ),
+            ("serverMaxConnections", self.connections_max.to_string()),
+            ("shards", shards),
+        ];
+        entries
+            .iter()
+            .map(|(key, value)| format!("{key}={value}\n"))
+            .collect()
+    }
+
+    /// Whether `key` is in `configBlackList`.
+    #[must_use]
+    pub fn is_black_listed(&self, key: &str) -> bool {
+        self.config_black_list
+            .split(';')
+            .any(|listed| listed.trim() == key)
     }
 }
 

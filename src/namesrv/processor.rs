@@ -48,9 +48,8 @@ pub struct NamesrvProcessor {
     pub routes: RouteInfoManager,
     /// KV store.
     pub kv: KvConfigManager,
-    order_message_enable: bool,
-    return_order_topic_config_to_broker: bool,
-    enable_all_topic_list: bool,
+    /// Settings, as GET_NAMESRV_CONFIG shows them and UPDATE_NAMESRV_CONFIG changes them.
+    config: NamesrvConfig,
 }
 
 /// A request that cannot be processed, with the code and remark Java would answer.
@@ -79,9 +78,7 @@ impl NamesrvProcessor {
         NamesrvProcessor {
             routes: RouteInfoManager::new(timeout_ms),
             kv,
-            order_message_enable: config.order_message_enable,
-            return_order_topic_config_to_broker: config.return_order_topic_config_to_broker,
-            enable_all_topic_list: config.enable_all_topic_list,
+            config: config.clone(),
         }
     }
 
@@ -133,6 +130,11 @@ impl NamesrvProcessor {
                 let topics = self.routes.topics_with_sys_flag(FLAG_UNIT_SUB, FLAG_UNIT);
                 Ok((topic_list(request, topics, None), false))
             }
+            RequestCode::UPDATE_NAMESRV_CONFIG => self.update_config(request),
+            RequestCode::GET_NAMESRV_CONFIG => {
+                let text = self.config.to_properties().into_bytes();
+                Ok((success_with_body(request, text), false))
+            }
             code => Err(Refusal {
                 code: ResponseCode::REQUEST_CODE_NOT_SUPPORTED,
                 remark: format!(" request type {} not supported", code.0),
@@ -154,6 +156,43 @@ impl NamesrvProcessor {
                     kv_changed: false,
                 }
             }
+        }
+    }
+
+    /// UPDATE_NAMESRV_CONFIG: applies properties text to the live settings. Settings that
+    /// shape the running server (listen address, shards, limits) are recorded but take effect
+    /// at the next start, as in Java.
+    fn update_config(&mut self, request: &RemotingCommand) -> Processed {
+        let Ok(text) = std::str::from_utf8(&request.body) else {
+            return Err(Refusal {
+                code: ResponseCode::SYSTEM_ERROR,
+                remark: "string2Properties error".into(),
+            });
+        };
+        let properties = crate::config::properties::parse(text);
+        if properties
+            .iter()
+            .any(|p| self.config.is_black_listed(&p.key))
+        {
+            return Err(Refusal {
+                code: ResponseCode::NO_PERMISSION,
+                remark: "Can not update config in black list.".into(),
+            });
+        }
+        let mut updated = self.config.clone();
+        match updated.apply("UPDATE_NAMESRV_CONFIG", &properties) {
+            Ok(unknown) => {
+                for key in unknown {
+                    tracing::warn!(%key, "UPDATE_NAMESRV_CONFIG: unknown key ignored");
+                }
+                tracing::info!(config = %text.trim(), "name server config updated");
+                self.config = updated;
+                Ok((RemotingCommand::success_to(request), false))
+            }
+            Err(error) => Err(Refusal {
+                code: ResponseCode::SYSTEM_ERROR,
+                remark: error.to_string(),
+            }),
         }
     }
 
@@ -269,7 +308,7 @@ impl NamesrvProcessor {
             master_addr: result.master_addr,
         };
         let mut response = success_with_header(request, &response_header);
-        if self.return_order_topic_config_to_broker {
+        if self.config.return_order_topic_config_to_broker {
             if let Some(entries) = self.kv.list(NAMESPACE_ORDER_TOPIC_CONFIG) {
                 response.body = to_json(&KvTable {
                     table: entries.clone(),
@@ -329,7 +368,7 @@ impl NamesrvProcessor {
                 ),
             });
         };
-        if self.order_message_enable {
+        if self.config.order_message_enable {
             route.order_topic_conf = self
                 .kv
                 .get(NAMESPACE_ORDER_TOPIC_CONFIG, &header.topic)
@@ -368,7 +407,7 @@ impl NamesrvProcessor {
     }
 
     fn all_topic_list(&mut self, request: &RemotingCommand) -> Processed {
-        if !self.enable_all_topic_list {
+        if !self.config.enable_all_topic_list {
             return Err(Refusal {
                 code: ResponseCode::SYSTEM_ERROR,
                 remark: "disable".into(),

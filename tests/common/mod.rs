@@ -50,6 +50,8 @@ pub struct NamesrvProcess {
     pub addr: SocketAddr,
     pub dir: TempDir,
     pub log: mpsc::Receiver<String>,
+    /// Log lines read before the address was known.
+    pub early_log: Vec<String>,
 }
 
 impl NamesrvProcess {
@@ -91,17 +93,22 @@ impl NamesrvProcess {
                 }
             }
         });
-        let addr = wait_for_addr(&lines_rx, &mut child);
+        let mut early_log = Vec::new();
+        let addr = wait_for_addr(&lines_rx, &mut child, &mut early_log);
         NamesrvProcess {
             child,
             addr,
             dir,
             log: lines_rx,
+            early_log,
         }
     }
 
     /// Waits (bounded) for a log line containing `needle`.
     pub fn wait_for_log(&self, needle: &str, timeout: Duration) -> Option<String> {
+        if let Some(line) = self.early_log.iter().find(|line| line.contains(needle)) {
+            return Some(line.clone());
+        }
         let deadline = std::time::Instant::now() + timeout;
         loop {
             let left = deadline.checked_duration_since(std::time::Instant::now())?;
@@ -129,12 +136,17 @@ impl Drop for NamesrvProcess {
     }
 }
 
-fn wait_for_addr(lines: &mpsc::Receiver<String>, child: &mut Child) -> SocketAddr {
+fn wait_for_addr(
+    lines: &mpsc::Receiver<String>,
+    child: &mut Child,
+    early_log: &mut Vec<String>,
+) -> SocketAddr {
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         match lines.recv_timeout(left) {
             Ok(line) => {
+                early_log.push(line.clone());
                 if let Some(rest) = line.split("addr=").nth(1) {
                     if line.contains("listening") {
                         let addr = rest.split_whitespace().next().unwrap();

@@ -1,0 +1,90 @@
+//! The `ferromq` command line: help text, and start-up errors that name what to fix.
+//!
+//! Method: run the built binary as a child process and check its exit status and output.
+
+mod common;
+
+use std::process::Command;
+
+fn ferromq() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ferromq"))
+}
+
+#[test]
+fn namesrv_help_explains_every_flag() {
+    let output = ferromq().args(["namesrv", "--help"]).output().unwrap();
+    assert!(output.status.success());
+    let help = String::from_utf8(output.stdout).unwrap();
+    for flag in ["--config", "--listen", "--shards", "--log"] {
+        assert!(help.contains(flag), "help lacks {flag}:\n{help}");
+    }
+    assert!(help.contains("Java properties"), "{help}");
+}
+
+#[test]
+fn bad_config_value_stops_start_up_naming_file_line_and_key() {
+    let dir = common::TempDir::new("cli");
+    let config = dir.path().join("namesrv.conf");
+    std::fs::write(&config, "# comment\nlistenPort=ninety\n").unwrap();
+    let output = ferromq()
+        .args(["namesrv", "-c"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(
+        stderr.contains("line 2: listenPort = 'ninety' is invalid"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn missing_config_file_is_a_clear_error() {
+    let output = ferromq()
+        .args(["namesrv", "-c", "/nonexistent/namesrv.conf"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(
+        stderr.contains("cannot read config file /nonexistent/namesrv.conf"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn port_in_use_is_a_clear_error() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let dir = common::TempDir::new("cli-port");
+    let config = dir.path().join("namesrv.conf");
+    std::fs::write(
+        &config,
+        format!("kvConfigPath={}/kv.json\n", dir.path().display()),
+    )
+    .unwrap();
+    let output = ferromq()
+        .args(["namesrv", "--listen", &addr, "-c"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(
+        stderr.contains(&format!("cannot listen on {addr}")),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn unknown_config_key_is_logged_and_ignored() {
+    let mut namesrv = common::NamesrvProcess::start("noSuchKey=1");
+    assert!(namesrv
+        .wait_for_log(
+            "unknown name server config key",
+            std::time::Duration::from_secs(5)
+        )
+        .is_some());
+    assert_eq!(namesrv.terminate().code(), Some(0));
+}
