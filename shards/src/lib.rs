@@ -32,9 +32,9 @@
 //! [`MeshError::Full`] instead, for callers that would rather shed or retry. A slow owner
 //! therefore slows its senders down instead of growing a queue without limit.
 //!
-//! **Task queues.** Each shard has a latency-sensitive foreground queue (requests) and a
-//! background queue (flush, reput, cleaning) with a fifth of the shares ([`TaskQueues`]). Shard
-//! functions run on the foreground queue.
+//! **Task queues.** Each shard has a foreground queue (requests) and a background queue (flush,
+//! reput, cleaning) with a fifth of the foreground's shares ([`TaskQueues`]). Shard functions
+//! run on the foreground queue.
 //!
 //! **Shutdown.** [`Shutdown`] is one process-wide signal, triggered by SIGINT/SIGTERM
 //! ([`Shutdown::install_signal_handlers`]) or by code. The runtime cancels nothing: each shard

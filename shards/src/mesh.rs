@@ -1,64 +1,60 @@
-//! `Mesh`: bounded all-to-all channels between shards, one per ordered pair, plus a bounded
-//! queue from each shard to itself.
+//! `Mesh`: bounded all-to-all channels between shards, one per ordered pair of shards, the
+//! pair of a shard with itself included.
 //!
 //! ```text
 //!            shard-00          shard-01          shard-02
-//! shard-00   self queue        spsc channel      spsc channel
-//! shard-01   spsc channel      self queue        spsc channel
-//! shard-02   spsc channel      spsc channel      self queue
+//! shard-00   self queue        channel           channel
+//! shard-01   channel           self queue        channel
+//! shard-02   channel           channel           self queue
 //!            (row = sender, column = receiver; every cell holds at most `capacity` messages)
 //! ```
 //!
-//! The channels are glommio `shared_channel`s (lock-free single-producer single-consumer rings).
-//! The matrix is built by the runtime in shard order, so the channel from shard `a` to shard `b`
-//! sits at index `b` of `a`'s senders and `a` of `b`'s receivers, and a message always arrives
-//! tagged with the [`ShardId`] that sent it. glommio's `MeshBuilder` is not used: it numbers
-//! peers by executor creation order rather than by shard, and its builder shares an `Rc` between
-//! threads.
+//! Each channel is a bounded FIFO behind a mutex that only its two shards touch, plus two
+//! waiter lists: the receiving shard's tasks blocked in [`Mesh::recv`] (one list shared by all
+//! channels into that shard) and the sending shard's tasks blocked on a full channel. A task on
+//! another shard is woken through its `Waker`, which glommio routes to the owning executor
+//! (and its eventfd, if that executor sleeps).
 //!
-//! Backpressure: [`Mesh::send_to`] waits while the receiver's inbound channel from us is full,
-//! and [`Mesh::try_send_to`] reports [`MeshError::Full`]. A waiting sender is woken by the
-//! receiving shard as soon as it takes a message from that channel, or when it drops its mesh
-//! (the send then fails with [`MeshError::Closed`] instead of waiting forever).
+//! Why not glommio's `shared_channel`: while hunting lost cross-shard wake-ups (every shard
+//! asleep with messages queued) the channels were replaced by these plain queues, whose
+//! register-then-recheck protocol is short enough to verify by reading: a waiter registers its
+//! waker, then looks at the queue again under the queue's lock, and a peer that changes the
+//! queue wakes the registered wakers after releasing that lock. The wake-ups turned out to be
+//! lost inside glommio's executor sleep path when a queue has a short latency budget (see
+//! `task_queues.rs`); the plain queues stay because they have one fewer moving part.
+//!
+//! Backpressure: [`Mesh::send_to`] waits while the receiver's channel from us is full, and
+//! [`Mesh::try_send_to`] reports [`MeshError::Full`]. A waiting sender is woken as soon as the
+//! receiver takes a message from a full channel, or when the receiver drops its mesh (the send
+//! then fails with [`MeshError::Closed`] instead of waiting forever).
 //!
 //! Invariant: messages from one shard to another arrive in the order they were sent; messages
 //! from different shards interleave fairly (round robin among shards with messages waiting).
 
-use std::cell::RefCell;
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::fmt;
 use std::future::poll_fn;
-use std::pin::Pin;
-use std::rc::Rc;
-use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::task::{Context, Poll, Wake, Waker};
-
-use futures::stream::{SelectAll, Stream, StreamExt};
-use glommio::channels::shared_channel::{self, ConnectedReceiver, ConnectedSender};
-use glommio::channels::shared_channel::{SharedReceiver, SharedSender};
-use glommio::{GlommioError, ResourceType};
+use std::task::{Poll, Waker};
 
 use crate::shard_id::ShardId;
 
-/// One shard's handle on the mesh (per-shard and `!Send`).
+/// One shard's handle on the mesh (per-shard: it belongs to the shard that connected it).
 ///
 /// Dropping it closes this shard's channels in both directions: peers' receives from us end and
 /// their sends to us fail with [`MeshError::Closed`].
 pub struct Mesh<M: Send + 'static> {
     me: ShardId,
     capacity: usize,
-    /// Channel to each peer, indexed by shard; `None` at our own index.
-    outbound: Vec<Option<Outbound<M>>>,
-    /// Wake-up points of the channels into this shard, to release senders when we go away.
-    inbound_rooms: Vec<Arc<Room>>,
-    self_queue: Rc<SelfQueue<M>>,
-    /// Every inbound channel and the self queue, merged; streams leave it once closed and empty.
-    inbound: RefCell<SelectAll<Inbound<M>>>,
-    /// Tasks waiting in [`Mesh::recv`]; `SelectAll` remembers only one waker, this keeps all.
-    recv_waiters: Arc<RecvWaiters>,
-    /// Waker handed to `inbound`; waking it wakes every task in `recv_waiters`.
-    recv_waker: Waker,
+    /// Channel to each shard, indexed by receiver; our own index is the self queue.
+    outbound: Vec<Arc<Channel<M>>>,
+    /// Channel from each shard, indexed by sender; our own index is the self queue.
+    inbound: Vec<Arc<Channel<M>>>,
+    /// Tasks of this shard blocked in [`Mesh::recv`]; every inbound channel wakes them.
+    receivers: Arc<Waiters>,
+    /// Where the next round-robin scan of `inbound` starts.
+    next_inbound: Cell<usize>,
 }
 
 /// Why a message could not be sent over the [`Mesh`].
@@ -88,57 +84,33 @@ pub enum MeshError {
 pub(crate) struct MeshEnds<M: Send + 'static> {
     me: ShardId,
     capacity: usize,
-    outbound: Vec<Option<(SharedSender<M>, Arc<Room>)>>,
-    inbound: Vec<Option<(SharedReceiver<M>, Arc<Room>)>>,
+    outbound: Vec<Arc<Channel<M>>>,
+    inbound: Vec<Arc<Channel<M>>>,
+    receivers: Arc<Waiters>,
 }
 
-struct Outbound<M: Send + 'static> {
-    sender: ConnectedSender<M>,
-    room: Arc<Room>,
-}
-
-/// The receiving side of one channel, as a stream of tagged messages.
-enum Inbound<M: Send + 'static> {
-    Peer {
-        from: ShardId,
-        receiver: ConnectedReceiver<M>,
-        room: Arc<Room>,
-    },
-    Local {
-        me: ShardId,
-        queue: Rc<SelfQueue<M>>,
-    },
-}
-
-/// Where senders blocked on a full channel wait for the receiver to take a message.
-///
-/// glommio's own blocking send is not used because it never wakes if the receiver goes away
-/// while the channel is full.
-#[derive(Default)]
-struct Room {
-    /// Set by a sender after it registered a waker; cleared by the receiver that wakes them.
-    waiting: AtomicBool,
-    wakers: Mutex<Vec<Waker>>,
-}
-
-/// The tasks blocked in [`Mesh::recv`] on one shard.
-#[derive(Default)]
-struct RecvWaiters {
-    wakers: Mutex<Vec<Waker>>,
-}
-
-/// Bounded FIFO from a shard to itself; glommio's mesh has no self channel.
-struct SelfQueue<M> {
-    me: ShardId,
-    state: RefCell<SelfQueueState<M>>,
-}
-
-struct SelfQueueState<M> {
-    items: VecDeque<M>,
+/// One bounded FIFO from one shard to another (or to itself).
+struct Channel<M> {
+    state: Mutex<ChannelState<M>>,
     capacity: usize,
-    closed: bool,
-    receiver: Option<Waker>,
-    senders: Vec<Waker>,
+    /// The receiving shard's blocked receivers (shared by all its inbound channels).
+    receivers: Arc<Waiters>,
+    /// The sending shard's tasks waiting for room in this channel.
+    senders: Waiters,
+}
+
+struct ChannelState<M> {
+    items: VecDeque<M>,
+    /// The sender closed its side: once empty, the channel ends.
+    sender_closed: bool,
+    /// The receiver dropped its mesh: sends fail.
+    receiver_closed: bool,
+}
+
+/// Wakers of blocked tasks; every entry is woken (and removed) by [`Waiters::wake_all`].
+#[derive(Default)]
+struct Waiters {
+    wakers: Mutex<Vec<Waker>>,
 }
 
 impl<M: Send + 'static> Mesh<M> {
@@ -147,14 +119,8 @@ impl<M: Send + 'static> Mesh<M> {
     /// For tests and single-shard embedding; needs no executor. `capacity` is rounded up to a
     /// power of two like the runtime's.
     pub fn single_shard(capacity: usize) -> Mesh<M> {
-        let capacity = effective_capacity(capacity);
-        let me = ShardId(0);
-        let self_queue = Rc::new(SelfQueue::new(me, capacity));
-        let inbound = vec![Inbound::Local {
-            me,
-            queue: Rc::clone(&self_queue),
-        }];
-        Mesh::assemble(me, capacity, vec![None], Vec::new(), self_queue, inbound)
+        let mut ends = build_mesh(1, capacity);
+        ends.pop().expect("one shard").into_mesh()
     }
 
     /// This shard's id.
@@ -197,25 +163,27 @@ impl<M: Send + 'static> Mesh<M> {
     ///
     /// Not cancel safe: if the future is dropped while waiting for room, `msg` is dropped unsent.
     pub async fn send_to(&self, to: ShardId, msg: M) -> Result<(), MeshError> {
+        let channel = self.outbound(to)?;
         let mut pending = Some(msg);
         poll_fn(|cx| {
             let msg = pending
                 .take()
                 .expect("invariant: not polled after completion");
-            let polled = if to == self.me {
-                self.self_queue.poll_push(cx, msg)
-            } else {
-                match self.outbound(to) {
-                    Ok(outbound) => outbound.poll_send(cx, to, msg),
-                    Err(error) => SendPoll::Ready(Err((error, msg))),
-                }
+            let msg = match channel.try_push(to, msg) {
+                Ok(()) => return Poll::Ready(Ok(())),
+                Err((MeshError::Full, msg)) => msg,
+                Err((error, _)) => return Poll::Ready(Err(error)),
             };
-            match polled {
-                SendPoll::Ready(result) => Poll::Ready(result.map_err(|(error, _)| error)),
-                SendPoll::Pending(msg) => {
+            channel.senders.register(cx.waker());
+            // Look again after registering: the receiver may have made room before it could
+            // see our waker.
+            match channel.try_push(to, msg) {
+                Ok(()) => Poll::Ready(Ok(())),
+                Err((MeshError::Full, msg)) => {
                     pending = Some(msg);
                     Poll::Pending
                 }
+                Err((error, _)) => Poll::Ready(Err(error)),
             }
         })
         .await
@@ -239,14 +207,8 @@ impl<M: Send + 'static> Mesh<M> {
     ///
     /// As [`Mesh::try_send_to`], paired with the unsent message.
     pub fn try_send_to_returning(&self, to: ShardId, msg: M) -> Result<(), (MeshError, M)> {
-        if to == self.me {
-            return self.self_queue.try_push(msg);
-        }
         match self.outbound(to) {
-            Ok(outbound) => outbound
-                .sender
-                .try_send(msg)
-                .map_err(|error| split_error(to, error)),
+            Ok(channel) => channel.try_push(to, msg),
             Err(error) => Err((error, msg)),
         }
     }
@@ -262,15 +224,16 @@ impl<M: Send + 'static> Mesh<M> {
     /// Cancel safe: a message is taken from its channel only when this future completes with it.
     pub async fn recv(&self) -> Option<(ShardId, M)> {
         poll_fn(|cx| {
-            let mut inbound_cx = Context::from_waker(&self.recv_waker);
-            let polled = self.inbound.borrow_mut().poll_next_unpin(&mut inbound_cx);
-            if polled.is_ready() {
-                return polled;
+            if let Some(ready) = self.try_recv() {
+                return Poll::Ready(ready);
             }
-            // Register, then poll again: the first poll may already have woken `recv_waker`
-            // (`SelectAll` wakes itself when it yields) while this task was not listed yet.
-            self.recv_waiters.register(cx.waker());
-            self.inbound.borrow_mut().poll_next_unpin(&mut inbound_cx)
+            self.receivers.register(cx.waker());
+            // Look again after registering: a sender may have pushed before it could see our
+            // waker.
+            match self.try_recv() {
+                Some(ready) => Poll::Ready(ready),
+                None => Poll::Pending,
+            }
         })
         .await
     }
@@ -279,41 +242,45 @@ impl<M: Send + 'static> Mesh<M> {
     /// sent, our own later sends fail with [`MeshError::Closed`], and our receive side keeps
     /// working until every peer closed too. Idempotent.
     pub fn close(&self) {
-        for outbound in self.outbound.iter().flatten() {
-            outbound.sender.close();
+        for channel in &self.outbound {
+            channel.lock().sender_closed = true;
+            channel.receivers.wake_all();
             // Tasks of this shard blocked on a full channel must see the close now.
-            outbound.room.wake_all();
-        }
-        self.self_queue.close();
-    }
-
-    fn assemble(
-        me: ShardId,
-        capacity: usize,
-        outbound: Vec<Option<Outbound<M>>>,
-        inbound_rooms: Vec<Arc<Room>>,
-        self_queue: Rc<SelfQueue<M>>,
-        inbound: Vec<Inbound<M>>,
-    ) -> Mesh<M> {
-        let recv_waiters = Arc::new(RecvWaiters::default());
-        Mesh {
-            me,
-            capacity,
-            outbound,
-            inbound_rooms,
-            self_queue,
-            inbound: RefCell::new(futures::stream::select_all(inbound)),
-            recv_waker: Waker::from(Arc::clone(&recv_waiters)),
-            recv_waiters,
+            channel.senders.wake_all();
         }
     }
 
-    fn outbound(&self, to: ShardId) -> Result<&Outbound<M>, MeshError> {
-        match self.outbound.get(to.index()) {
-            Some(Some(outbound)) => Ok(outbound),
-            Some(None) => unreachable!("the self entry is handled before looking up peers"),
-            None => Err(MeshError::NoSuchShard { to }),
+    /// One scan of the inbound channels: `Some(Some(..))` a message, `Some(None)` every
+    /// channel ended, `None` nothing yet.
+    fn try_recv(&self) -> Option<Option<(ShardId, M)>> {
+        let count = self.inbound.len();
+        let start = self.next_inbound.get();
+        let mut ended = 0;
+        for step in 0..count {
+            let from = (start + step) % count;
+            let channel = &self.inbound[from];
+            let mut state = channel.lock();
+            let was_full = state.items.len() >= channel.capacity;
+            match state.items.pop_front() {
+                Some(msg) => {
+                    drop(state);
+                    if was_full {
+                        channel.senders.wake_all();
+                    }
+                    self.next_inbound.set((from + 1) % count);
+                    return Some(Some((ShardId::new(from), msg)));
+                }
+                None if state.sender_closed => ended += 1,
+                None => {}
+            }
         }
+        (ended == count).then_some(None)
+    }
+
+    fn outbound(&self, to: ShardId) -> Result<&Arc<Channel<M>>, MeshError> {
+        self.outbound
+            .get(to.index())
+            .ok_or(MeshError::NoSuchShard { to })
     }
 }
 
@@ -329,291 +296,126 @@ impl<M: Send + 'static> fmt::Debug for Mesh<M> {
 
 impl<M: Send + 'static> Drop for Mesh<M> {
     fn drop(&mut self) {
-        // Disconnect the receivers first, so that senders woken below find the channel closed
-        // instead of waiting again.
-        drop(std::mem::take(self.inbound.get_mut()));
-        for room in &self.inbound_rooms {
-            room.wake_all();
+        // Refuse further sends to us first, so that senders woken below find the channel
+        // closed instead of waiting again; what was queued for us is dropped.
+        for channel in &self.inbound {
+            let dropped = {
+                let mut state = channel.lock();
+                state.receiver_closed = true;
+                std::mem::take(&mut state.items)
+            };
+            drop(dropped);
+            channel.senders.wake_all();
         }
         self.close();
     }
 }
 
 impl<M: Send + 'static> MeshEnds<M> {
-    /// Connects every channel of this shard; completes once each peer connected its side too.
-    ///
-    /// # Panics
-    ///
-    /// Panics if called outside a glommio executor.
+    /// Connects this shard's ends. Kept async so that a transport needing a handshake with
+    /// its peers can replace the queues without changing the runtime.
     pub(crate) async fn connect(self) -> Mesh<M> {
-        let me = self.me;
-        let outbound = futures::future::join_all(self.outbound.into_iter().map(|end| async {
-            match end {
-                Some((sender, room)) => Some(Outbound {
-                    sender: sender.connect().await,
-                    room,
-                }),
-                None => None,
-            }
-        }));
-        let inbound = futures::future::join_all(self.inbound.into_iter().enumerate().map(
-            |(index, end)| async move {
-                match end {
-                    Some((receiver, room)) => {
-                        Some((ShardId::new(index), receiver.connect().await, room))
-                    }
-                    None => None,
-                }
-            },
-        ));
-        let (outbound, inbound) = futures::future::join(outbound, inbound).await;
-        assert!(
-            outbound[me.index()].is_none(),
-            "no channel from a shard to itself"
-        );
+        self.into_mesh()
+    }
 
-        let self_queue = Rc::new(SelfQueue::new(me, self.capacity));
-        let mut inbound_rooms = Vec::with_capacity(inbound.len());
-        let mut streams = vec![Inbound::Local {
-            me,
-            queue: Rc::clone(&self_queue),
-        }];
-        for (from, receiver, room) in inbound.into_iter().flatten() {
-            inbound_rooms.push(Arc::clone(&room));
-            streams.push(Inbound::Peer {
-                from,
-                receiver,
-                room,
-            });
+    fn into_mesh(self) -> Mesh<M> {
+        assert_eq!(
+            self.outbound.len(),
+            self.inbound.len(),
+            "square channel matrix"
+        );
+        Mesh {
+            me: self.me,
+            capacity: self.capacity,
+            outbound: self.outbound,
+            inbound: self.inbound,
+            receivers: self.receivers,
+            next_inbound: Cell::new(0),
         }
-        Mesh::assemble(
-            me,
-            self.capacity,
-            outbound,
-            inbound_rooms,
-            self_queue,
-            streams,
-        )
     }
 }
 
-/// Builds the unconnected channel matrix for `count` shards; element `i` belongs to shard `i`.
+/// Builds the channel matrix for `count` shards; element `i` belongs to shard `i`.
 ///
-/// `capacity` is rounded up to a power of two, as glommio's rings are.
+/// `capacity` is rounded up to a power of two.
 pub(crate) fn build_mesh<M: Send + 'static>(count: usize, capacity: usize) -> Vec<MeshEnds<M>> {
     let capacity = effective_capacity(capacity);
-    let mut ends: Vec<MeshEnds<M>> = (0..count)
+    let receivers: Vec<Arc<Waiters>> = (0..count).map(|_| Arc::new(Waiters::default())).collect();
+    let matrix: Vec<Vec<Arc<Channel<M>>>> = (0..count)
+        .map(|_from| {
+            (0..count)
+                .map(|to| {
+                    Arc::new(Channel {
+                        state: Mutex::new(ChannelState {
+                            items: VecDeque::with_capacity(capacity),
+                            sender_closed: false,
+                            receiver_closed: false,
+                        }),
+                        capacity,
+                        receivers: Arc::clone(&receivers[to]),
+                        senders: Waiters::default(),
+                    })
+                })
+                .collect()
+        })
+        .collect();
+    (0..count)
         .map(|index| MeshEnds {
             me: ShardId::new(index),
             capacity,
-            outbound: (0..count).map(|_| None).collect(),
-            inbound: (0..count).map(|_| None).collect(),
+            outbound: matrix[index].clone(),
+            inbound: matrix.iter().map(|row| Arc::clone(&row[index])).collect(),
+            receivers: Arc::clone(&receivers[index]),
         })
-        .collect();
-    for from in 0..count {
-        for to in (0..count).filter(|to| *to != from) {
-            let (sender, receiver) = shared_channel::new_bounded(capacity);
-            let room = Arc::new(Room::default());
-            ends[from].outbound[to] = Some((sender, Arc::clone(&room)));
-            ends[to].inbound[from] = Some((receiver, room));
-        }
-    }
-    ends
+        .collect()
 }
 
-/// The capacity channels really have: glommio rounds ring sizes up to a power of two.
+/// The capacity channels really have: requests are rounded up to a power of two.
 pub(crate) fn effective_capacity(requested: usize) -> usize {
     requested.max(1).next_power_of_two()
 }
 
-/// Like `Poll`, but a pending send gives its message back for the next attempt.
-enum SendPoll<M> {
-    Ready(Result<(), (MeshError, M)>),
-    Pending(M),
-}
-
-impl<M: Send + 'static> Outbound<M> {
-    fn poll_send(&self, cx: &Context<'_>, to: ShardId, msg: M) -> SendPoll<M> {
-        let msg = match self.sender.try_send(msg) {
-            Ok(()) => return SendPoll::Ready(Ok(())),
-            Err(GlommioError::WouldBlock(ResourceType::Channel(msg))) => msg,
-            Err(error) => return SendPoll::Ready(Err(split_error(to, error))),
-        };
-        self.room.register(cx.waker());
-        // Retry after registering: the receiver may have made room before it saw our waker.
-        // The fences pair with the one in `Room::notify` (a Dekker handshake on `waiting`).
-        fence(Ordering::SeqCst);
-        match self.sender.try_send(msg) {
-            Ok(()) => SendPoll::Ready(Ok(())),
-            Err(GlommioError::WouldBlock(ResourceType::Channel(msg))) => SendPoll::Pending(msg),
-            Err(error) => SendPoll::Ready(Err(split_error(to, error))),
-        }
+impl<M> Channel<M> {
+    fn lock(&self) -> MutexGuard<'_, ChannelState<M>> {
+        // Pushes and pops cannot leave the queue inconsistent, so a poisoned lock is usable.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
-}
 
-/// Turns a failed `try_send` into our error, keeping the message.
-fn split_error<M>(to: ShardId, error: GlommioError<M>) -> (MeshError, M) {
-    match error {
-        GlommioError::WouldBlock(ResourceType::Channel(msg)) => (MeshError::Full, msg),
-        GlommioError::Closed(ResourceType::Channel(msg)) => (MeshError::Closed { to }, msg),
-        _ => unreachable!("shared_channel try_send fails only with WouldBlock or Closed"),
-    }
-}
-
-impl<M: Send + 'static> Stream for Inbound<M> {
-    type Item = (ShardId, M);
-
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<(ShardId, M)>> {
-        match self.get_mut() {
-            Inbound::Peer {
-                from,
-                receiver,
-                room,
-            } => {
-                let polled = receiver.poll_next_unpin(cx);
-                if let Poll::Ready(Some(_)) = polled {
-                    room.notify();
-                }
-                polled.map(|msg| msg.map(|msg| (*from, msg)))
+    fn try_push(&self, to: ShardId, msg: M) -> Result<(), (MeshError, M)> {
+        {
+            let mut state = self.lock();
+            if state.receiver_closed || state.sender_closed {
+                return Err((MeshError::Closed { to }, msg));
             }
-            Inbound::Local { me, queue } => queue.poll_pop(cx).map(|msg| msg.map(|msg| (*me, msg))),
+            if state.items.len() >= self.capacity {
+                return Err((MeshError::Full, msg));
+            }
+            state.items.push_back(msg);
         }
+        self.receivers.wake_all();
+        Ok(())
     }
 }
 
-impl Room {
+impl Waiters {
     fn register(&self, waker: &Waker) {
-        let mut wakers = self.lock_wakers();
-        // One entry per task: a task that polls again replaces nothing and adds nothing.
+        let mut wakers = self.lock();
+        // One entry per task: a task that polls again adds nothing.
         if !wakers.iter().any(|known| known.will_wake(waker)) {
             wakers.push(waker.clone());
-        }
-        self.waiting.store(true, Ordering::SeqCst);
-    }
-
-    /// Called by the receiver after taking a message: wakes blocked senders, if any.
-    fn notify(&self) {
-        fence(Ordering::SeqCst);
-        if self.waiting.load(Ordering::SeqCst) {
-            self.wake_all();
         }
     }
 
     fn wake_all(&self) {
-        self.waiting.store(false, Ordering::SeqCst);
-        let wakers = std::mem::take(&mut *self.lock_wakers());
+        let wakers = std::mem::take(&mut *self.lock());
         for waker in wakers {
             waker.wake();
         }
     }
 
-    /// A panic while holding the lock cannot leave the list inconsistent (push or take only),
-    /// so poisoning is ignored.
-    fn lock_wakers(&self) -> MutexGuard<'_, Vec<Waker>> {
+    /// Push and take cannot leave the list inconsistent, so a poisoned lock is usable.
+    fn lock(&self) -> MutexGuard<'_, Vec<Waker>> {
         self.wakers.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-impl RecvWaiters {
-    fn register(&self, waker: &Waker) {
-        let mut wakers = self.lock_wakers();
-        if !wakers.iter().any(|known| known.will_wake(waker)) {
-            wakers.push(waker.clone());
-        }
-    }
-
-    /// A panic while holding the lock cannot leave the list inconsistent (push or take only),
-    /// so poisoning is ignored.
-    fn lock_wakers(&self) -> MutexGuard<'_, Vec<Waker>> {
-        self.wakers.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-impl Wake for RecvWaiters {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        let wakers = std::mem::take(&mut *self.lock_wakers());
-        for waker in wakers {
-            waker.wake();
-        }
-    }
-}
-
-impl<M> SelfQueue<M> {
-    fn new(me: ShardId, capacity: usize) -> SelfQueue<M> {
-        SelfQueue {
-            me,
-            state: RefCell::new(SelfQueueState {
-                items: VecDeque::with_capacity(capacity),
-                capacity,
-                closed: false,
-                receiver: None,
-                senders: Vec::new(),
-            }),
-        }
-    }
-
-    fn try_push(&self, msg: M) -> Result<(), (MeshError, M)> {
-        let mut state = self.state.borrow_mut();
-        if state.closed {
-            return Err((MeshError::Closed { to: self.me }, msg));
-        }
-        if state.items.len() == state.capacity {
-            return Err((MeshError::Full, msg));
-        }
-        state.items.push_back(msg);
-        if let Some(waker) = state.receiver.take() {
-            waker.wake();
-        }
-        Ok(())
-    }
-
-    fn poll_push(&self, cx: &Context<'_>, msg: M) -> SendPoll<M> {
-        match self.try_push(msg) {
-            Err((MeshError::Full, msg)) => {
-                // Single-threaded: nothing can pop between the failed push and this
-                // registration, so no retry is needed.
-                let mut state = self.state.borrow_mut();
-                if !state
-                    .senders
-                    .iter()
-                    .any(|known| known.will_wake(cx.waker()))
-                {
-                    state.senders.push(cx.waker().clone());
-                }
-                SendPoll::Pending(msg)
-            }
-            other => SendPoll::Ready(other),
-        }
-    }
-
-    fn poll_pop(&self, cx: &Context<'_>) -> Poll<Option<M>> {
-        let mut state = self.state.borrow_mut();
-        match state.items.pop_front() {
-            Some(msg) => {
-                for waker in std::mem::take(&mut state.senders) {
-                    waker.wake();
-                }
-                Poll::Ready(Some(msg))
-            }
-            None if state.closed => Poll::Ready(None),
-            None => {
-                state.receiver = Some(cx.waker().clone());
-                Poll::Pending
-            }
-        }
-    }
-
-    fn close(&self) {
-        let mut state = self.state.borrow_mut();
-        state.closed = true;
-        let receiver = state.receiver.take();
-        let senders = std::mem::take(&mut state.senders);
-        drop(state);
-        receiver.into_iter().chain(senders).for_each(Waker::wake);
     }
 }
 
@@ -624,6 +426,7 @@ mod tests {
     use crate::runtime::{run_shards, RuntimeConfig, ShardContext};
     use crate::shutdown::Shutdown;
     use crate::testing::run_local;
+    use std::rc::Rc;
 
     fn unpinned(count: usize) -> Placement {
         let text = match count {

@@ -2,13 +2,22 @@
 //!
 //! | queue | shares | latency | for |
 //! | --- | --- | --- | --- |
-//! | foreground | 1000 | matters, 1 ms | requests, the mesh pump, anything a client waits on |
+//! | foreground | 1000 | see below | requests, the mesh pump, anything a client waits on |
 //! | background | 250 | not important | flush, reput catch-up, retention cleaning, compaction |
 //!
 //! glommio divides CPU time between runnable queues in proportion to their shares, so under load
 //! background work gets a fifth of the shard and never starves; when the foreground queue is
-//! idle, background work takes the whole core. The 1 ms latency budget makes glommio preempt
-//! background tasks at the next `yield_if_needed` point once foreground work is waiting.
+//! idle, background work takes the whole core. Long background loops must call
+//! `glommio::yield_if_needed` so the scheduler can switch queues.
+//!
+//! Why the foreground queue has no latency budget: with glommio 0.9.0 on Linux 6.x, a
+//! `Latency::Matters` queue of a few milliseconds (or an executor preempt timer that short) makes
+//! cross-executor wake-ups get lost: two executors waking each other through wakers or shared
+//! channels stall for good, every thread asleep in `io_uring_enter`, typically within 10^5 round
+//! trips. The default 100 ms preempt timer does not show it. So both queues are
+//! `Latency::NotImportant` and the split rests on shares alone; `tests/wakeups.rs` guards it.
+//! TODO(shards): restore `Latency::Matters(1 ms)` for the foreground once glommio's sleep path is
+//! fixed, and keep `tests/wakeups.rs` passing when doing so.
 //!
 //! Invariant: a `TaskQueues` is only used on the executor that created it, which the type
 //! enforces by being `!Send`.
@@ -16,7 +25,6 @@
 use std::future::Future;
 use std::marker::PhantomData;
 use std::rc::Rc;
-use std::time::Duration;
 
 use glommio::{Latency, Shares, Task, TaskQueueHandle};
 
@@ -24,8 +32,9 @@ use glommio::{Latency, Shares, Task, TaskQueueHandle};
 pub const FOREGROUND_SHARES: usize = 1000;
 /// Shares of the background queue: a fifth of the foreground's.
 pub const BACKGROUND_SHARES: usize = 250;
-/// How long foreground work may wait for the CPU before background tasks are asked to yield.
-pub const FOREGROUND_LATENCY: Duration = Duration::from_millis(1);
+/// Latency class of the foreground queue; not `Matters` because of the glommio issue in the
+/// module docs.
+pub const FOREGROUND_LATENCY: Latency = Latency::NotImportant;
 
 /// The foreground and background task queues of one shard (per-shard and `!Send`).
 #[derive(Debug)]
@@ -48,7 +57,7 @@ impl TaskQueues {
         let executor = glommio::executor();
         let foreground = executor.create_task_queue(
             Shares::Static(FOREGROUND_SHARES),
-            Latency::Matters(FOREGROUND_LATENCY),
+            FOREGROUND_LATENCY,
             "foreground",
         );
         let background = executor.create_task_queue(
