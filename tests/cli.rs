@@ -88,3 +88,19 @@ fn unknown_config_key_is_logged_and_ignored() {
         .is_some());
     assert_eq!(namesrv.terminate().code(), Some(0));
 }
+
+#[test]
+fn ctrl_c_stops_the_name_server_cleanly() {
+    let mut namesrv = common::NamesrvProcess::start("");
+    let pid = namesrv.child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let status = common::wait_exit(&mut namesrv.child, std::time::Duration::from_secs(10));
+    assert_eq!(status.and_then(|s| s.code()), Some(0));
+    assert!(namesrv
+        .wait_for_log("name server stopped", std::time::Duration::from_secs(5))
+        .is_some());
+}

@@ -554,3 +554,54 @@ async fn cluster_topic_kv_and_config_requests_answer_as_java() {
     let body = String::from_utf8(route(&client, "T", 409).await.body).unwrap();
     assert!(body.contains(r#""orderTopicConf":"broker-a:4""#), "{body}");
 }
+
+#[tokio::test]
+async fn idle_connection_is_closed_after_the_configured_time() {
+    let namesrv = NamesrvProcess::start("serverChannelMaxIdleTimeSeconds=1");
+    let started = Instant::now();
+    let mut idle = std::net::TcpStream::connect(namesrv.addr).unwrap();
+    idle.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let mut buf = [0u8; 1];
+    let read = idle.read(&mut buf).expect("closed, not timed out");
+    assert_eq!(read, 0, "server closed the idle connection");
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "not before the idle time"
+    );
+    assert!(namesrv
+        .wait_for_log("closing idle connection", TIMEOUT)
+        .is_some());
+}
+
+#[tokio::test]
+async fn connections_over_the_limit_are_closed_at_accept() {
+    let namesrv = NamesrvProcess::start_with_args("serverMaxConnections=2", &["--shards", "1"]);
+    let first = connect(namesrv.addr, SerializeType::Json).await;
+    let second = connect(namesrv.addr, SerializeType::Json).await;
+    for client in [&first, &second] {
+        let response = call(
+            client,
+            RemotingCommand::request(RequestCode::GET_BROKER_CLUSTER_INFO),
+        )
+        .await;
+        assert_eq!(response.response_code(), ResponseCode::SUCCESS);
+    }
+    let mut third = std::net::TcpStream::connect(namesrv.addr).unwrap();
+    third.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let mut buf = [0u8; 1];
+    assert_eq!(
+        third.read(&mut buf).expect("closed"),
+        0,
+        "third connection closed"
+    );
+    assert!(namesrv
+        .wait_for_log("connection limit reached", TIMEOUT)
+        .is_some());
+    // The first two keep working.
+    let response = call(
+        &first,
+        RemotingCommand::request(RequestCode::GET_BROKER_CLUSTER_INFO),
+    )
+    .await;
+    assert_eq!(response.response_code(), ResponseCode::SUCCESS);
+}
