@@ -12,10 +12,11 @@
 pub mod kv_config;
 pub mod processor;
 pub mod route_info;
+pub mod route_snapshot;
 
 use crate::config::namesrv::NamesrvConfig;
 use crate::remoting::server::{self, ConnectionId, ConnectionInfo, RequestHandler, ServerConfig};
-use crate::remoting::RemotingCommand;
+use crate::remoting::{RemotingCommand, RequestCode};
 use ferromq_shards::{
     spawn_shards, Mesh, Placement, Role, RoleSet, RuntimeConfig, ShardId, ShardsHandle, Shutdown,
 };
@@ -23,6 +24,7 @@ use futures::channel::oneshot;
 use futures::future::{select, Either};
 pub use kv_config::KvConfigManager;
 pub use processor::NamesrvProcessor;
+use route_snapshot::{RouteSnapshot, SharedRouteSnapshot};
 use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -116,6 +118,7 @@ pub fn start(config: NamesrvConfig, shutdown: Shutdown) -> Result<NamesrvHandle,
     let bound: Arc<OnceLock<Result<SocketAddr, String>>> = Arc::new(OnceLock::new());
     let config = Arc::new(config);
     let shard_bound = bound.clone();
+    let snapshot = RouteSnapshot::shared();
     let shards = spawn_shards(
         placement,
         RuntimeConfig::default(),
@@ -124,6 +127,7 @@ pub fn start(config: NamesrvConfig, shutdown: Shutdown) -> Result<NamesrvHandle,
             let config = config.clone();
             let kv = kv.clone();
             let bound = shard_bound.clone();
+            let snapshot = snapshot.clone();
             async move {
                 let owner = ctx.placement.owner_of(Role::Control);
                 let mesh = Rc::new(ctx.mesh);
@@ -134,7 +138,11 @@ pub fn start(config: NamesrvConfig, shutdown: Shutdown) -> Result<NamesrvHandle,
                         .unwrap_or_else(std::sync::PoisonError::into_inner)
                         .take()
                         .expect("exactly one control shard takes the KV store");
-                    let processor = Rc::new(RefCell::new(NamesrvProcessor::new(&config, kv)));
+                    let processor = Rc::new(RefCell::new(NamesrvProcessor::new(
+                        &config,
+                        kv,
+                        snapshot.clone(),
+                    )));
                     tasks.push(ctx.task_queues.spawn_background(run_housekeeping(
                         processor.clone(),
                         config.scan_not_active_broker_interval,
@@ -171,6 +179,7 @@ pub fn start(config: NamesrvConfig, shutdown: Shutdown) -> Result<NamesrvHandle,
                         let handler = Rc::new(NetHandler {
                             mesh: mesh.clone(),
                             owner,
+                            snapshot: snapshot.clone(),
                         });
                         let server_config = ServerConfig {
                             frame_size_max: config.frame_size_max,
@@ -229,6 +238,8 @@ async fn wait_for_bound(bound: &OnceLock<Result<SocketAddr, String>>) -> Option<
 struct NetHandler {
     mesh: Rc<Mesh<NamesrvMessage>>,
     owner: ShardId,
+    /// Route lookups are answered here, from the owner's latest published snapshot.
+    snapshot: SharedRouteSnapshot,
 }
 
 impl RequestHandler for NetHandler {
@@ -237,6 +248,9 @@ impl RequestHandler for NetHandler {
         connection: ConnectionInfo,
         request: RemotingCommand,
     ) -> Option<RemotingCommand> {
+        if request.request_code() == RequestCode::GET_ROUTEINFO_BY_TOPIC {
+            return Some(self.snapshot.load().answer(&request));
+        }
         let (reply, response) = oneshot::channel();
         let message = NamesrvMessage::Request {
             connection,
@@ -284,7 +298,7 @@ async fn run_pump(
                 }
             }
             NamesrvMessage::ConnectionClosed { connection } => {
-                processor.borrow_mut().routes.on_channel_destroy(connection);
+                processor.borrow_mut().on_channel_destroy(connection);
             }
         }
     }
@@ -303,10 +317,7 @@ async fn run_housekeeping(
             return;
         }
         // Expired brokers' connections are left to their own idle timeout.
-        let _ = processor
-            .borrow_mut()
-            .routes
-            .scan_not_active_broker(now_ms());
+        processor.borrow_mut().scan_not_active_broker(now_ms());
     }
 }
 

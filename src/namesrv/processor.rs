@@ -8,6 +8,7 @@
 
 use super::kv_config::{KvConfigManager, NAMESPACE_ORDER_TOPIC_CONFIG};
 use super::route_info::{Registration, RouteInfoManager};
+use super::route_snapshot::{RouteSnapshot, SharedRouteSnapshot};
 use crate::config::namesrv::NamesrvConfig;
 use crate::remoting::body::{
     DataVersion, JsonFlavour, KvTable, RegisterBrokerBody, TopicList, TopicRouteData,
@@ -16,11 +17,10 @@ use crate::remoting::headers::{
     AddWritePermOfBrokerRequestHeader, AddWritePermOfBrokerResponseHeader,
     BrokerHeartbeatRequestHeader, DeleteKvConfigRequestHeader, DeleteTopicFromNamesrvRequestHeader,
     GetBrokerMemberGroupRequestHeader, GetKvConfigRequestHeader, GetKvConfigResponseHeader,
-    GetKvListByNamespaceRequestHeader, GetRouteInfoRequestHeader, GetTopicsByClusterRequestHeader,
-    PutKvConfigRequestHeader, QueryDataVersionRequestHeader, QueryDataVersionResponseHeader,
-    RegisterBrokerRequestHeader, RegisterBrokerResponseHeader, RegisterTopicRequestHeader,
-    UnregisterBrokerRequestHeader, WipeWritePermOfBrokerRequestHeader,
-    WipeWritePermOfBrokerResponseHeader,
+    GetKvListByNamespaceRequestHeader, GetTopicsByClusterRequestHeader, PutKvConfigRequestHeader,
+    QueryDataVersionRequestHeader, QueryDataVersionResponseHeader, RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader, RegisterTopicRequestHeader, UnregisterBrokerRequestHeader,
+    WipeWritePermOfBrokerRequestHeader, WipeWritePermOfBrokerResponseHeader,
 };
 use crate::remoting::server::ConnectionId;
 use crate::remoting::{CommandHeader, HeaderError, RemotingCommand, RequestCode, ResponseCode};
@@ -50,6 +50,8 @@ pub struct NamesrvProcessor {
     pub kv: KvConfigManager,
     /// Settings, as GET_NAMESRV_CONFIG shows them and UPDATE_NAMESRV_CONFIG changes them.
     config: NamesrvConfig,
+    /// Encoded routes for readers on every shard; republished after each change.
+    snapshot: SharedRouteSnapshot,
 }
 
 /// A request that cannot be processed, with the code and remark Java would answer.
@@ -72,13 +74,40 @@ type Processed = Result<(RemotingCommand, bool), Refusal>;
 impl NamesrvProcessor {
     /// A processor with the given stores.
     #[must_use]
-    pub fn new(config: &NamesrvConfig, kv: KvConfigManager) -> NamesrvProcessor {
+    pub fn new(
+        config: &NamesrvConfig,
+        kv: KvConfigManager,
+        snapshot: SharedRouteSnapshot,
+    ) -> NamesrvProcessor {
         let timeout_ms =
             u64::try_from(config.broker_expired_timeout.as_millis()).unwrap_or(u64::MAX);
         NamesrvProcessor {
             routes: RouteInfoManager::new(timeout_ms),
             kv,
             config: config.clone(),
+            snapshot,
+        }
+    }
+
+    /// Rebuilds and publishes the route snapshot; called after every change to routes, the
+    /// order-topic KV namespace or `orderMessageEnable`.
+    pub fn publish_routes(&self) {
+        let snapshot =
+            RouteSnapshot::build(&self.routes, &self.kv, self.config.order_message_enable);
+        self.snapshot.store(std::sync::Arc::new(snapshot));
+    }
+
+    /// Drops brokers registered on a closed connection, republishing routes if any went.
+    pub fn on_channel_destroy(&mut self, channel: ConnectionId) {
+        if self.routes.on_channel_destroy(channel) > 0 {
+            self.publish_routes();
+        }
+    }
+
+    /// Drops brokers silent past their timeout, republishing routes if any went.
+    pub fn scan_not_active_broker(&mut self, now_ms: u64) {
+        if !self.routes.scan_not_active_broker(now_ms).is_empty() {
+            self.publish_routes();
         }
     }
 
@@ -99,7 +128,9 @@ impl NamesrvProcessor {
             RequestCode::UNREGISTER_BROKER => self.unregister_broker(request),
             RequestCode::BROKER_HEARTBEAT => self.broker_heartbeat(request, now_ms),
             RequestCode::GET_BROKER_MEMBER_GROUP => self.broker_member_group(request),
-            RequestCode::GET_ROUTEINFO_BY_TOPIC => self.get_route_info(request),
+            RequestCode::GET_ROUTEINFO_BY_TOPIC => {
+                Ok((self.snapshot.load().answer(request), false))
+            }
             RequestCode::GET_BROKER_CLUSTER_INFO => Ok((
                 success_with_body(request, self.routes.cluster_info().to_json()),
                 false,
@@ -140,6 +171,22 @@ impl NamesrvProcessor {
                 remark: format!(" request type {} not supported", code.0),
             }),
         };
+        let changes_routes = matches!(
+            request.request_code(),
+            RequestCode::REGISTER_BROKER
+                | RequestCode::UNREGISTER_BROKER
+                | RequestCode::WIPE_WRITE_PERM_OF_BROKER
+                | RequestCode::ADD_WRITE_PERM_OF_BROKER
+                | RequestCode::DELETE_TOPIC_IN_NAMESRV
+                | RequestCode::REGISTER_TOPIC_IN_NAMESRV
+                | RequestCode::PUT_KV_CONFIG
+                | RequestCode::DELETE_KV_CONFIG
+                | RequestCode::UPDATE_NAMESRV_CONFIG
+        );
+        if changes_routes && processed.is_ok() {
+            // Before the response leaves: nobody may read an older route after it.
+            self.publish_routes();
+        }
         match processed {
             Ok((response, kv_changed)) => Outcome {
                 response: Some(response),
@@ -356,31 +403,6 @@ impl NamesrvProcessor {
         ))
     }
 
-    fn get_route_info(&mut self, request: &RemotingCommand) -> Processed {
-        let header: GetRouteInfoRequestHeader = request.decode_header()?;
-        let Some(mut route) = self.routes.pickup_topic_route_data(&header.topic) else {
-            return Err(Refusal {
-                code: ResponseCode::TOPIC_NOT_EXIST,
-                remark: format!(
-                    "No topic route info in name server for the topic: {}\n\
-                     See http://rocketmq.apache.org/docs/faq/ for further details.",
-                    header.topic
-                ),
-            });
-        };
-        if self.config.order_message_enable {
-            route.order_topic_conf = self
-                .kv
-                .get(NAMESPACE_ORDER_TOPIC_CONFIG, &header.topic)
-                .map(str::to_owned);
-        }
-        let flavour = route_flavour(request.version, header.accept_standard_json_only);
-        Ok((
-            success_with_body(request, route_json(&route, flavour)),
-            false,
-        ))
-    }
-
     fn set_write_perm(&mut self, request: &RemotingCommand, wipe: bool) -> Processed {
         let response = if wipe {
             let header: WipeWritePermOfBrokerRequestHeader = request.decode_header()?;
@@ -457,12 +479,6 @@ pub fn route_flavour(request_version: i32, accept_standard_json_only: Option<boo
     } else {
         JsonFlavour::Fastjson
     }
-}
-
-/// The route body in `flavour`.
-#[must_use]
-pub fn route_json(route: &TopicRouteData, flavour: JsonFlavour) -> Vec<u8> {
-    route.to_json(flavour)
 }
 
 fn success_with_body(request: &RemotingCommand, body: Vec<u8>) -> RemotingCommand {
