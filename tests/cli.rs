@@ -26,30 +26,23 @@ fn bad_config_value_stops_start_up_naming_file_line_and_key() {
     let dir = common::TempDir::new("cli");
     let config = dir.path().join("namesrv.conf");
     std::fs::write(&config, "# comment\nlistenPort=ninety\n").unwrap();
-    let output = ferromq()
-        .args(["namesrv", "-c"])
-        .arg(&config)
-        .output()
-        .unwrap();
+    let config = config.display().to_string();
+    assert_start_fails(&["-c", &config], "line 2: listenPort = 'ninety' is invalid");
+}
+
+/// Runs `ferromq namesrv ARGS`, expecting a failed start whose stderr contains `expected`.
+fn assert_start_fails(args: &[&str], expected: &str) {
+    let output = ferromq().arg("namesrv").args(args).output().unwrap();
     assert!(!output.status.success());
     let stderr = String::from_utf8(output.stderr).unwrap();
-    assert!(
-        stderr.contains("line 2: listenPort = 'ninety' is invalid"),
-        "{stderr}"
-    );
+    assert!(stderr.contains(expected), "{stderr}");
 }
 
 #[test]
 fn missing_config_file_is_a_clear_error() {
-    let output = ferromq()
-        .args(["namesrv", "-c", "/nonexistent/namesrv.conf"])
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8(output.stderr).unwrap();
-    assert!(
-        stderr.contains("cannot read config file /nonexistent/namesrv.conf"),
-        "{stderr}"
+    assert_start_fails(
+        &["-c", "/nonexistent/namesrv.conf"],
+        "cannot read config file /nonexistent/namesrv.conf",
     );
 }
 
@@ -64,16 +57,10 @@ fn port_in_use_is_a_clear_error() {
         format!("kvConfigPath={}/kv.json\n", dir.path().display()),
     )
     .unwrap();
-    let output = ferromq()
-        .args(["namesrv", "--listen", &addr, "-c"])
-        .arg(&config)
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8(output.stderr).unwrap();
-    assert!(
-        stderr.contains(&format!("cannot listen on {addr}")),
-        "{stderr}"
+    let config = config.display().to_string();
+    assert_start_fails(
+        &["--listen", &addr, "-c", &config],
+        &format!("cannot listen on {addr}"),
     );
 }
 
