@@ -10,7 +10,9 @@
 //! The shard runtime is the `ferromq-shards` crate and the kernel I/O layer is
 //! `ferromq-uring`. ARCHITECTURE.md at the repository root is the map of the whole system.
 
+pub mod bytes;
 pub mod config;
 pub mod limits;
 pub mod namesrv;
 pub mod remoting;
+pub mod store;

@@ -20,6 +20,7 @@
 
 use super::command::{ExtFields, LanguageCode, RemotingCommand, SerializeType};
 use super::DecodeError;
+use crate::bytes::{ByteReader, Truncated};
 
 /// The smallest binary header: the fixed fields and two zero lengths.
 pub const HEADER_SIZE_MIN: usize = 21;
@@ -66,7 +67,7 @@ pub fn encode_header(command: &RemotingCommand, out: &mut Vec<u8>) {
 /// [`DecodeError::BadBinaryHeader`] when a length field points outside the header or a string
 /// is not UTF-8.
 pub fn decode_header(bytes: &[u8]) -> Result<RemotingCommand, DecodeError> {
-    let mut reader = Reader { bytes, at: 0 };
+    let mut reader = Reader(ByteReader::new(bytes, 0));
     let code = i32::from(reader.i16()?);
     let language = LanguageCode(reader.u8()?);
     let version = i32::from(reader.i16()?);
@@ -95,9 +96,9 @@ pub fn decode_header(bytes: &[u8]) -> Result<RemotingCommand, DecodeError> {
 }
 
 fn decode_map(bytes: &[u8]) -> Result<ExtFields, DecodeError> {
-    let mut reader = Reader { bytes, at: 0 };
+    let mut reader = Reader(ByteReader::new(bytes, 0));
     let mut fields = ExtFields::new();
-    while reader.at < bytes.len() {
+    while !reader.is_at_end() {
         let key_len = usize::try_from(reader.i16()?)
             .map_err(|_| DecodeError::BadBinaryHeader("negative extFields key length"))?;
         let key = reader.string(key_len)?;
@@ -115,40 +116,34 @@ fn length_i32(len: usize) -> i32 {
     i32::try_from(len).expect("header parts are bounded by the frame limit")
 }
 
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
+/// Reads the binary header's fields; lengths and strings follow Java's `readStr` rules.
+struct Reader<'a>(ByteReader<'a>);
+
+impl From<Truncated> for DecodeError {
+    fn from(_: Truncated) -> Self {
+        DecodeError::BadBinaryHeader("field runs past the end of the header")
+    }
 }
 
 impl<'a> Reader<'a> {
     fn take(&mut self, len: usize) -> Result<&'a [u8], DecodeError> {
-        let end = self
-            .at
-            .checked_add(len)
-            .filter(|end| *end <= self.bytes.len())
-            .ok_or(DecodeError::BadBinaryHeader(
-                "field runs past the end of the header",
-            ))?;
-        let slice = &self.bytes[self.at..end];
-        self.at = end;
-        Ok(slice)
-    }
-
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
-        let slice = self.take(N)?;
-        Ok(slice.try_into().expect("take returned N bytes"))
+        Ok(self.0.take(len)?)
     }
 
     fn u8(&mut self) -> Result<u8, DecodeError> {
-        Ok(self.array::<1>()?[0])
+        Ok(self.0.u8()?)
     }
 
     fn i16(&mut self) -> Result<i16, DecodeError> {
-        Ok(i16::from_be_bytes(self.array()?))
+        Ok(self.0.i16()?)
     }
 
     fn i32(&mut self) -> Result<i32, DecodeError> {
-        Ok(i32::from_be_bytes(self.array()?))
+        Ok(self.0.i32()?)
+    }
+
+    fn is_at_end(&self) -> bool {
+        self.0.is_at_end()
     }
 
     /// An i32 length that Java checks against the header length.
