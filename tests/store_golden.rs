@@ -208,3 +208,130 @@ fn crashed_java_commitlog_decodes_to_its_valid_end() {
     assert_eq!(decoded as u64, crashed["recordCount"].as_u64().unwrap());
     assert_eq!(compared, expected.len(), "the clean part is unchanged");
 }
+
+#[test]
+fn java_consume_queues_hold_the_manifest_units() {
+    use ferromq::store::consume_queue::{CqUnit, UNIT_SIZE};
+    let manifest = manifest();
+    let root = common::fixtures_dir().join("store/clean/consumequeue");
+    let mut checked = 0;
+    for (topic, entry) in manifest["topics"].as_object().unwrap() {
+        for (queue_id, queue) in entry["queues"].as_object().unwrap() {
+            let dir = root.join(topic).join(queue_id);
+            let mut bytes = Vec::new();
+            for file in queue["cqFiles"].as_array().unwrap() {
+                let name = file["name"].as_str().unwrap();
+                let start = usize::try_from(name.parse::<u64>().unwrap()).unwrap();
+                assert_eq!(
+                    start,
+                    bytes.len(),
+                    "{topic}/{queue_id}: files are contiguous"
+                );
+                bytes.extend(std::fs::read(dir.join(name)).unwrap());
+            }
+            for message in queue["messages"].as_array().unwrap() {
+                let offset = usize::try_from(message["queueOffset"].as_u64().unwrap()).unwrap();
+                let unit = CqUnit::decode(&bytes[offset * UNIT_SIZE..]).unwrap();
+                let expected = CqUnit {
+                    physical_offset: message["cqPhysicalOffset"].as_i64().unwrap(),
+                    size: i32::try_from(message["cqSize"].as_i64().unwrap()).unwrap(),
+                    tags_code: message["cqTagsCode"].as_i64().unwrap(),
+                };
+                assert_eq!(unit, expected, "{topic}/{queue_id}@{offset}");
+                checked += 1;
+            }
+            let max = usize::try_from(queue["maxOffset"].as_u64().unwrap()).unwrap();
+            if let Some(after) = CqUnit::decode(&bytes[max * UNIT_SIZE..]) {
+                assert!(
+                    !after.is_written(),
+                    "{topic}/{queue_id}: nothing past maxOffset"
+                );
+            }
+        }
+    }
+    assert_eq!(checked, 2515);
+}
+
+#[test]
+fn java_index_files_find_every_key_and_unique_key() {
+    use ferromq::store::index::{IndexFileView, IndexHeader};
+    const SLOTS: usize = 1000; // maxHashSlotNum of the fixture's broker.conf
+    let manifest = manifest();
+    let dir = common::fixtures_dir().join("store/clean/index");
+    let files: Vec<(Vec<u8>, &Value)> = manifest["index"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|entry| {
+            (
+                std::fs::read(dir.join(entry["name"].as_str().unwrap())).unwrap(),
+                entry,
+            )
+        })
+        .collect();
+    let mut views = Vec::new();
+    for (bytes, entry) in &files {
+        assert_eq!(bytes.len() as u64, entry["size"].as_u64().unwrap());
+        let view = IndexFileView::new(bytes, SLOTS).unwrap();
+        let expected = IndexHeader {
+            begin_timestamp: entry["beginTimestamp"].as_i64().unwrap(),
+            end_timestamp: entry["endTimestamp"].as_i64().unwrap(),
+            begin_phy_offset: entry["beginPhyOffset"].as_i64().unwrap(),
+            end_phy_offset: entry["endPhyOffset"].as_i64().unwrap(),
+            hash_slot_count: i32::try_from(entry["hashSlotCount"].as_i64().unwrap()).unwrap(),
+            index_count: i32::try_from(entry["indexCount"].as_i64().unwrap()).unwrap(),
+        };
+        assert_eq!(view.header, expected);
+        views.push(view);
+    }
+    let indexed_end = views.last().unwrap().header.end_phy_offset;
+    let mut looked_up = 0;
+    for (topic, entry) in manifest["topics"].as_object().unwrap() {
+        for queue in entry["queues"].as_object().unwrap().values() {
+            for message in queue["messages"].as_array().unwrap() {
+                let offset = message["physicalOffset"].as_i64().unwrap();
+                if offset > indexed_end {
+                    continue; // Written after the last index flush.
+                }
+                let properties = message["properties"].as_object().unwrap();
+                let mut keys: Vec<&str> = properties
+                    .get("KEYS")
+                    .and_then(Value::as_str)
+                    .map(|keys| keys.split(' ').filter(|k| !k.is_empty()).collect())
+                    .unwrap_or_default();
+                keys.extend(properties.get("UNIQ_KEY").and_then(Value::as_str));
+                for key in keys {
+                    let found = views
+                        .iter()
+                        .flat_map(|view| view.lookup(topic, key, 0, i64::MAX, 4096))
+                        .any(|candidate| candidate == offset);
+                    assert!(found, "{topic}#{key} -> {offset} not in the index");
+                    looked_up += 1;
+                }
+            }
+        }
+    }
+    assert!(looked_up > 4000, "only {looked_up} keys looked up");
+}
+
+#[test]
+fn java_checkpoint_reads_back() {
+    use ferromq::store::checkpoint::StoreCheckpoint;
+    let manifest = manifest();
+    let bytes = std::fs::read(common::fixtures_dir().join("store/clean/checkpoint")).unwrap();
+    let checkpoint = StoreCheckpoint::decode(&bytes);
+    let expected = &manifest["checkpoint"];
+    assert_eq!(
+        checkpoint.physic_msg_timestamp,
+        expected["physicMsgTimestamp"].as_i64().unwrap()
+    );
+    assert_eq!(
+        checkpoint.logics_msg_timestamp,
+        expected["logicsMsgTimestamp"].as_i64().unwrap()
+    );
+    assert_eq!(
+        checkpoint.index_msg_timestamp,
+        expected["indexMsgTimestamp"].as_i64().unwrap()
+    );
+    assert_eq!(&checkpoint.encode()[..24], &bytes[..24]);
+}

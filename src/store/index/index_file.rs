@@ -1,0 +1,192 @@
+//! One IndexFile: header, hash slots, and items chained per slot (`IndexFile.java`,
+//! `IndexHeader.java`).
+//!
+//! ```text
+//! region   offset                     size
+//! header   0                          40
+//! slots    40                         slotNum * 4     i32: newest item index in the bucket
+//! items    40 + slotNum*4             itemNum * 20    item n at 40 + slotNum*4 + n*20
+//!
+//! header:  beginTimestamp i64, endTimestamp i64, beginPhyOffset i64, endPhyOffset i64,
+//!          hashSlotCount i32, indexCount i32 (starts at 1: item 0 is never used)
+//! item:    keyHash i32, phyOffset i64, timeDiff i32 (seconds since beginTimestamp),
+//!          prevIndex i32 (0 ends the chain)
+//! ```
+//!
+//! Defaults: 5,000,000 slots and 20,000,000 items (`maxHashSlotNum`, `maxIndexNum`).
+
+use super::super::message::java_string_hash;
+
+/// Header size in bytes.
+pub const HEADER_SIZE: usize = 40;
+/// Slot size in bytes.
+pub const SLOT_SIZE: usize = 4;
+/// Item size in bytes.
+pub const ITEM_SIZE: usize = 20;
+
+/// The 40-byte header (`IndexHeader`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IndexHeader {
+    /// Store time of the first indexed message, ms.
+    pub begin_timestamp: i64,
+    /// Store time of the last, ms.
+    pub end_timestamp: i64,
+    /// CommitLog offset of the first.
+    pub begin_phy_offset: i64,
+    /// CommitLog offset of the last.
+    pub end_phy_offset: i64,
+    /// Slots in use.
+    pub hash_slot_count: i32,
+    /// Next item index (items used + 1).
+    pub index_count: i32,
+}
+
+impl IndexHeader {
+    /// Decodes the header at the start of `bytes`.
+    #[must_use]
+    pub fn decode(bytes: &[u8]) -> Option<IndexHeader> {
+        let i64_at = |at: usize| Some(i64::from_be_bytes(bytes.get(at..at + 8)?.try_into().ok()?));
+        let i32_at = |at: usize| Some(i32::from_be_bytes(bytes.get(at..at + 4)?.try_into().ok()?));
+        Some(IndexHeader {
+            begin_timestamp: i64_at(0)?,
+            end_timestamp: i64_at(8)?,
+            begin_phy_offset: i64_at(16)?,
+            end_phy_offset: i64_at(24)?,
+            hash_slot_count: i32_at(32)?,
+            index_count: i32_at(36)?,
+        })
+    }
+
+    /// The 40 header bytes.
+    #[must_use]
+    pub fn encode(&self) -> [u8; HEADER_SIZE] {
+        let mut bytes = [0u8; HEADER_SIZE];
+        bytes[0..8].copy_from_slice(&self.begin_timestamp.to_be_bytes());
+        bytes[8..16].copy_from_slice(&self.end_timestamp.to_be_bytes());
+        bytes[16..24].copy_from_slice(&self.begin_phy_offset.to_be_bytes());
+        bytes[24..32].copy_from_slice(&self.end_phy_offset.to_be_bytes());
+        bytes[32..36].copy_from_slice(&self.hash_slot_count.to_be_bytes());
+        bytes[36..40].copy_from_slice(&self.index_count.to_be_bytes());
+        bytes
+    }
+}
+
+/// The hash of an index key `topic#key`: Java's string hash made non-negative, with
+/// `Integer.MIN_VALUE` mapped to 0 (`IndexFile.indexKeyHashMethod`).
+#[must_use]
+pub fn index_key_hash(topic: &str, key: &str) -> i32 {
+    let hash = java_string_hash(&format!("{topic}#{key}"));
+    hash.checked_abs().unwrap_or(0)
+}
+
+/// A read-only view of one IndexFile's bytes.
+#[derive(Debug)]
+pub struct IndexFileView<'a> {
+    bytes: &'a [u8],
+    slot_num: usize,
+    /// The header.
+    pub header: IndexHeader,
+}
+
+impl<'a> IndexFileView<'a> {
+    /// A view of `bytes` laid out with `slot_num` slots; `None` if the header is cut.
+    #[must_use]
+    pub fn new(bytes: &'a [u8], slot_num: usize) -> Option<IndexFileView<'a>> {
+        let header = IndexHeader::decode(bytes)?;
+        Some(IndexFileView {
+            bytes,
+            slot_num,
+            header,
+        })
+    }
+
+    /// CommitLog offsets of items whose key hash equals that of `topic#key` and whose store
+    /// time lies in `[begin_ms, end_ms]`, newest first, at most `max` (`selectPhyOffset`).
+    /// Hash collisions are possible: callers re-check the record's topic and keys.
+    #[must_use]
+    pub fn lookup(
+        &self,
+        topic: &str,
+        key: &str,
+        begin_ms: i64,
+        end_ms: i64,
+        max: usize,
+    ) -> Vec<i64> {
+        let hash = index_key_hash(topic, key);
+        let slot = usize::try_from(hash).expect("non-negative") % self.slot_num.max(1);
+        let mut found = Vec::new();
+        let index_count = self.header.index_count;
+        let Some(mut current) = self.i32_at(HEADER_SIZE + slot * SLOT_SIZE) else {
+            return found;
+        };
+        // A chain never visits more items than the file has; the bound also stops a cycle
+        // in a corrupt file.
+        for _ in 0..index_count.max(0) {
+            if current <= 0 || current > index_count || found.len() >= max {
+                break;
+            }
+            let Some(item) = self.item(current) else {
+                break;
+            };
+            let store_ms = self.header.begin_timestamp + i64::from(item.time_diff_secs) * 1000;
+            if item.key_hash == hash && (begin_ms..=end_ms).contains(&store_ms) {
+                found.push(item.phy_offset);
+            }
+            if store_ms < begin_ms || item.prev_index == current {
+                break;
+            }
+            current = item.prev_index;
+        }
+        found
+    }
+
+    fn item(&self, index: i32) -> Option<IndexItem> {
+        let index = usize::try_from(index).ok()?;
+        let at = HEADER_SIZE + self.slot_num * SLOT_SIZE + index * ITEM_SIZE;
+        let bytes = self.bytes.get(at..at + ITEM_SIZE)?;
+        Some(IndexItem {
+            key_hash: i32::from_be_bytes(bytes[0..4].try_into().ok()?),
+            phy_offset: i64::from_be_bytes(bytes[4..12].try_into().ok()?),
+            time_diff_secs: i32::from_be_bytes(bytes[12..16].try_into().ok()?),
+            prev_index: i32::from_be_bytes(bytes[16..20].try_into().ok()?),
+        })
+    }
+
+    fn i32_at(&self, at: usize) -> Option<i32> {
+        Some(i32::from_be_bytes(
+            self.bytes.get(at..at + 4)?.try_into().ok()?,
+        ))
+    }
+}
+
+struct IndexItem {
+    key_hash: i32,
+    phy_offset: i64,
+    time_diff_secs: i32,
+    prev_index: i32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_round_trips() {
+        let header = IndexHeader {
+            begin_timestamp: 1,
+            end_timestamp: 2,
+            begin_phy_offset: 3,
+            end_phy_offset: 4,
+            hash_slot_count: 5,
+            index_count: 6,
+        };
+        assert_eq!(IndexHeader::decode(&header.encode()), Some(header));
+        assert_eq!(IndexHeader::decode(&[0; 39]), None);
+    }
+
+    #[test]
+    fn key_hash_is_non_negative() {
+        assert!(index_key_hash("T", "k") >= 0);
+        assert_eq!(index_key_hash("T", "k"), java_string_hash("T#k").abs());
+    }
+}
