@@ -2,6 +2,7 @@
 //! `EnhancedIoError`: a log line must say what failed, on what, and what to do.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 
 /// An I/O operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -23,5 +24,36 @@ pub enum IoError {
         /// The OS error.
         #[source]
         source: std::io::Error,
+    },
+    /// A file operation failed.
+    #[error("{op} of {path} at offset {offset} failed: {source}")]
+    File {
+        /// What was attempted (`open`, `write`, `read`, `fdatasync`, `preallocate`).
+        op: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Byte offset, 0 where it does not apply.
+        offset: u64,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A direct-I/O write was not aligned; the caller must pad to the alignment.
+    #[error("{op} at offset {offset} of {len} bytes is not aligned to {alignment} bytes")]
+    Misaligned {
+        /// The operation.
+        op: &'static str,
+        /// Byte offset.
+        offset: u64,
+        /// Length.
+        len: usize,
+        /// Required alignment.
+        alignment: u64,
+    },
+    /// A fault injected by the simulated backend.
+    #[error("injected fault in {op} (simulated backend)")]
+    Injected {
+        /// The operation that failed.
+        op: &'static str,
     },
 }

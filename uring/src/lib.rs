@@ -7,15 +7,18 @@
 //! - `RLIMIT_MEMLOCK` of at least 512 KiB per shard for glommio's registered buffers
 //!   (`ulimit -l`); root or a raised limit satisfies it.
 //!
-//! Modules: [`net`] (listeners and streams on glommio's io_uring reactor), [`error`].
-//! Direct-I/O segment files, the aligned buffer pool and the crash-simulating twin arrive with
-//! the store.
+//! Modules: [`net`] (listeners and streams on glommio's io_uring reactor), [`file`]
+//! (`SegmentFile`, and `DmaSegment`: O_DIRECT segment files preallocated with fallocate),
+//! [`sim`] (`SimSegment`: the twin that loses unsynced writes on a simulated crash, tears a
+//! write at sector granularity and fails the Nth operation), [`error`].
 //!
 //! Architecture Invariant: this crate knows nothing about shards or RocketMQ.
 
 #![warn(missing_docs)]
 
 pub mod error;
+pub mod file;
 pub mod net;
+pub mod sim;
 
 pub use error::IoError;

@@ -1,0 +1,184 @@
+//! Segment files: fixed-size files written at aligned offsets and synced with fdatasync.
+//!
+//! [`SegmentFile`] is the seam between the store and the kernel. [`DmaSegment`] is the real
+//! one: `O_DIRECT` through glommio's io_uring `DmaFile`, preallocated with `fallocate` so that
+//! fdatasync never has metadata to write. `crate::sim::SimSegment` is the twin that simulates
+//! crashes, torn writes and failures for tests.
+//!
+//! Invariant: writes are aligned — offset and length multiples of [`SegmentFile::alignment`] —
+//! because direct I/O requires it; callers pad the tail block. A misaligned write is refused
+//! before it reaches the kernel.
+
+use crate::IoError;
+use glommio::io::{DmaFile, OpenOptions};
+use std::future::Future;
+use std::path::{Path, PathBuf};
+
+/// Bytes written at the start of a new segment so that glommio's polled-I/O probe reaches
+/// the device (see [`DmaSegment::open`]).
+const PROBE_BLOCK_SIZE: usize = 4096;
+
+/// A fixed-size file written with direct I/O.
+pub trait SegmentFile {
+    /// The alignment writes must respect, in bytes.
+    fn alignment(&self) -> u64;
+
+    /// Writes `data` at `offset`; both must be aligned.
+    fn write_at(&self, offset: u64, data: &[u8]) -> impl Future<Output = Result<(), IoError>>;
+
+    /// Reads `len` bytes at `offset` (any alignment); fewer at the end of the file.
+    fn read_at(&self, offset: u64, len: usize) -> impl Future<Output = Result<Vec<u8>, IoError>>;
+
+    /// Makes every completed write durable (fdatasync).
+    fn sync(&self) -> impl Future<Output = Result<(), IoError>>;
+}
+
+/// Checks the direct-I/O alignment rule.
+///
+/// # Errors
+/// [`IoError::Misaligned`].
+pub fn check_aligned(
+    op: &'static str,
+    offset: u64,
+    len: usize,
+    alignment: u64,
+) -> Result<(), IoError> {
+    let len_u64 = u64::try_from(len).unwrap_or(u64::MAX);
+    if offset % alignment == 0 && len_u64 % alignment == 0 {
+        Ok(())
+    } else {
+        Err(IoError::Misaligned {
+            op,
+            offset,
+            len,
+            alignment,
+        })
+    }
+}
+
+/// A segment file on disk, `O_DIRECT` through io_uring.
+#[derive(Debug)]
+pub struct DmaSegment {
+    file: DmaFile,
+    path: PathBuf,
+}
+
+impl DmaSegment {
+    /// Opens `path`, creating it and preallocating `size` bytes if it is new.
+    ///
+    /// # Errors
+    /// [`IoError::File`] naming the path and the step that failed.
+    pub async fn open(path: &Path, size: u64) -> Result<DmaSegment, IoError> {
+        let io = |op: &'static str| {
+            let path = path.to_owned();
+            move |e: glommio::GlommioError<()>| IoError::File {
+                op,
+                path,
+                offset: 0,
+                source: e.into(),
+            }
+        };
+        // Give a new file its length and a written first block before glommio opens it:
+        // glommio probes whether the device supports polled I/O by reading the first block,
+        // and on an empty or sparse file that read succeeds without reaching the device, so
+        // it would wrongly enable the poll ring and every later read would fail with
+        // EOPNOTSUPP. Creation is rare (once per segment), so these blocking calls are
+        // accepted.
+        let is_new = std::fs::metadata(path).map_or(true, |meta| meta.len() < size);
+        if is_new {
+            create_with_first_block(path, size).map_err(|source| IoError::File {
+                op: "create",
+                path: path.to_owned(),
+                offset: 0,
+                source,
+            })?;
+        }
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .dma_open(path)
+            .await
+            .map_err(io("open"))?;
+        if is_new {
+            // Allocate every block now so that fdatasync after a write has no metadata to
+            // write.
+            file.pre_allocate(size, false)
+                .await
+                .map_err(io("preallocate"))?;
+        }
+        Ok(DmaSegment {
+            file,
+            path: path.to_owned(),
+        })
+    }
+
+    /// The file's path.
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn error(&self, op: &'static str, offset: u64, e: glommio::GlommioError<()>) -> IoError {
+        IoError::File {
+            op,
+            path: self.path.clone(),
+            offset,
+            source: e.into(),
+        }
+    }
+}
+
+fn create_with_first_block(path: &Path, size: u64) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)?;
+    file.set_len(size)?;
+    file.write_all_at(&[0; PROBE_BLOCK_SIZE], 0)?;
+    file.sync_data()
+}
+
+impl SegmentFile for DmaSegment {
+    fn alignment(&self) -> u64 {
+        self.file.alignment()
+    }
+
+    async fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), IoError> {
+        check_aligned("write", offset, data.len(), self.alignment())?;
+        let mut buffer = self.file.alloc_dma_buffer(data.len());
+        buffer.as_bytes_mut().copy_from_slice(data);
+        let written = self
+            .file
+            .write_at(buffer, offset)
+            .await
+            .map_err(|e| self.error("write", offset, e))?;
+        if written != data.len() {
+            let short = std::io::Error::new(std::io::ErrorKind::WriteZero, "short direct write");
+            return Err(IoError::File {
+                op: "write",
+                path: self.path.clone(),
+                offset,
+                source: short,
+            });
+        }
+        Ok(())
+    }
+
+    async fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>, IoError> {
+        let read = self
+            .file
+            .read_at(offset, len)
+            .await
+            .map_err(|e| self.error("read", offset, e))?;
+        Ok(read.to_vec())
+    }
+
+    async fn sync(&self) -> Result<(), IoError> {
+        self.file
+            .fdatasync()
+            .await
+            .map_err(|e| self.error("fdatasync", 0, e))
+    }
+}

@@ -1,0 +1,237 @@
+//! `SimSegment`: the crash-simulating, fault-injecting twin of `DmaSegment`.
+//!
+//! It keeps two images of the file: the *volatile* one (what reads see: every completed
+//! write) and the *durable* one (what survives a crash: the volatile image as of the last
+//! sync). Writes since the last sync are remembered in order, so a simulated crash can keep
+//! none of them, or a prefix of them with the last one torn at a sector boundary — what a
+//! power loss does to a disk that reorders nothing within a file but writes sector by sector.
+//! A failure can be injected on the Nth operation.
+//!
+//! Single-threaded by design (it lives on one shard in tests): `Rc<RefCell<..>>` inside, and
+//! clones share the same file.
+
+use crate::file::{check_aligned, SegmentFile};
+use crate::IoError;
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// Sector size of the simulated disk: the granularity at which writes tear.
+pub const SECTOR_SIZE: usize = 512;
+
+/// What a simulated crash keeps of the writes made since the last sync.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CrashKeep {
+    /// Nothing: the durable image is the last synced one.
+    Nothing,
+    /// The first `writes` unsynced writes whole, then the first `sectors` sectors of the next.
+    Prefix {
+        /// Whole writes kept.
+        writes: usize,
+        /// Sectors kept of the write after them.
+        sectors: usize,
+    },
+}
+
+/// A simulated segment file. Clones share the file.
+#[derive(Clone, Debug)]
+pub struct SimSegment {
+    state: Rc<RefCell<SimState>>,
+}
+
+#[derive(Debug)]
+struct SimState {
+    volatile: Vec<u8>,
+    durable: Vec<u8>,
+    unsynced: Vec<(u64, Vec<u8>)>,
+    operations: u64,
+    fail_at_operation: Option<u64>,
+}
+
+impl SimSegment {
+    /// A zero-filled file of `size` bytes.
+    #[must_use]
+    pub fn new(size: usize) -> SimSegment {
+        SimSegment {
+            state: Rc::new(RefCell::new(SimState {
+                volatile: vec![0; size],
+                durable: vec![0; size],
+                unsynced: Vec::new(),
+                operations: 0,
+                fail_at_operation: None,
+            })),
+        }
+    }
+
+    /// Makes operation number `n` (counting from 1, from now) fail with
+    /// [`IoError::Injected`]; the failed operation has no effect.
+    pub fn fail_operation(&self, n: u64) {
+        let mut state = self.state.borrow_mut();
+        state.fail_at_operation = Some(state.operations + n);
+    }
+
+    /// Simulates a crash: the file becomes its durable image plus what `keep` says of the
+    /// unsynced writes, and that is now both what reads see and what is durable.
+    pub fn crash(&self, keep: CrashKeep) {
+        let mut state = self.state.borrow_mut();
+        let mut image = state.durable.clone();
+        if let CrashKeep::Prefix { writes, sectors } = keep {
+            for (index, (offset, data)) in state.unsynced.iter().enumerate() {
+                let kept = match index.cmp(&writes) {
+                    std::cmp::Ordering::Less => data.len(),
+                    std::cmp::Ordering::Equal => (sectors * SECTOR_SIZE).min(data.len()),
+                    std::cmp::Ordering::Greater => break,
+                };
+                let at = usize::try_from(*offset).expect("offset within the file");
+                image[at..at + kept].copy_from_slice(&data[..kept]);
+            }
+        }
+        state.volatile.clone_from(&image);
+        state.durable = image;
+        state.unsynced.clear();
+    }
+
+    /// How many writes are not yet synced.
+    #[must_use]
+    pub fn unsynced_writes(&self) -> usize {
+        self.state.borrow().unsynced.len()
+    }
+
+    fn begin(&self, op: &'static str) -> Result<(), IoError> {
+        let mut state = self.state.borrow_mut();
+        state.operations += 1;
+        if state.fail_at_operation == Some(state.operations) {
+            state.fail_at_operation = None;
+            return Err(IoError::Injected { op });
+        }
+        Ok(())
+    }
+}
+
+impl SegmentFile for SimSegment {
+    fn alignment(&self) -> u64 {
+        SECTOR_SIZE as u64
+    }
+
+    async fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), IoError> {
+        check_aligned("write", offset, data.len(), self.alignment())?;
+        self.begin("write")?;
+        let mut state = self.state.borrow_mut();
+        let at = usize::try_from(offset).map_err(|_| IoError::Misaligned {
+            op: "write",
+            offset,
+            len: data.len(),
+            alignment: SECTOR_SIZE as u64,
+        })?;
+        if at + data.len() > state.volatile.len() {
+            let error =
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, "past end of segment");
+            return Err(IoError::File {
+                op: "write",
+                path: "<sim>".into(),
+                offset,
+                source: error,
+            });
+        }
+        state.volatile[at..at + data.len()].copy_from_slice(data);
+        state.unsynced.push((offset, data.to_vec()));
+        Ok(())
+    }
+
+    async fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>, IoError> {
+        self.begin("read")?;
+        let state = self.state.borrow();
+        let start = usize::try_from(offset)
+            .unwrap_or(usize::MAX)
+            .min(state.volatile.len());
+        let end = start.saturating_add(len).min(state.volatile.len());
+        Ok(state.volatile[start..end].to_vec())
+    }
+
+    async fn sync(&self) -> Result<(), IoError> {
+        self.begin("fdatasync")?;
+        let mut state = self.state.borrow_mut();
+        let state = &mut *state;
+        state.durable.clone_from(&state.volatile);
+        state.unsynced.clear();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block(byte: u8, sectors: usize) -> Vec<u8> {
+        vec![byte; sectors * SECTOR_SIZE]
+    }
+
+    fn run<F: std::future::Future>(future: F) -> F::Output {
+        futures_lite::future::block_on(future)
+    }
+
+    #[test]
+    fn crash_drops_unsynced_writes() {
+        run(async {
+            let file = SimSegment::new(8 * SECTOR_SIZE);
+            file.write_at(0, &block(1, 1)).await.unwrap();
+            file.sync().await.unwrap();
+            file.write_at(512, &block(2, 1)).await.unwrap();
+            assert_eq!(file.read_at(512, 1).await.unwrap(), [2]);
+            file.crash(CrashKeep::Nothing);
+            assert_eq!(file.read_at(0, 1).await.unwrap(), [1]);
+            assert_eq!(file.read_at(512, 1).await.unwrap(), [0]);
+        });
+    }
+
+    #[test]
+    fn crash_tears_a_write_at_a_sector_boundary() {
+        run(async {
+            let file = SimSegment::new(8 * SECTOR_SIZE);
+            file.write_at(0, &block(1, 2)).await.unwrap();
+            file.write_at(1024, &block(2, 3)).await.unwrap();
+            file.crash(CrashKeep::Prefix {
+                writes: 1,
+                sectors: 2,
+            });
+            let image = file.read_at(0, 8 * SECTOR_SIZE).await.unwrap();
+            assert!(image[..1024].iter().all(|b| *b == 1));
+            assert!(
+                image[1024..2048].iter().all(|b| *b == 2),
+                "two sectors of the torn write"
+            );
+            assert!(image[2048..].iter().all(|b| *b == 0));
+            assert_eq!(file.unsynced_writes(), 0);
+        });
+    }
+
+    #[test]
+    fn injected_failure_hits_the_nth_operation_only() {
+        run(async {
+            let file = SimSegment::new(4 * SECTOR_SIZE);
+            file.fail_operation(2);
+            file.write_at(0, &block(1, 1)).await.unwrap();
+            assert!(matches!(
+                file.sync().await,
+                Err(IoError::Injected { op: "fdatasync" })
+            ));
+            file.sync().await.unwrap();
+            file.crash(CrashKeep::Nothing);
+            assert_eq!(
+                file.read_at(0, 1).await.unwrap(),
+                [1],
+                "the retried sync made it durable"
+            );
+        });
+    }
+
+    #[test]
+    fn misaligned_write_is_refused() {
+        run(async {
+            let file = SimSegment::new(4 * SECTOR_SIZE);
+            let refused = file.write_at(10, &block(1, 1)).await;
+            assert!(matches!(refused, Err(IoError::Misaligned { .. })));
+            let short = file.write_at(0, &[1, 2, 3]).await;
+            assert!(matches!(short, Err(IoError::Misaligned { .. })));
+        });
+    }
+}
