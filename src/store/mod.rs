@@ -2,13 +2,16 @@
 //!
 //! So far the byte layouts, each checked against a store the Java broker wrote: the CommitLog
 //! record ([`message`]), ConsumeQueue units ([`consume_queue`]), IndexFile ([`index`]) and
-//! `checkpoint` ([`checkpoint`]). The segment files, writer shard, group commit, dispatch,
-//! recovery and retention follow.
+//! `checkpoint` ([`checkpoint`]); segment naming ([`segment`]); and the CommitLog writer with
+//! its recovery walk ([`commit_log`]) over `ferromq_uring`'s segment files. The writer shard,
+//! group commit across puts, dispatch, the recovery decision table and retention follow.
 //!
 //! Architecture Invariant: `store` imports neither `remoting` nor `broker`; its public API is
 //! the seam.
 
 pub mod checkpoint;
+pub mod commit_log;
 pub mod consume_queue;
 pub mod index;
 pub mod message;
+pub mod segment;

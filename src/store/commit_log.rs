@@ -1,0 +1,363 @@
+//! `CommitLog`: the single append-only log of every message, owned by the writer shard.
+//!
+//! Mirrors `ST/CommitLog.java` with RocketMQ's layout and rules (`reference/store-format.md`
+//! §2, `message.rs` for the record): fixed-size segments named by start offset; a record goes
+//! into the current segment only if it leaves room for the 8-byte blank record, otherwise the
+//! segment is closed with a blank record and the record starts the next one.
+//!
+//! Mechanics are ferromq's own: there is no mmap. The writer keeps the unflushed tail of the
+//! current segment in memory, starting at an aligned offset; [`CommitLog::flush`] writes that
+//! tail with direct I/O (padded to the alignment) and syncs every file written since the last
+//! flush. The writer assigns physical offsets, queue offsets and store timestamps.
+//!
+//! Invariants:
+//! - `flushed_offset <= write_offset`, and everything below `flushed_offset` is durable;
+//! - the tail buffer holds exactly the bytes `[tail_start, write_offset)` of the current
+//!   segment, with `tail_start` aligned and `tail_start <= flushed_offset` when not rolling;
+//! - after a failed write or sync the log is poisoned and refuses appends until restart: a
+//!   failed fsync cannot be retried safely.
+
+use super::message::{
+    body_crc32, decode_record, encode_blank, encode_record, MessageRecord, MessageVersion, Record,
+    BLANK_RECORD_SIZE, TRANSACTION_TYPE_MASK,
+};
+use super::segment::segment_start;
+use ferromq_uring::file::SegmentFile;
+use ferromq_uring::IoError;
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+
+/// Opens segment files by start offset (the directory of a CommitLog).
+pub trait SegmentOpener {
+    /// The file type.
+    type File: SegmentFile;
+    /// Opens (creating if needed) the segment starting at `start`, `size` bytes long.
+    fn open(&self, start: u64, size: u64) -> impl Future<Output = Result<Self::File, IoError>>;
+}
+
+/// Why an append or flush failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A write or sync failed earlier; the store refuses puts until restart.
+    #[error("the CommitLog is not writable after an I/O failure; restart the broker")]
+    NotWritable,
+    /// The record does not fit in one segment.
+    #[error("message of {size} bytes does not fit a {segment_size}-byte CommitLog segment")]
+    TooLarge {
+        /// Record size.
+        size: usize,
+        /// Segment size.
+        segment_size: u64,
+    },
+    /// An I/O operation failed (the log is now poisoned).
+    #[error(transparent)]
+    Io(#[from] IoError),
+}
+
+/// What a producer sent, as the writer needs it.
+#[derive(Clone, Copy, Debug)]
+pub struct AppendInput<'a> {
+    /// Topic.
+    pub topic: &'a str,
+    /// Queue.
+    pub queue_id: i32,
+    /// Producer flag.
+    pub flag: i32,
+    /// System flags.
+    pub sys_flag: i32,
+    /// Producer time, ms.
+    pub born_timestamp: i64,
+    /// Producer address.
+    pub born_host: SocketAddr,
+    /// Broker address.
+    pub store_host: SocketAddr,
+    /// Retry count.
+    pub reconsume_times: i32,
+    /// Half message offset for committed transactions.
+    pub prepared_transaction_offset: i64,
+    /// Body as stored.
+    pub body: &'a [u8],
+    /// Properties as stored.
+    pub properties: &'a [u8],
+}
+
+/// Where an append landed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Appended {
+    /// CommitLog offset of the record.
+    pub physical_offset: u64,
+    /// Record size.
+    pub size: usize,
+    /// Queue offset assigned (0 for prepared and rolled-back transaction records).
+    pub queue_offset: i64,
+}
+
+/// The CommitLog writer.
+#[derive(Debug)]
+pub struct CommitLog<O: SegmentOpener> {
+    opener: O,
+    segment_size: u64,
+    /// The current segment and any earlier one written since the last sync.
+    current: O::File,
+    current_start: u64,
+    unsynced_previous: Vec<O::File>,
+    tail: Vec<u8>,
+    tail_start: u64,
+    write_offset: u64,
+    flushed_offset: u64,
+    queue_offsets: HashMap<(String, i32), i64>,
+    poisoned: bool,
+}
+
+impl<O: SegmentOpener> CommitLog<O> {
+    /// A writer that continues at `write_offset` (0 for a new store, the recovered valid end
+    /// otherwise) with the given next queue offsets.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`] if the current segment cannot be opened or read.
+    pub async fn open(
+        opener: O,
+        segment_size: u64,
+        write_offset: u64,
+        queue_offsets: HashMap<(String, i32), i64>,
+    ) -> Result<CommitLog<O>, StoreError> {
+        let current_start = segment_start(write_offset, segment_size);
+        let current = opener.open(current_start, segment_size).await?;
+        let alignment = current.alignment();
+        let tail_start = write_offset - write_offset % alignment;
+        let in_segment = tail_start - current_start;
+        let partial = usize::try_from(write_offset - tail_start).expect("below the alignment");
+        let mut tail = current.read_at(in_segment, partial).await?;
+        tail.resize(partial, 0);
+        Ok(CommitLog {
+            opener,
+            segment_size,
+            current,
+            current_start,
+            unsynced_previous: Vec::new(),
+            tail,
+            tail_start,
+            write_offset,
+            flushed_offset: write_offset,
+            queue_offsets,
+            poisoned: false,
+        })
+    }
+
+    /// Appends one message at `store_timestamp`; it is durable after the next
+    /// [`CommitLog::flush`] that returns an offset beyond it.
+    ///
+    /// # Errors
+    /// [`StoreError::NotWritable`] once poisoned, [`StoreError::TooLarge`], or the I/O error
+    /// of writing out a full segment.
+    pub async fn append(
+        &mut self,
+        input: &AppendInput<'_>,
+        store_timestamp: i64,
+    ) -> Result<Appended, StoreError> {
+        if self.poisoned {
+            return Err(StoreError::NotWritable);
+        }
+        let transaction_type = input.sys_flag & TRANSACTION_TYPE_MASK;
+        let enters_queue = transaction_type != 0x4 && transaction_type != 0xC;
+        let key = (input.topic.to_owned(), input.queue_id);
+        let queue_offset = if enters_queue {
+            self.queue_offsets.get(&key).copied().unwrap_or(0)
+        } else {
+            0
+        };
+        let mut record = MessageRecord {
+            version: MessageVersion::for_topic(input.topic),
+            body_crc: body_crc32(input.body),
+            queue_id: input.queue_id,
+            flag: input.flag,
+            queue_offset,
+            physical_offset: 0,
+            sys_flag: input.sys_flag,
+            born_timestamp: input.born_timestamp,
+            born_host: input.born_host,
+            store_timestamp,
+            store_host: input.store_host,
+            reconsume_times: input.reconsume_times,
+            prepared_transaction_offset: input.prepared_transaction_offset,
+            body: input.body,
+            topic: input.topic,
+            properties: input.properties,
+        };
+        let size = super::message::record_size(&record);
+        let size_u64 = u64::try_from(size).expect("record size fits u64");
+        if size_u64 + BLANK_RECORD_SIZE as u64 > self.segment_size {
+            return Err(StoreError::TooLarge {
+                size,
+                segment_size: self.segment_size,
+            });
+        }
+        let remaining = self.current_start + self.segment_size - self.write_offset;
+        if size_u64 + BLANK_RECORD_SIZE as u64 > remaining {
+            self.roll(remaining).await?;
+        }
+        record.physical_offset = i64::try_from(self.write_offset).expect("offset below 2^63");
+        encode_record(&record, &mut self.tail);
+        let appended = Appended {
+            physical_offset: self.write_offset,
+            size,
+            queue_offset,
+        };
+        self.write_offset += size_u64;
+        if enters_queue {
+            self.queue_offsets.insert(key, queue_offset + 1);
+        }
+        Ok(appended)
+    }
+
+    /// Writes everything appended so far and syncs it; returns the durable end.
+    ///
+    /// # Errors
+    /// The I/O error; the log is then poisoned.
+    pub async fn flush(&mut self) -> Result<u64, StoreError> {
+        if self.poisoned {
+            return Err(StoreError::NotWritable);
+        }
+        if self.flushed_offset == self.write_offset && self.unsynced_previous.is_empty() {
+            return Ok(self.flushed_offset);
+        }
+        let outcome = self.write_and_sync().await;
+        if let Err(error) = outcome {
+            self.poisoned = true;
+            tracing::error!(%error, "CommitLog flush failed; refusing puts until restart");
+            return Err(error.into());
+        }
+        self.flushed_offset = self.write_offset;
+        // Keep only the last partial block: it is rewritten, with what follows, next time.
+        let alignment = self.current.alignment();
+        let keep_from = self.write_offset - self.write_offset % alignment;
+        let drop = usize::try_from(keep_from - self.tail_start).expect("within the tail");
+        self.tail.drain(..drop);
+        self.tail_start = keep_from;
+        Ok(self.flushed_offset)
+    }
+
+    /// End of appended data.
+    #[must_use]
+    pub fn write_offset(&self) -> u64 {
+        self.write_offset
+    }
+
+    /// End of durable data.
+    #[must_use]
+    pub fn flushed_offset(&self) -> u64 {
+        self.flushed_offset
+    }
+
+    /// Whether an I/O failure has made the log refuse appends.
+    #[must_use]
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned
+    }
+
+    /// Closes the current segment with a blank record and moves to the next one.
+    async fn roll(&mut self, remaining: u64) -> Result<(), StoreError> {
+        encode_blank(
+            usize::try_from(remaining).expect("segment fits usize"),
+            &mut self.tail,
+        );
+        self.write_offset += remaining;
+        if let Err(error) = self.write_tail().await {
+            self.poisoned = true;
+            return Err(error.into());
+        }
+        let next_start = self.current_start + self.segment_size;
+        let next = match self.opener.open(next_start, self.segment_size).await {
+            Ok(next) => next,
+            Err(error) => {
+                self.poisoned = true;
+                return Err(error.into());
+            }
+        };
+        let previous = std::mem::replace(&mut self.current, next);
+        self.unsynced_previous.push(previous);
+        self.current_start = next_start;
+        self.tail.clear();
+        self.tail_start = next_start;
+        Ok(())
+    }
+
+    async fn write_and_sync(&mut self) -> Result<(), IoError> {
+        self.write_tail().await?;
+        for previous in self.unsynced_previous.drain(..) {
+            previous.sync().await?;
+        }
+        self.current.sync().await
+    }
+
+    /// Writes the tail buffer, padded with zeros to the alignment, where it belongs.
+    async fn write_tail(&mut self) -> Result<(), IoError> {
+        if self.tail.is_empty() {
+            return Ok(());
+        }
+        let alignment = usize::try_from(self.current.alignment()).expect("alignment fits usize");
+        let len = self.tail.len();
+        let padded = len.div_ceil(alignment) * alignment;
+        self.tail.resize(padded, 0);
+        let written = self
+            .current
+            .write_at(self.tail_start - self.current_start, &self.tail)
+            .await;
+        self.tail.truncate(len);
+        written
+    }
+}
+
+/// Finds the end of valid data by walking records from the first segment, checking magic,
+/// size and body CRC, and stopping at the first record that is not whole and consistent
+/// (`recoverAbnormally`). Returns the valid end and the next queue offset of every queue.
+///
+/// # Errors
+/// The I/O error of reading a segment.
+pub async fn recover<O: SegmentOpener>(
+    opener: &O,
+    segment_size: u64,
+    segment_starts: &[u64],
+) -> Result<(u64, HashMap<(String, i32), i64>), IoError> {
+    let mut queue_offsets = HashMap::new();
+    let mut valid_end = segment_starts.first().copied().unwrap_or(0);
+    for &start in segment_starts {
+        if start != valid_end {
+            break; // A gap: what follows cannot be trusted.
+        }
+        let file = opener.open(start, segment_size).await?;
+        let bytes = file
+            .read_at(0, usize::try_from(segment_size).expect("fits usize"))
+            .await?;
+        let mut at = 0usize;
+        let mut rolled = false;
+        while at < bytes.len() {
+            match decode_record(&bytes[at..], true) {
+                Ok(Record::Message { record, size }) => {
+                    let expected = start + u64::try_from(at).expect("fits u64");
+                    if record.physical_offset != i64::try_from(expected).unwrap_or(-1) {
+                        break;
+                    }
+                    if record.sys_flag & TRANSACTION_TYPE_MASK != 0x4
+                        && record.sys_flag & TRANSACTION_TYPE_MASK != 0xC
+                    {
+                        let key = (record.topic.to_owned(), record.queue_id);
+                        queue_offsets.insert(key, record.queue_offset + 1);
+                    }
+                    at += size;
+                }
+                Ok(Record::Blank { remaining }) if at + remaining == bytes.len() => {
+                    at = bytes.len();
+                    rolled = true;
+                }
+                Ok(Record::Blank { .. }) | Err(_) => break,
+            }
+        }
+        valid_end = start + u64::try_from(at).expect("fits u64");
+        if !rolled {
+            break;
+        }
+    }
+    Ok((valid_end, queue_offsets))
+}

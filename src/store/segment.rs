@@ -1,0 +1,40 @@
+//! Segment naming and placement: fixed-size files named by the 20-digit offset of their first
+//! byte (the `MappedFileQueue` role in Java, `reference/store-format.md` §2).
+//!
+//! A CommitLog of 1 GiB segments holds offset `o` in the file named
+//! `format!("{:020}", o - o % size)` at position `o % size`.
+
+/// The file name of the segment starting at `start`.
+#[doc(alias = "MappedFile")]
+#[must_use]
+pub fn segment_name(start: u64) -> String {
+    format!("{start:020}")
+}
+
+/// The start offset a segment file name encodes, if it is one.
+#[must_use]
+pub fn parse_segment_name(name: &str) -> Option<u64> {
+    (name.len() == 20 && name.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| name.parse().ok())
+        .flatten()
+}
+
+/// Start of the segment holding `offset`.
+#[must_use]
+pub fn segment_start(offset: u64, segment_size: u64) -> u64 {
+    offset - offset % segment_size
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_20_digit_start_offsets() {
+        assert_eq!(segment_name(1_048_576), "00000000000001048576");
+        assert_eq!(parse_segment_name("00000000000001048576"), Some(1_048_576));
+        assert_eq!(parse_segment_name("1048576"), None);
+        assert_eq!(parse_segment_name("0000000000000104857x"), None);
+        assert_eq!(segment_start(2_097_151, 1_048_576), 1_048_576);
+    }
+}
