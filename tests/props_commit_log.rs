@@ -10,34 +10,17 @@
 //! Method: proptest drives the operations and the crash from its seed (failures print it and
 //! `proptest-regressions/` replays it); `SimSegment` is the disk.
 
-use ferromq::store::commit_log::{recover, AppendInput, CommitLog, SegmentOpener};
+mod common;
+
+use common::SimDirectory;
+use ferromq::store::commit_log::{recover, CommitLog, SegmentOpener};
 use ferromq::store::message::{decode_record, Record};
 use ferromq_uring::file::SegmentFile;
-use ferromq_uring::sim::{CrashKeep, SimSegment};
-use ferromq_uring::IoError;
+use ferromq_uring::sim::CrashKeep;
 use proptest::prelude::*;
-use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
-use std::rc::Rc;
+use std::collections::HashMap;
 
 const SEGMENT_SIZE: u64 = 4096;
-
-/// A directory of simulated segments; clones share it.
-#[derive(Clone, Default)]
-struct SimDirectory(Rc<RefCell<BTreeMap<u64, SimSegment>>>);
-
-impl SegmentOpener for SimDirectory {
-    type File = SimSegment;
-
-    async fn open(&self, start: u64, size: u64) -> Result<SimSegment, IoError> {
-        let mut files = self.0.borrow_mut();
-        let size = usize::try_from(size).unwrap();
-        Ok(files
-            .entry(start)
-            .or_insert_with(|| SimSegment::new(size))
-            .clone())
-    }
-}
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -57,22 +40,6 @@ fn crash_keep() -> impl Strategy<Value = CrashKeep> {
         Just(CrashKeep::Nothing),
         (0usize..4, 0usize..9).prop_map(|(writes, sectors)| CrashKeep::Prefix { writes, sectors }),
     ]
-}
-
-fn input<'a>(body: &'a [u8], queue: i32) -> AppendInput<'a> {
-    AppendInput {
-        topic: "T",
-        queue_id: queue,
-        flag: 0,
-        sys_flag: 0,
-        born_timestamp: 1,
-        born_host: "127.0.0.1:5000".parse().unwrap(),
-        store_host: "127.0.0.1:10911".parse().unwrap(),
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
-        body,
-        properties: b"TAGS\x01a\x02",
-    }
 }
 
 /// Every record from offset 0 up to `end`, as (physical offset, body).
@@ -116,7 +83,7 @@ proptest! {
                 match op {
                     Op::Append { body_len, queue } => {
                         let body = vec![u8::try_from(index % 251).unwrap(); *body_len];
-                        let at = log.append(&input(&body, *queue), 2).await.unwrap();
+                        let at = log.append(&common::put_message(*queue, &body), 2).await.unwrap();
                         appended.push((at.physical_offset, body));
                     }
                     Op::Flush => {
@@ -140,7 +107,7 @@ proptest! {
             let mut log = CommitLog::open(directory.clone(), SEGMENT_SIZE, end, queue_offsets)
                 .await
                 .unwrap();
-            let extra = log.append(&input(b"after the crash", 0), 3).await.unwrap();
+            let extra = log.append(&common::put_message(0, b"after the crash"), 3).await.unwrap();
             log.flush().await.unwrap();
             let starts: Vec<u64> = directory.0.borrow().keys().copied().collect();
             let (end_after, _) = recover(&directory, SEGMENT_SIZE, &starts).await.unwrap();
@@ -160,11 +127,13 @@ fn failed_sync_poisons_the_log() {
         let mut log = CommitLog::open(directory.clone(), SEGMENT_SIZE, 0, HashMap::new())
             .await
             .unwrap();
-        log.append(&input(b"one", 0), 1).await.unwrap();
+        log.append(&common::put_message(0, b"one"), 1)
+            .await
+            .unwrap();
         directory.0.borrow()[&0].fail_operation(2); // The write succeeds, the sync fails.
         assert!(log.flush().await.is_err());
         assert!(log.is_poisoned());
-        let refused = log.append(&input(b"two", 0), 1).await;
+        let refused = log.append(&common::put_message(0, b"two"), 1).await;
         assert!(refused.is_err(), "no put is accepted after a failed flush");
         assert!(log.flush().await.is_err(), "never ok after a failed flush");
     });
@@ -181,7 +150,7 @@ fn queue_offsets_are_per_queue_and_survive_recovery() {
             let mut offsets = Vec::new();
             for queue in [0, 1, 0, 0, 1] {
                 offsets.push(
-                    log.append(&input(b"x", queue), 1)
+                    log.append(&common::put_message(queue, b"x"), 1)
                         .await
                         .unwrap()
                         .queue_offset,

@@ -11,7 +11,8 @@
 //! flush. The writer assigns physical offsets, queue offsets and store timestamps.
 //!
 //! Invariants:
-//! - `flushed_offset <= write_offset`, and everything below `flushed_offset` is durable;
+//! - `flushed_offset <= written_offset <= write_offset`; everything below `flushed_offset`
+//!   is durable, everything below `written_offset` is in the files;
 //! - the tail buffer holds exactly the bytes `[tail_start, write_offset)` of the current
 //!   segment, with `tail_start` aligned and `tail_start <= flushed_offset` when not rolling;
 //! - after a failed write or sync the log is poisoned and refuses appends until restart: a
@@ -55,11 +56,11 @@ pub enum StoreError {
     Io(#[from] IoError),
 }
 
-/// What a producer sent, as the writer needs it.
-#[derive(Clone, Copy, Debug)]
-pub struct AppendInput<'a> {
+/// A message to store, as the writer receives it (`MessageExtBrokerInner` in Java).
+#[derive(Clone, Debug)]
+pub struct PutMessage {
     /// Topic.
-    pub topic: &'a str,
+    pub topic: String,
     /// Queue.
     pub queue_id: i32,
     /// Producer flag.
@@ -77,9 +78,9 @@ pub struct AppendInput<'a> {
     /// Half message offset for committed transactions.
     pub prepared_transaction_offset: i64,
     /// Body as stored.
-    pub body: &'a [u8],
+    pub body: Vec<u8>,
     /// Properties as stored.
-    pub properties: &'a [u8],
+    pub properties: Vec<u8>,
 }
 
 /// Where an append landed.
@@ -105,6 +106,7 @@ pub struct CommitLog<O: SegmentOpener> {
     tail: Vec<u8>,
     tail_start: u64,
     write_offset: u64,
+    written_offset: u64,
     flushed_offset: u64,
     queue_offsets: HashMap<(String, i32), i64>,
     poisoned: bool,
@@ -139,6 +141,7 @@ impl<O: SegmentOpener> CommitLog<O> {
             tail,
             tail_start,
             write_offset,
+            written_offset: write_offset,
             flushed_offset: write_offset,
             queue_offsets,
             poisoned: false,
@@ -153,7 +156,7 @@ impl<O: SegmentOpener> CommitLog<O> {
     /// of writing out a full segment.
     pub async fn append(
         &mut self,
-        input: &AppendInput<'_>,
+        input: &PutMessage,
         store_timestamp: i64,
     ) -> Result<Appended, StoreError> {
         if self.poisoned {
@@ -161,15 +164,15 @@ impl<O: SegmentOpener> CommitLog<O> {
         }
         let transaction_type = input.sys_flag & TRANSACTION_TYPE_MASK;
         let enters_queue = transaction_type != 0x4 && transaction_type != 0xC;
-        let key = (input.topic.to_owned(), input.queue_id);
+        let key = (input.topic.clone(), input.queue_id);
         let queue_offset = if enters_queue {
             self.queue_offsets.get(&key).copied().unwrap_or(0)
         } else {
             0
         };
         let mut record = MessageRecord {
-            version: MessageVersion::for_topic(input.topic),
-            body_crc: body_crc32(input.body),
+            version: MessageVersion::for_topic(&input.topic),
+            body_crc: body_crc32(&input.body),
             queue_id: input.queue_id,
             flag: input.flag,
             queue_offset,
@@ -181,9 +184,9 @@ impl<O: SegmentOpener> CommitLog<O> {
             store_host: input.store_host,
             reconsume_times: input.reconsume_times,
             prepared_transaction_offset: input.prepared_transaction_offset,
-            body: input.body,
-            topic: input.topic,
-            properties: input.properties,
+            body: &input.body,
+            topic: &input.topic,
+            properties: &input.properties,
         };
         let size = super::message::record_size(&record);
         let size_u64 = u64::try_from(size).expect("record size fits u64");
@@ -211,30 +214,48 @@ impl<O: SegmentOpener> CommitLog<O> {
         Ok(appended)
     }
 
-    /// Writes everything appended so far and syncs it; returns the durable end.
+    /// Writes everything appended so far to the files, without syncing: the data then
+    /// survives a crash of the process but not of the machine. Returns the written end.
     ///
     /// # Errors
     /// The I/O error; the log is then poisoned.
-    pub async fn flush(&mut self) -> Result<u64, StoreError> {
+    pub async fn write_out(&mut self) -> Result<u64, StoreError> {
         if self.poisoned {
             return Err(StoreError::NotWritable);
         }
-        if self.flushed_offset == self.write_offset && self.unsynced_previous.is_empty() {
-            return Ok(self.flushed_offset);
+        if self.written_offset == self.write_offset {
+            return Ok(self.written_offset);
         }
-        let outcome = self.write_and_sync().await;
-        if let Err(error) = outcome {
+        if let Err(error) = self.write_tail().await {
             self.poisoned = true;
-            tracing::error!(%error, "CommitLog flush failed; refusing puts until restart");
+            tracing::error!(%error, "CommitLog write failed; refusing puts until restart");
             return Err(error.into());
         }
-        self.flushed_offset = self.write_offset;
+        self.written_offset = self.write_offset;
         // Keep only the last partial block: it is rewritten, with what follows, next time.
         let alignment = self.current.alignment();
         let keep_from = self.write_offset - self.write_offset % alignment;
         let drop = usize::try_from(keep_from - self.tail_start).expect("within the tail");
         self.tail.drain(..drop);
         self.tail_start = keep_from;
+        Ok(self.written_offset)
+    }
+
+    /// Writes everything appended so far and syncs it; returns the durable end.
+    ///
+    /// # Errors
+    /// The I/O error; the log is then poisoned.
+    pub async fn flush(&mut self) -> Result<u64, StoreError> {
+        self.write_out().await?;
+        if self.flushed_offset == self.written_offset && self.unsynced_previous.is_empty() {
+            return Ok(self.flushed_offset);
+        }
+        if let Err(error) = self.sync_files().await {
+            self.poisoned = true;
+            tracing::error!(%error, "CommitLog sync failed; refusing puts until restart");
+            return Err(error.into());
+        }
+        self.flushed_offset = self.written_offset;
         Ok(self.flushed_offset)
     }
 
@@ -283,8 +304,7 @@ impl<O: SegmentOpener> CommitLog<O> {
         Ok(())
     }
 
-    async fn write_and_sync(&mut self) -> Result<(), IoError> {
-        self.write_tail().await?;
+    async fn sync_files(&mut self) -> Result<(), IoError> {
         for previous in self.unsynced_previous.drain(..) {
             previous.sync().await?;
         }

@@ -199,3 +199,45 @@ pub fn fixtures_dir() -> PathBuf {
     );
     dir
 }
+
+/// A directory of simulated segment files for store tests; clones share it.
+#[derive(Clone, Default)]
+pub struct SimDirectory(
+    pub  std::rc::Rc<
+        std::cell::RefCell<std::collections::BTreeMap<u64, ferromq_uring::sim::SimSegment>>,
+    >,
+);
+
+impl ferromq::store::commit_log::SegmentOpener for SimDirectory {
+    type File = ferromq_uring::sim::SimSegment;
+
+    async fn open(
+        &self,
+        start: u64,
+        size: u64,
+    ) -> Result<ferromq_uring::sim::SimSegment, ferromq_uring::IoError> {
+        let mut files = self.0.borrow_mut();
+        let size = usize::try_from(size).unwrap();
+        let file = files
+            .entry(start)
+            .or_insert_with(|| ferromq_uring::sim::SimSegment::new(size));
+        Ok(file.clone())
+    }
+}
+
+/// A message to topic `T` with `body`, as a producer on loopback would send it.
+pub fn put_message(queue_id: i32, body: &[u8]) -> ferromq::store::commit_log::PutMessage {
+    ferromq::store::commit_log::PutMessage {
+        topic: "T".into(),
+        queue_id,
+        flag: 0,
+        sys_flag: 0,
+        born_timestamp: 1,
+        born_host: "127.0.0.1:5000".parse().unwrap(),
+        store_host: "127.0.0.1:10911".parse().unwrap(),
+        reconsume_times: 0,
+        prepared_transaction_offset: 0,
+        body: body.to_vec(),
+        properties: b"TAGS\x01a\x02".to_vec(),
+    }
+}

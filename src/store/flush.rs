@@ -1,0 +1,143 @@
+//! Group commit: the writer's loop that turns a stream of puts into few writes and syncs
+//! (`GroupCommitService` and `FlushRealTimeService` in Java).
+//!
+//! Puts queue on a bounded channel. The loop takes every put waiting (up to a batch limit),
+//! appends them, and then:
+//! - `SYNC_FLUSH`: writes and fdatasyncs once, then answers each put of the batch; puts that
+//!   arrive meanwhile wait in the channel and form the next batch, so the batch grows with the
+//!   load and no timer is involved;
+//! - `ASYNC_FLUSH`: writes once (the data survives a crash of the process) and answers; the
+//!   sync happens every `flushIntervalCommitLog`, or when the loop ends.
+//!
+//! A put is never answered "stored" unless its write (and under `SYNC_FLUSH` its sync)
+//! succeeded; after a failure every later put is refused (the CommitLog is poisoned).
+
+pub use super::commit_log::PutMessage;
+use super::commit_log::{Appended, CommitLog, SegmentOpener, StoreError};
+use futures::channel::{mpsc, oneshot};
+use futures::future::{select, Either};
+use futures::StreamExt;
+use std::time::Duration;
+
+/// `flushDiskType`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlushDiskType {
+    /// Answer after the fdatasync that covers the put.
+    SyncFlush,
+    /// Answer after the write; fdatasync every interval.
+    AsyncFlush {
+        /// `flushIntervalCommitLog` (500 ms in Java).
+        interval: Duration,
+    },
+}
+
+/// The answer to a put.
+pub type PutResult = Result<Appended, StoreError>;
+
+/// A put waiting for the writer.
+#[derive(Debug)]
+pub struct PutRequest {
+    /// The message.
+    pub message: PutMessage,
+    /// Where the answer goes.
+    pub reply: oneshot::Sender<PutResult>,
+}
+
+/// Statistics of a finished loop.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GroupCommitStats {
+    /// Puts answered.
+    pub puts: u64,
+    /// Batches (writes) done.
+    pub batches: u64,
+    /// fdatasyncs done.
+    pub syncs: u64,
+}
+
+/// Most puts appended before a write.
+pub const BATCH_PUTS_MAX: usize = 4096;
+
+/// Runs the writer loop until `requests` closes; returns the log and what it did.
+pub async fn run_group_commit<O, C>(
+    mut log: CommitLog<O>,
+    mut requests: mpsc::Receiver<PutRequest>,
+    mode: FlushDiskType,
+    clock_ms: C,
+) -> (CommitLog<O>, GroupCommitStats)
+where
+    O: SegmentOpener,
+    C: Fn() -> i64,
+{
+    let mut stats = GroupCommitStats::default();
+    let mut batch: Vec<(oneshot::Sender<PutResult>, PutResult)> = Vec::new();
+    let mut unsynced = false;
+    loop {
+        let first = match mode {
+            FlushDiskType::SyncFlush => requests.next().await,
+            FlushDiskType::AsyncFlush { interval } => {
+                let timer = glommio::timer::sleep(interval);
+                match select(requests.next(), Box::pin(timer)).await {
+                    Either::Left((request, _)) => request,
+                    Either::Right(((), _)) => {
+                        if unsynced && sync(&mut log, &mut stats).await {
+                            unsynced = false;
+                        }
+                        continue;
+                    }
+                }
+            }
+        };
+        let Some(first) = first else { break };
+        let mut pending = vec![first];
+        while pending.len() < BATCH_PUTS_MAX {
+            match requests.try_recv() {
+                Ok(request) => pending.push(request),
+                Err(_) => break,
+            }
+        }
+        let now = clock_ms();
+        for request in pending {
+            let appended = log.append(&request.message, now).await;
+            batch.push((request.reply, appended));
+        }
+        stats.batches += 1;
+        let written = match mode {
+            FlushDiskType::SyncFlush => {
+                let flushed = log.flush().await;
+                stats.syncs += u64::from(flushed.is_ok());
+                flushed.map(|_| ())
+            }
+            FlushDiskType::AsyncFlush { .. } => {
+                unsynced = true;
+                log.write_out().await.map(|_| ())
+            }
+        };
+        for (reply, appended) in batch.drain(..) {
+            let answer = match (&written, appended) {
+                (Ok(()), appended) => appended,
+                (Err(_), Ok(_)) => Err(StoreError::NotWritable),
+                (Err(_), Err(error)) => Err(error),
+            };
+            stats.puts += 1;
+            // A put whose caller went away needs no answer.
+            let _ = reply.send(answer);
+        }
+    }
+    if unsynced {
+        sync(&mut log, &mut stats).await;
+    }
+    (log, stats)
+}
+
+async fn sync<O: SegmentOpener>(log: &mut CommitLog<O>, stats: &mut GroupCommitStats) -> bool {
+    match log.flush().await {
+        Ok(_) => {
+            stats.syncs += 1;
+            true
+        }
+        Err(error) => {
+            tracing::error!(%error, "periodic CommitLog sync failed");
+            false
+        }
+    }
+}
