@@ -3,6 +3,7 @@
 //! Workloads (one subcommand each):
 //! - `route`: GET_ROUTEINFO_BY_TOPIC lookups against a name server, closed loop, for several
 //!   connection counts in one run.
+//! - `commitlog`: puts through the CommitLog writer's group commit on a real disk.
 //!
 //! Each prints a live progress line every second and a final table; numbers come from
 //! hdrhistogram, so tail percentiles are exact to 3 significant digits.
@@ -24,6 +25,8 @@ struct Cli {
 enum Workload {
     /// Route lookups per second against a name server, for each connection count.
     Route(workloads::route::RouteArgs),
+    /// Puts per second through the CommitLog's group commit on a real disk.
+    Commitlog(workloads::commitlog::CommitLogArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -36,5 +39,6 @@ fn main() -> anyhow::Result<()> {
         .init();
     match Cli::parse().workload {
         Workload::Route(args) => workloads::route::run(&args),
+        Workload::Commitlog(args) => workloads::commitlog::run(&args),
     }
 }

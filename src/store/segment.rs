@@ -25,6 +25,25 @@ pub fn segment_start(offset: u64, segment_size: u64) -> u64 {
     offset - offset % segment_size
 }
 
+/// A directory of direct-I/O segment files named by [`segment_name`].
+#[derive(Clone, Debug)]
+pub struct DmaDirectory {
+    /// The directory (e.g. `<storePathRootDir>/commitlog`).
+    pub dir: std::path::PathBuf,
+}
+
+impl super::commit_log::SegmentOpener for DmaDirectory {
+    type File = ferromq_uring::file::DmaSegment;
+
+    async fn open(
+        &self,
+        start: u64,
+        size: u64,
+    ) -> Result<ferromq_uring::file::DmaSegment, ferromq_uring::IoError> {
+        ferromq_uring::file::DmaSegment::open(&self.dir.join(segment_name(start)), size).await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

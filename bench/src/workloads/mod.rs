@@ -1,3 +1,4 @@
 //! One module per workload.
 
+pub mod commitlog;
 pub mod route;
