@@ -12,6 +12,7 @@
 pub mod checkpoint;
 pub mod commit_log;
 pub mod consume_queue;
+pub mod dispatch;
 pub mod flush;
 pub mod index;
 pub mod message;
