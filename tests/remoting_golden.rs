@@ -277,46 +277,9 @@ fn frames_split_at_every_byte_decode_the_same() {
     }
 }
 
-/// Java's fastjson output with bare numeric keys, made parseable by quoting those keys.
+/// Java's fastjson output (bare numeric keys allowed) as a JSON value.
 fn lenient_json(bytes: &[u8]) -> Value {
-    let text = std::str::from_utf8(bytes).unwrap();
-    let mut quoted = String::with_capacity(text.len() + 16);
-    let chars: Vec<char> = text.chars().collect();
-    let mut in_string = false;
-    let mut index = 0;
-    while index < chars.len() {
-        let c = chars[index];
-        if in_string {
-            quoted.push(c);
-            if c == '\\' {
-                index += 1;
-                quoted.push(chars[index]);
-            } else if c == '"' {
-                in_string = false;
-            }
-        } else if c == '"' {
-            in_string = true;
-            quoted.push(c);
-        } else if (c == '{' || c == ',')
-            && chars
-                .get(index + 1)
-                .is_some_and(|d| d.is_ascii_digit() || *d == '-')
-        {
-            quoted.push(c);
-            quoted.push('"');
-            index += 1;
-            while chars[index] != ':' {
-                quoted.push(chars[index]);
-                index += 1;
-            }
-            quoted.push('"');
-            continue;
-        } else {
-            quoted.push(c);
-        }
-        index += 1;
-    }
-    serde_json::from_str(&quoted).unwrap_or_else(|e| panic!("{e}: {quoted}"))
+    ferromq::config::fastjson::parse_lenient(bytes).unwrap()
 }
 
 /// `ours` has every field of `theirs` with an equal value, and only 5.x additions besides.

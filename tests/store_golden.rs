@@ -388,3 +388,42 @@ fn dispatching_the_java_commitlog_rebuilds_java_consume_queues_byte_for_byte() {
     }
     assert_eq!(queues, rebuilt.len(), "no queue Java lacks");
 }
+
+#[test]
+fn java_offset_files_parse_to_the_manifest_and_rewrite_byte_for_byte() {
+    use ferromq::store::config_files::{ConsumerOffsetTable, DelayOffsetTable};
+    let manifest = manifest();
+    let config = common::fixtures_dir().join("store/clean/config");
+    let bytes = std::fs::read(config.join("consumerOffset.json")).unwrap();
+    let offsets = ConsumerOffsetTable::parse(&bytes).unwrap();
+    for (key, queues) in manifest["consumerOffsets"].as_object().unwrap() {
+        let (topic, group) = key.split_once('@').unwrap();
+        for (queue, offset) in queues.as_object().unwrap() {
+            let queue = queue.parse().unwrap();
+            assert_eq!(
+                offsets.offset(topic, group, queue),
+                offset.as_i64(),
+                "{key} {queue}"
+            );
+        }
+    }
+    assert_eq!(
+        offsets.to_json().as_bytes(),
+        &bytes[..],
+        "consumerOffset.json as Java wrote it"
+    );
+    let bytes = std::fs::read(config.join("delayOffset.json")).unwrap();
+    let delays = DelayOffsetTable::parse(&bytes).unwrap();
+    let expected: Vec<(i32, i64)> = manifest["delayOffsets"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(level, offset)| (level.parse().unwrap(), offset.as_i64().unwrap()))
+        .collect();
+    assert_eq!(delays.offset_table, expected);
+    assert_eq!(
+        delays.to_json().as_bytes(),
+        &bytes[..],
+        "delayOffset.json as Java wrote it"
+    );
+}

@@ -4,7 +4,9 @@
 //! ([`namesrv`]) and reports unknown keys as warnings and bad values as errors that name the
 //! file, line, key and what would be valid.
 
+pub mod fastjson;
 pub mod namesrv;
+pub mod persist;
 pub mod properties;
 
 use std::path::PathBuf;

@@ -93,25 +93,7 @@ impl KvConfigManager {
     }
 }
 
-/// Writes `bytes` to `path` atomically: temp file, fsync, keep the old file as `.bak`, rename.
-///
-/// # Errors
-/// The I/O error.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)?;
-    }
-    let temp = path.with_extension("json.tmp");
-    let mut file = std::fs::File::create(&temp)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    if path.exists() {
-        std::fs::copy(path, path.with_extension("json.bak"))?;
-    }
-    std::fs::rename(&temp, path)?;
-    Ok(())
-}
+pub use crate::config::persist::write_atomically;
 
 #[cfg(test)]
 mod tests {

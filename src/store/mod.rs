@@ -11,6 +11,7 @@
 
 pub mod checkpoint;
 pub mod commit_log;
+pub mod config_files;
 pub mod consume_queue;
 pub mod dispatch;
 pub mod flush;
