@@ -22,39 +22,13 @@ use super::message::{
     body_crc32, decode_record, encode_blank, encode_record, MessageRecord, MessageVersion, Record,
     BLANK_RECORD_SIZE, TRANSACTION_TYPE_MASK,
 };
-use super::segment::segment_start;
+use super::segment_writer::SegmentWriter;
 use ferromq_uring::file::SegmentFile;
 use ferromq_uring::IoError;
 use std::collections::HashMap;
-use std::future::Future;
 use std::net::SocketAddr;
 
-/// Opens segment files by start offset (the directory of a CommitLog).
-pub trait SegmentOpener {
-    /// The file type.
-    type File: SegmentFile;
-    /// Opens (creating if needed) the segment starting at `start`, `size` bytes long.
-    fn open(&self, start: u64, size: u64) -> impl Future<Output = Result<Self::File, IoError>>;
-}
-
-/// Why an append or flush failed.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// A write or sync failed earlier; the store refuses puts until restart.
-    #[error("the CommitLog is not writable after an I/O failure; restart the broker")]
-    NotWritable,
-    /// The record does not fit in one segment.
-    #[error("message of {size} bytes does not fit a {segment_size}-byte CommitLog segment")]
-    TooLarge {
-        /// Record size.
-        size: usize,
-        /// Segment size.
-        segment_size: u64,
-    },
-    /// An I/O operation failed (the log is now poisoned).
-    #[error(transparent)]
-    Io(#[from] IoError),
-}
+pub use super::segment_writer::{SegmentOpener, StoreError};
 
 /// A message to store, as the writer receives it (`MessageExtBrokerInner` in Java).
 #[derive(Clone, Debug)]
@@ -97,19 +71,8 @@ pub struct Appended {
 /// The CommitLog writer.
 #[derive(Debug)]
 pub struct CommitLog<O: SegmentOpener> {
-    opener: O,
-    segment_size: u64,
-    /// The current segment and any earlier one written since the last sync.
-    current: O::File,
-    current_start: u64,
-    unsynced_previous: Vec<O::File>,
-    tail: Vec<u8>,
-    tail_start: u64,
-    write_offset: u64,
-    written_offset: u64,
-    flushed_offset: u64,
+    writer: SegmentWriter<O>,
     queue_offsets: HashMap<(String, i32), i64>,
-    poisoned: bool,
 }
 
 impl<O: SegmentOpener> CommitLog<O> {
@@ -124,27 +87,10 @@ impl<O: SegmentOpener> CommitLog<O> {
         write_offset: u64,
         queue_offsets: HashMap<(String, i32), i64>,
     ) -> Result<CommitLog<O>, StoreError> {
-        let current_start = segment_start(write_offset, segment_size);
-        let current = opener.open(current_start, segment_size).await?;
-        let alignment = current.alignment();
-        let tail_start = write_offset - write_offset % alignment;
-        let in_segment = tail_start - current_start;
-        let partial = usize::try_from(write_offset - tail_start).expect("below the alignment");
-        let mut tail = current.read_at(in_segment, partial).await?;
-        tail.resize(partial, 0);
+        let writer = SegmentWriter::open(opener, segment_size, write_offset).await?;
         Ok(CommitLog {
-            opener,
-            segment_size,
-            current,
-            current_start,
-            unsynced_previous: Vec::new(),
-            tail,
-            tail_start,
-            write_offset,
-            written_offset: write_offset,
-            flushed_offset: write_offset,
+            writer,
             queue_offsets,
-            poisoned: false,
         })
     }
 
@@ -159,7 +105,7 @@ impl<O: SegmentOpener> CommitLog<O> {
         input: &PutMessage,
         store_timestamp: i64,
     ) -> Result<Appended, StoreError> {
-        if self.poisoned {
+        if self.writer.is_poisoned() {
             return Err(StoreError::NotWritable);
         }
         let transaction_type = input.sys_flag & TRANSACTION_TYPE_MASK;
@@ -190,55 +136,38 @@ impl<O: SegmentOpener> CommitLog<O> {
         };
         let size = super::message::record_size(&record);
         let size_u64 = u64::try_from(size).expect("record size fits u64");
-        if size_u64 + BLANK_RECORD_SIZE as u64 > self.segment_size {
-            return Err(StoreError::TooLarge {
-                size,
-                segment_size: self.segment_size,
-            });
+        let segment_size = self.writer.segment_size();
+        if size_u64 + BLANK_RECORD_SIZE as u64 > segment_size {
+            return Err(StoreError::TooLarge { size, segment_size });
         }
-        let remaining = self.current_start + self.segment_size - self.write_offset;
+        let remaining = self.writer.remaining();
         if size_u64 + BLANK_RECORD_SIZE as u64 > remaining {
-            self.roll(remaining).await?;
+            // Close the segment with a blank record; the message starts the next one.
+            let blank = usize::try_from(remaining).expect("segment fits usize");
+            encode_blank(blank, self.writer.tail_mut()?);
+            self.writer.roll().await?;
         }
-        record.physical_offset = i64::try_from(self.write_offset).expect("offset below 2^63");
-        encode_record(&record, &mut self.tail);
+        let physical_offset = self.writer.write_offset();
+        record.physical_offset = i64::try_from(physical_offset).expect("offset below 2^63");
+        encode_record(&record, self.writer.tail_mut()?);
+        self.writer.advance();
         let appended = Appended {
-            physical_offset: self.write_offset,
+            physical_offset,
             size,
             queue_offset,
         };
-        self.write_offset += size_u64;
         if enters_queue {
             self.queue_offsets.insert(key, queue_offset + 1);
         }
         Ok(appended)
     }
 
-    /// Writes everything appended so far to the files, without syncing: the data then
-    /// survives a crash of the process but not of the machine. Returns the written end.
+    /// Writes everything appended so far, without syncing; returns the written end.
     ///
     /// # Errors
     /// The I/O error; the log is then poisoned.
     pub async fn write_out(&mut self) -> Result<u64, StoreError> {
-        if self.poisoned {
-            return Err(StoreError::NotWritable);
-        }
-        if self.written_offset == self.write_offset {
-            return Ok(self.written_offset);
-        }
-        if let Err(error) = self.write_tail().await {
-            self.poisoned = true;
-            tracing::error!(%error, "CommitLog write failed; refusing puts until restart");
-            return Err(error.into());
-        }
-        self.written_offset = self.write_offset;
-        // Keep only the last partial block: it is rewritten, with what follows, next time.
-        let alignment = self.current.alignment();
-        let keep_from = self.write_offset - self.write_offset % alignment;
-        let drop = usize::try_from(keep_from - self.tail_start).expect("within the tail");
-        self.tail.drain(..drop);
-        self.tail_start = keep_from;
-        Ok(self.written_offset)
+        self.writer.write_out().await
     }
 
     /// Writes everything appended so far and syncs it; returns the durable end.
@@ -246,86 +175,25 @@ impl<O: SegmentOpener> CommitLog<O> {
     /// # Errors
     /// The I/O error; the log is then poisoned.
     pub async fn flush(&mut self) -> Result<u64, StoreError> {
-        self.write_out().await?;
-        if self.flushed_offset == self.written_offset && self.unsynced_previous.is_empty() {
-            return Ok(self.flushed_offset);
-        }
-        if let Err(error) = self.sync_files().await {
-            self.poisoned = true;
-            tracing::error!(%error, "CommitLog sync failed; refusing puts until restart");
-            return Err(error.into());
-        }
-        self.flushed_offset = self.written_offset;
-        Ok(self.flushed_offset)
+        self.writer.flush().await
     }
 
     /// End of appended data.
     #[must_use]
     pub fn write_offset(&self) -> u64 {
-        self.write_offset
+        self.writer.write_offset()
     }
 
     /// End of durable data.
     #[must_use]
     pub fn flushed_offset(&self) -> u64 {
-        self.flushed_offset
+        self.writer.flushed_offset()
     }
 
     /// Whether an I/O failure has made the log refuse appends.
     #[must_use]
     pub fn is_poisoned(&self) -> bool {
-        self.poisoned
-    }
-
-    /// Closes the current segment with a blank record and moves to the next one.
-    async fn roll(&mut self, remaining: u64) -> Result<(), StoreError> {
-        encode_blank(
-            usize::try_from(remaining).expect("segment fits usize"),
-            &mut self.tail,
-        );
-        self.write_offset += remaining;
-        if let Err(error) = self.write_tail().await {
-            self.poisoned = true;
-            return Err(error.into());
-        }
-        let next_start = self.current_start + self.segment_size;
-        let next = match self.opener.open(next_start, self.segment_size).await {
-            Ok(next) => next,
-            Err(error) => {
-                self.poisoned = true;
-                return Err(error.into());
-            }
-        };
-        let previous = std::mem::replace(&mut self.current, next);
-        self.unsynced_previous.push(previous);
-        self.current_start = next_start;
-        self.tail.clear();
-        self.tail_start = next_start;
-        Ok(())
-    }
-
-    async fn sync_files(&mut self) -> Result<(), IoError> {
-        for previous in self.unsynced_previous.drain(..) {
-            previous.sync().await?;
-        }
-        self.current.sync().await
-    }
-
-    /// Writes the tail buffer, padded with zeros to the alignment, where it belongs.
-    async fn write_tail(&mut self) -> Result<(), IoError> {
-        if self.tail.is_empty() {
-            return Ok(());
-        }
-        let alignment = usize::try_from(self.current.alignment()).expect("alignment fits usize");
-        let len = self.tail.len();
-        let padded = len.div_ceil(alignment) * alignment;
-        self.tail.resize(padded, 0);
-        let written = self
-            .current
-            .write_at(self.tail_start - self.current_start, &self.tail)
-            .await;
-        self.tail.truncate(len);
-        written
+        self.writer.is_poisoned()
     }
 }
 

@@ -18,3 +18,4 @@ pub mod flush;
 pub mod index;
 pub mod message;
 pub mod segment;
+pub mod segment_writer;
