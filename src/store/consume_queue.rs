@@ -12,6 +12,9 @@
 //! default; the logical offset of a unit is its byte position in the queue divided by 20.
 
 use super::message::java_string_hash;
+use super::segment_writer::{SegmentOpener, SegmentWriter, StoreError};
+use ferromq_uring::file::SegmentFile;
+use ferromq_uring::IoError;
 
 /// Size of one unit in bytes.
 pub const UNIT_SIZE: usize = 20;
@@ -67,6 +70,107 @@ impl CqUnit {
 pub fn tags_code(tags: Option<&str>) -> i64 {
     tags.filter(|tags| !tags.is_empty())
         .map_or(0, |tags| i64::from(java_string_hash(tags)))
+}
+
+/// A unit Java writes into a hole before the first real unit of a queue (`fillPreBlank`).
+pub const BLANK_UNIT: CqUnit = CqUnit {
+    physical_offset: 0,
+    size: i32::MAX,
+    tags_code: 0,
+};
+
+/// Appends units to one queue's files (the dispatch side of `ConsumeQueue`).
+#[derive(Debug)]
+pub struct ConsumeQueueWriter<O: SegmentOpener> {
+    writer: SegmentWriter<O>,
+}
+
+impl<O: SegmentOpener> ConsumeQueueWriter<O> {
+    /// A writer whose next unit is `max_offset`, with files of `units_per_file` units.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`].
+    pub async fn open(
+        opener: O,
+        units_per_file: usize,
+        max_offset: i64,
+    ) -> Result<ConsumeQueueWriter<O>, StoreError> {
+        let file_size = u64::try_from(units_per_file * UNIT_SIZE).expect("fits u64");
+        let write_offset = u64::try_from(max_offset).expect("non-negative") * UNIT_SIZE as u64;
+        let writer = SegmentWriter::open(opener, file_size, write_offset).await?;
+        Ok(ConsumeQueueWriter { writer })
+    }
+
+    /// The next logical offset (units written so far, holes included).
+    #[must_use]
+    pub fn max_offset(&self) -> i64 {
+        i64::try_from(self.writer.write_offset() / UNIT_SIZE as u64).expect("fits i64")
+    }
+
+    /// Puts `unit` at logical offset `queue_offset`. A unit already there is left alone
+    /// (dispatch may repeat after recovery); a gap before it is filled with blank units.
+    /// Returns whether the unit was written.
+    ///
+    /// # Errors
+    /// [`StoreError`] from the files.
+    pub async fn put(&mut self, queue_offset: i64, unit: CqUnit) -> Result<bool, StoreError> {
+        if queue_offset < self.max_offset() {
+            return Ok(false);
+        }
+        while self.max_offset() < queue_offset {
+            self.append(BLANK_UNIT).await?;
+        }
+        self.append(unit).await?;
+        Ok(true)
+    }
+
+    /// Writes and syncs everything put so far; returns the durable logical end.
+    ///
+    /// # Errors
+    /// [`StoreError`] from the files.
+    pub async fn flush(&mut self) -> Result<i64, StoreError> {
+        let end = self.writer.flush().await?;
+        Ok(i64::try_from(end / UNIT_SIZE as u64).expect("fits i64"))
+    }
+
+    async fn append(&mut self, unit: CqUnit) -> Result<(), StoreError> {
+        if self.writer.remaining() < UNIT_SIZE as u64 {
+            self.writer.roll().await?;
+        }
+        self.writer.tail_mut()?.extend_from_slice(&unit.encode());
+        self.writer.advance();
+        Ok(())
+    }
+}
+
+/// The logical end of a queue whose files start at `file_starts`: units are read until the
+/// first unwritten one (ConsumeQueue recovery).
+///
+/// # Errors
+/// The I/O error of reading a file.
+pub async fn recover_max_offset<O: SegmentOpener>(
+    opener: &O,
+    units_per_file: usize,
+    file_starts: &[u64],
+) -> Result<i64, IoError> {
+    let file_size = units_per_file * UNIT_SIZE;
+    let mut end = file_starts.first().copied().unwrap_or(0);
+    for &start in file_starts {
+        if start != end {
+            break;
+        }
+        let file = opener.open(start, file_size as u64).await?;
+        let bytes = file.read_at(0, file_size).await?;
+        let written = bytes
+            .chunks_exact(UNIT_SIZE)
+            .take_while(|unit| CqUnit::decode(unit).is_some_and(|unit| unit.is_written()))
+            .count();
+        end = start + (written * UNIT_SIZE) as u64;
+        if written < units_per_file {
+            break;
+        }
+    }
+    Ok(i64::try_from(end / UNIT_SIZE as u64).expect("fits i64"))
 }
 
 #[cfg(test)]

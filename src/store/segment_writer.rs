@@ -11,7 +11,7 @@
 //! - `flushed_offset <= written_offset <= write_offset`; below `flushed_offset` is durable,
 //!   below `written_offset` is in the files;
 //! - the tail holds exactly `[tail_start, write_offset)` of the current segment, with
-//!   `tail_start` aligned;
+//!   `tail_start` aligned within the segment file;
 //! - after a failed write or sync the writer is poisoned and refuses everything until
 //!   restart: a failed fsync cannot be retried safely. A torn rewrite of the last partial
 //!   block cannot damage older bytes: they are rewritten with the same content.
@@ -76,8 +76,10 @@ impl<O: SegmentOpener> SegmentWriter<O> {
     ) -> Result<SegmentWriter<O>, StoreError> {
         let current_start = segment_start(write_offset, segment_size);
         let current = opener.open(current_start, segment_size).await?;
+        // Alignment is of positions within the file: a segment size need not be a multiple
+        // of the block size (ConsumeQueue files are 6,000,000 bytes).
         let alignment = current.alignment();
-        let tail_start = write_offset - write_offset % alignment;
+        let tail_start = current_start + align_down(write_offset - current_start, alignment);
         let partial = usize::try_from(write_offset - tail_start).expect("below the alignment");
         let mut tail = current.read_at(tail_start - current_start, partial).await?;
         tail.resize(partial, 0);
@@ -181,7 +183,8 @@ impl<O: SegmentOpener> SegmentWriter<O> {
         self.written_offset = self.write_offset;
         // Keep only the last partial block: it is rewritten, with what follows, next time.
         let alignment = self.current.alignment();
-        let keep_from = self.write_offset - self.write_offset % alignment;
+        let keep_from =
+            self.current_start + align_down(self.write_offset - self.current_start, alignment);
         let drop = usize::try_from(keep_from - self.tail_start).expect("within the tail");
         self.tail.drain(..drop);
         self.tail_start = keep_from;
@@ -247,4 +250,8 @@ impl<O: SegmentOpener> SegmentWriter<O> {
         self.tail.truncate(len);
         written
     }
+}
+
+fn align_down(position: u64, alignment: u64) -> u64 {
+    position - position % alignment
 }

@@ -61,6 +61,7 @@ pub fn check_aligned(
 pub struct DmaSegment {
     file: DmaFile,
     path: PathBuf,
+    size: u64,
 }
 
 impl DmaSegment {
@@ -109,6 +110,7 @@ impl DmaSegment {
         Ok(DmaSegment {
             file,
             path: path.to_owned(),
+            size,
         })
     }
 
@@ -162,6 +164,15 @@ impl SegmentFile for DmaSegment {
                 offset,
                 source: short,
             });
+        }
+        // A segment whose size is not a multiple of the alignment (a ConsumeQueue file of
+        // 6,000,000 bytes) gets its last block written padded; cut the file back so readers
+        // that check exact file sizes (the Java broker) accept it.
+        if offset + u64::try_from(written).unwrap_or(u64::MAX) > self.size {
+            self.file
+                .truncate(self.size)
+                .await
+                .map_err(|e| self.error("truncate", offset, e))?;
         }
         Ok(())
     }

@@ -77,3 +77,37 @@ fn dma_segment_open_failure_names_the_path() {
         "{message}"
     );
 }
+
+#[test]
+fn dma_segment_of_unaligned_size_keeps_its_exact_size() {
+    // A ConsumeQueue file of 300 units is 6,000 bytes: its last block is written padded.
+    let path = segment_path("unaligned");
+    let task_path = path.clone();
+    on_executor(move || async move {
+        let segment = DmaSegment::open(&task_path, 6000).await.unwrap();
+        let alignment = usize::try_from(segment.alignment()).unwrap();
+        let last_block_at = (6000 / alignment) * alignment;
+        let block = vec![7u8; alignment];
+        segment
+            .write_at(last_block_at as u64, &block)
+            .await
+            .unwrap();
+        segment.sync().await.unwrap();
+        let tail = segment
+            .read_at(last_block_at as u64, alignment)
+            .await
+            .unwrap();
+        assert_eq!(
+            tail.len(),
+            6000 - last_block_at,
+            "reads stop at the file's end"
+        );
+        assert!(tail.iter().all(|b| *b == 7));
+    });
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().len(),
+        6000,
+        "exact size kept"
+    );
+    std::fs::remove_file(path).unwrap();
+}
