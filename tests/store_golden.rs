@@ -11,7 +11,8 @@
 mod common;
 
 use ferromq::store::message::{
-    decode_record, encode_record, java_string_hash, offset_msg_id, parse_properties, Record,
+    decode_record, encode_record, java_string_hash, offset_msg_id, parse_properties, MessageRecord,
+    Record,
 };
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -336,6 +337,26 @@ fn java_checkpoint_reads_back() {
     assert_eq!(&checkpoint.encode()[..24], &bytes[..24]);
 }
 
+/// Calls `visit` with every message of the clean Java CommitLog, in log order.
+fn for_each_clean_record(manifest: &Value, mut visit: impl FnMut(&MessageRecord<'_>, usize)) {
+    let store = common::fixtures_dir().join("store/clean/commitlog");
+    for file in manifest["commitlog"]["files"].as_array().unwrap() {
+        let bytes = std::fs::read(store.join(file["name"].as_str().unwrap())).unwrap();
+        let start = file["startOffset"].as_i64().unwrap();
+        let end = usize::try_from(file["validDataEnd"].as_i64().unwrap() - start).unwrap();
+        let mut at = 0;
+        while at < end {
+            match decode_record(&bytes[at..], true).unwrap() {
+                Record::Blank { remaining } => at += remaining,
+                Record::Message { record, size } => {
+                    visit(&record, size);
+                    at += size;
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn dispatching_the_java_commitlog_rebuilds_java_consume_queues_byte_for_byte() {
     use ferromq::store::consume_queue::UNIT_SIZE;
@@ -344,29 +365,16 @@ fn dispatching_the_java_commitlog_rebuilds_java_consume_queues_byte_for_byte() {
     let store = common::fixtures_dir().join("store/clean");
     let levels = DelayLevels::default();
     let mut rebuilt: HashMap<(String, i32), Vec<u8>> = HashMap::new();
-    for file in manifest["commitlog"]["files"].as_array().unwrap() {
-        let bytes =
-            std::fs::read(store.join("commitlog").join(file["name"].as_str().unwrap())).unwrap();
-        let start = file["startOffset"].as_i64().unwrap();
-        let end = usize::try_from(file["validDataEnd"].as_i64().unwrap() - start).unwrap();
-        let mut at = 0;
-        while at < end {
-            match decode_record(&bytes[at..], true).unwrap() {
-                Record::Blank { remaining } => at += remaining,
-                Record::Message { record, size } => {
-                    if let Some(request) = dispatch(&record, size, &levels) {
-                        let queue = rebuilt
-                            .entry((request.topic, request.queue_id))
-                            .or_default();
-                        let position = usize::try_from(request.queue_offset).unwrap() * UNIT_SIZE;
-                        assert_eq!(queue.len(), position, "units arrive in queue order");
-                        queue.extend_from_slice(&request.unit.encode());
-                    }
-                    at += size;
-                }
-            }
+    for_each_clean_record(&manifest, |record, size| {
+        if let Some(request) = dispatch(record, size, &levels) {
+            let queue = rebuilt
+                .entry((request.topic, request.queue_id))
+                .or_default();
+            let position = usize::try_from(request.queue_offset).unwrap() * UNIT_SIZE;
+            assert_eq!(queue.len(), position, "units arrive in queue order");
+            queue.extend_from_slice(&request.unit.encode());
         }
-    }
+    });
     let mut queues = 0;
     for (topic, entry) in manifest["topics"].as_object().unwrap() {
         for (queue_id, queue) in entry["queues"].as_object().unwrap() {
@@ -426,4 +434,62 @@ fn java_offset_files_parse_to_the_manifest_and_rewrite_byte_for_byte() {
         &bytes[..],
         "delayOffset.json as Java wrote it"
     );
+}
+
+#[test]
+fn indexing_the_java_commitlog_rebuilds_java_index_files_byte_for_byte() {
+    use ferromq::store::index::IndexFileBuilder;
+    const SLOTS: usize = 1000; // maxHashSlotNum and maxIndexNum of the fixture's broker.conf
+    const ITEMS: usize = 4000;
+    let manifest = manifest();
+    let store = common::fixtures_dir().join("store/clean");
+    let java_files = manifest["index"].as_array().unwrap();
+    let indexed_end = java_files.last().unwrap()["endPhyOffset"].as_i64().unwrap();
+    let mut built = vec![IndexFileBuilder::new(SLOTS, ITEMS, 0, 0)];
+    for_each_clean_record(&manifest, |record, _size| {
+        // Java indexes every type but rolled-back transaction records: UNIQ_KEY first, then
+        // each KEYS token.
+        if record.sys_flag & 0xC == 0xC || record.physical_offset > indexed_end {
+            return;
+        }
+        let properties = parse_properties(record.properties);
+        let get = |name: &str| {
+            properties
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        };
+        let mut keys: Vec<String> = get("UNIQ_KEY").into_iter().collect();
+        if let Some(tokens) = get("KEYS") {
+            keys.extend(
+                tokens
+                    .split(' ')
+                    .filter(|k| !k.is_empty())
+                    .map(str::to_owned),
+            );
+        }
+        for key in keys {
+            let (offset, time) = (record.physical_offset, record.store_timestamp);
+            let current = built.last_mut().unwrap();
+            if !current.put_key(record.topic, &key, offset, time) {
+                let header = current.header();
+                let mut next = IndexFileBuilder::new(
+                    SLOTS,
+                    ITEMS,
+                    header.end_phy_offset,
+                    header.end_timestamp,
+                );
+                assert!(next.put_key(record.topic, &key, offset, time));
+                built.push(next);
+            }
+        }
+    });
+    assert_eq!(built.len(), java_files.len());
+    for (ours, java) in built.into_iter().zip(java_files) {
+        let name = java["name"].as_str().unwrap();
+        let java_bytes = std::fs::read(store.join("index").join(name)).unwrap();
+        let ours = ours.into_bytes();
+        assert_eq!(ours.len(), java_bytes.len(), "{name}");
+        assert!(ours == java_bytes, "index file {name} differs from Java's");
+    }
 }

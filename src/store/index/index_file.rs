@@ -159,6 +159,103 @@ impl<'a> IndexFileView<'a> {
     }
 }
 
+/// Builds one IndexFile in memory, inserting keys exactly as Java's `IndexFile.putKey` does,
+/// so the bytes match a Java-written file.
+#[derive(Debug)]
+pub struct IndexFileBuilder {
+    bytes: Vec<u8>,
+    slot_num: usize,
+    item_num: usize,
+    header: IndexHeader,
+}
+
+impl IndexFileBuilder {
+    /// An empty file of `slot_num` slots and `item_num` items whose header starts from the
+    /// previous file's end (`begin_phy_offset`, `begin_timestamp`), as Java's constructor does.
+    #[must_use]
+    pub fn new(slot_num: usize, item_num: usize, end_phy_offset: i64, end_timestamp: i64) -> Self {
+        let header = IndexHeader {
+            begin_timestamp: end_timestamp,
+            end_timestamp,
+            begin_phy_offset: end_phy_offset,
+            end_phy_offset,
+            hash_slot_count: 0,
+            index_count: 1,
+        };
+        IndexFileBuilder {
+            bytes: vec![0; HEADER_SIZE + slot_num * SLOT_SIZE + item_num * ITEM_SIZE],
+            slot_num,
+            item_num,
+            header,
+        }
+    }
+
+    /// Whether no more keys fit.
+    #[must_use]
+    pub fn is_full(&self) -> bool {
+        usize::try_from(self.header.index_count).unwrap_or(usize::MAX) >= self.item_num
+    }
+
+    /// The header as it stands.
+    #[must_use]
+    pub fn header(&self) -> IndexHeader {
+        self.header
+    }
+
+    /// Adds `topic#key` → `phy_offset` stored at `store_timestamp`; `false` when full.
+    pub fn put_key(
+        &mut self,
+        topic: &str,
+        key: &str,
+        phy_offset: i64,
+        store_timestamp: i64,
+    ) -> bool {
+        if self.is_full() {
+            return false;
+        }
+        let hash = index_key_hash(topic, key);
+        let slot = usize::try_from(hash).expect("non-negative") % self.slot_num;
+        let slot_at = HEADER_SIZE + slot * SLOT_SIZE;
+        let index_count = self.header.index_count;
+        let mut previous =
+            i32::from_be_bytes(self.bytes[slot_at..slot_at + 4].try_into().expect("4"));
+        if previous <= 0 || previous > index_count {
+            previous = 0;
+        }
+        let time_diff = if self.header.begin_timestamp <= 0 {
+            0
+        } else {
+            ((store_timestamp - self.header.begin_timestamp) / 1000).clamp(0, i64::from(i32::MAX))
+        };
+        let item = usize::try_from(index_count).expect("positive");
+        let item_at = HEADER_SIZE + self.slot_num * SLOT_SIZE + item * ITEM_SIZE;
+        self.bytes[item_at..item_at + 4].copy_from_slice(&hash.to_be_bytes());
+        self.bytes[item_at + 4..item_at + 12].copy_from_slice(&phy_offset.to_be_bytes());
+        let time_diff = i32::try_from(time_diff).expect("clamped to i32");
+        self.bytes[item_at + 12..item_at + 16].copy_from_slice(&time_diff.to_be_bytes());
+        self.bytes[item_at + 16..item_at + 20].copy_from_slice(&previous.to_be_bytes());
+        self.bytes[slot_at..slot_at + 4].copy_from_slice(&index_count.to_be_bytes());
+        if index_count <= 1 {
+            self.header.begin_phy_offset = phy_offset;
+            self.header.begin_timestamp = store_timestamp;
+        }
+        if previous == 0 {
+            self.header.hash_slot_count += 1;
+        }
+        self.header.index_count += 1;
+        self.header.end_phy_offset = phy_offset;
+        self.header.end_timestamp = store_timestamp;
+        true
+    }
+
+    /// The whole file.
+    #[must_use]
+    pub fn into_bytes(mut self) -> Vec<u8> {
+        self.bytes[..HEADER_SIZE].copy_from_slice(&self.header.encode());
+        self.bytes
+    }
+}
+
 struct IndexItem {
     key_hash: i32,
     phy_offset: i64,

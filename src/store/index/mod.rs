@@ -3,4 +3,4 @@
 
 pub mod index_file;
 
-pub use index_file::{index_key_hash, IndexFileView, IndexHeader};
+pub use index_file::{index_key_hash, IndexFileBuilder, IndexFileView, IndexHeader};
