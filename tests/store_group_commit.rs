@@ -131,3 +131,41 @@ fn failed_sync_fails_its_batch_and_every_later_put() {
         "puts after the failure are refused"
     );
 }
+
+#[test]
+fn async_flush_syncs_on_schedule_under_continuous_load() {
+    // One producer never lets the channel go quiet for a whole interval; the periodic sync
+    // must happen anyway, not only when the loop ends.
+    let directory = SimDirectory::default();
+    let stats = ferromq_shards::testing::run_local(async move {
+        let log = CommitLog::open(directory, SEGMENT_SIZE, 0, HashMap::new())
+            .await
+            .unwrap();
+        let (mut sender, receiver) = mpsc::channel::<PutRequest>(16);
+        let mode = FlushDiskType::AsyncFlush {
+            interval: Duration::from_millis(10),
+        };
+        let writer = glommio::spawn_local(run_group_commit(log, receiver, mode, || 42));
+        let deadline = std::time::Instant::now() + Duration::from_millis(200);
+        let mut seq = 0;
+        while std::time::Instant::now() < deadline {
+            let (reply, answer) = oneshot::channel();
+            sender
+                .send(PutRequest {
+                    message: message(0, seq),
+                    reply,
+                })
+                .await
+                .unwrap();
+            assert!(answer.await.unwrap().is_ok());
+            seq += 1;
+        }
+        drop(sender);
+        writer.await.1
+    });
+    assert!(
+        stats.syncs >= 5,
+        "only {} syncs in 200 ms at a 10 ms interval",
+        stats.syncs
+    );
+}

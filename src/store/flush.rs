@@ -17,7 +17,7 @@ use super::commit_log::{Appended, CommitLog, SegmentOpener, StoreError};
 use futures::channel::{mpsc, oneshot};
 use futures::future::{select, Either};
 use futures::StreamExt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// `flushDiskType`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,17 +71,22 @@ where
     let mut stats = GroupCommitStats::default();
     let mut batch: Vec<(oneshot::Sender<PutResult>, PutResult)> = Vec::new();
     let mut unsynced = false;
+    // ASYNC_FLUSH syncs on a fixed schedule, whatever the load: the deadline does not move
+    // when puts arrive.
+    let mut next_sync = Instant::now() + sync_interval(mode);
     loop {
         let first = match mode {
             FlushDiskType::SyncFlush => requests.next().await,
             FlushDiskType::AsyncFlush { interval } => {
-                let timer = glommio::timer::sleep(interval);
+                let timer =
+                    glommio::timer::sleep(next_sync.saturating_duration_since(Instant::now()));
                 match select(requests.next(), Box::pin(timer)).await {
                     Either::Left((request, _)) => request,
                     Either::Right(((), _)) => {
                         if unsynced && sync(&mut log, &mut stats).await {
                             unsynced = false;
                         }
+                        next_sync = Instant::now() + interval;
                         continue;
                     }
                 }
@@ -112,6 +117,14 @@ where
                 log.write_out().await.map(|_| ())
             }
         };
+        if let FlushDiskType::AsyncFlush { interval } = mode {
+            if unsynced && Instant::now() >= next_sync {
+                if written.is_ok() && sync(&mut log, &mut stats).await {
+                    unsynced = false;
+                }
+                next_sync = Instant::now() + interval;
+            }
+        }
         for (reply, appended) in batch.drain(..) {
             let answer = match (&written, appended) {
                 (Ok(()), appended) => appended,
@@ -127,6 +140,13 @@ where
         sync(&mut log, &mut stats).await;
     }
     (log, stats)
+}
+
+fn sync_interval(mode: FlushDiskType) -> Duration {
+    match mode {
+        FlushDiskType::SyncFlush => Duration::ZERO,
+        FlushDiskType::AsyncFlush { interval } => interval,
+    }
 }
 
 async fn sync<O: SegmentOpener>(log: &mut CommitLog<O>, stats: &mut GroupCommitStats) -> bool {
