@@ -27,15 +27,6 @@ pub const CONNECTIONS_MAX: usize = 65_536;
 /// Bytes read from a socket per read call.
 pub const READ_CHUNK_SIZE: usize = 64 * 1024;
 
-/// Capacity of each inter-shard channel.
-pub const MESH_CHANNEL_CAPACITY: usize = 1024;
-
-/// Requests a client may have in flight on one connection before `request` waits.
-pub const CLIENT_IN_FLIGHT_MAX: usize = 65_536;
-
-/// Topic name length limit (`Validators.TOPIC_MAX_LENGTH`, 127 in 4.9.x).
-pub const TOPIC_NAME_LENGTH_MAX: usize = 127;
-
 // The frame length travels as an i32 and the header length in 24 bits.
 const _: () = assert!(FRAME_SIZE_MAX <= i32::MAX as usize);
 const _: () = assert!(READ_CHUNK_SIZE <= FRAME_SIZE_MAX);
