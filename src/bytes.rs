@@ -1,5 +1,5 @@
-//! A bounds-checked big-endian reader over a byte slice, shared by the wire codec and the
-//! store codec (both RocketMQ formats are big-endian throughout).
+//! Byte helpers shared by the wire codec and the store codec: a bounds-checked big-endian
+//! reader (both RocketMQ formats are big-endian throughout) and RocketMQ's masked CRC-32.
 //!
 //! Every read either returns the value and advances, or fails with [`Truncated`] and leaves
 //! the position where it was; callers turn [`Truncated`] into their own error with `?`.
@@ -96,6 +96,13 @@ impl<'a> ByteReader<'a> {
     pub fn i64(&mut self) -> Result<i64, Truncated> {
         Ok(i64::from_be_bytes(self.array()?))
     }
+}
+
+/// CRC-32 (IEEE, as `java.util.zip.CRC32`) masked to 31 bits, as RocketMQ stores and
+/// checks it (`UtilAll.crc32`): the CommitLog body CRC and the REGISTER_BROKER body CRC.
+#[must_use]
+pub fn java_crc32(bytes: &[u8]) -> i32 {
+    i32::try_from(crc32fast::hash(bytes) & 0x7FFF_FFFF).expect("masked to 31 bits")
 }
 
 #[cfg(test)]

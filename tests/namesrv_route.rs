@@ -30,20 +30,16 @@ fn register_request(
 ) -> RemotingCommand {
     let mut body = RegisterBrokerBody::default();
     for (topic, queues) in topics {
-        let config = TopicConfig {
-            topic_name: (*topic).into(),
+        body.topic_config_serialize_wrapper.insert(TopicConfig {
             read_queue_nums: *queues,
             write_queue_nums: *queues,
-            ..TopicConfig::default()
-        };
-        body.topic_config_serialize_wrapper
-            .topic_config_table
-            .insert((*topic).into(), config);
+            ..TopicConfig::named(topic)
+        });
     }
     body.topic_config_serialize_wrapper.data_version.counter = counter;
     body.topic_config_serialize_wrapper.data_version.timestamp = 1_700_000_000_000;
     let body = serde_json::to_vec(&body).unwrap();
-    let crc = i32::try_from(crc32fast::hash(&body) & 0x7FFF_FFFF).unwrap();
+    let crc = ferromq::bytes::java_crc32(&body);
     let header = RegisterBrokerRequestHeader {
         broker_name: name.into(),
         broker_addr: addr.into(),
@@ -399,7 +395,7 @@ async fn cluster_topic_kv_and_config_requests_answer_as_java() {
     );
     let mut slave = register_request("broker-a", "127.0.0.1:10915", &[("T", 4)], 3);
     slave.ext_fields.as_mut().unwrap().insert("brokerId", "1");
-    let crc = i32::try_from(crc32fast::hash(&slave.body) & 0x7FFF_FFFF).unwrap();
+    let crc = ferromq::bytes::java_crc32(&slave.body);
     slave
         .ext_fields
         .as_mut()

@@ -320,7 +320,7 @@ impl NamesrvProcessor {
         let header: RegisterBrokerRequestHeader = request.decode_header()?;
         let expected_crc = header.body_crc32.unwrap_or(0);
         if expected_crc != 0 {
-            let crc = i32::try_from(crc32fast::hash(&request.body) & 0x7FFF_FFFF).expect("masked");
+            let crc = crate::bytes::java_crc32(&request.body);
             if crc != expected_crc {
                 return Err(Refusal {
                     code: ResponseCode::SYSTEM_ERROR,

@@ -509,13 +509,8 @@ mod tests {
     ) -> Registration {
         let mut body = RegisterBrokerBody::default();
         for topic in topics {
-            let config = TopicConfig {
-                topic_name: (*topic).into(),
-                ..TopicConfig::default()
-            };
             body.topic_config_serialize_wrapper
-                .topic_config_table
-                .insert((*topic).into(), config);
+                .insert(TopicConfig::named(topic));
         }
         body.topic_config_serialize_wrapper.data_version.counter = counter;
         Registration {

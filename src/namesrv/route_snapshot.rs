@@ -120,13 +120,8 @@ mod tests {
     fn snapshot_answers_each_flavour_and_missing_topics() {
         let mut routes = RouteInfoManager::new(120_000);
         let mut body = RegisterBrokerBody::default();
-        let config = TopicConfig {
-            topic_name: "T".into(),
-            ..TopicConfig::default()
-        };
         body.topic_config_serialize_wrapper
-            .topic_config_table
-            .insert("T".into(), config);
+            .insert(TopicConfig::named("T"));
         let registration = Registration {
             cluster: "c".into(),
             broker_addr: "h:1".into(),

@@ -72,6 +72,15 @@ impl Default for TopicConfig {
 }
 
 impl TopicConfig {
+    /// A topic with Java's default settings (16 queues, read-write).
+    #[must_use]
+    pub fn named(topic: &str) -> TopicConfig {
+        TopicConfig {
+            topic_name: topic.to_owned(),
+            ..TopicConfig::default()
+        }
+    }
+
     /// Parses the space-separated text form used inside a compressed registration body:
     /// `name readQueueNums writeQueueNums perm filterType [attributesJson]`.
     #[must_use]
@@ -106,6 +115,14 @@ pub struct TopicConfigSerializeWrapper {
     pub topic_config_table: BTreeMap<String, TopicConfig>,
     /// Version of this table.
     pub data_version: DataVersion,
+}
+
+impl TopicConfigSerializeWrapper {
+    /// Adds or replaces a topic's config, keyed by its name.
+    pub fn insert(&mut self, config: TopicConfig) {
+        self.topic_config_table
+            .insert(config.topic_name.clone(), config);
+    }
 }
 
 /// Body of REGISTER_BROKER (`RegisterBrokerBody`).
@@ -628,13 +645,8 @@ mod tests {
     #[test]
     fn compressed_register_body_round_trips() {
         let mut body = RegisterBrokerBody::default();
-        let config = TopicConfig {
-            topic_name: "T".into(),
-            ..TopicConfig::default()
-        };
         body.topic_config_serialize_wrapper
-            .topic_config_table
-            .insert("T".into(), config);
+            .insert(TopicConfig::named("T"));
         body.topic_config_serialize_wrapper.data_version.counter = 3;
         let bytes = body.encode_compressed();
         assert_eq!(RegisterBrokerBody::decode(&bytes, true, 479).unwrap(), body);

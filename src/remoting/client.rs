@@ -286,11 +286,8 @@ async fn read_loop<R: AsyncRead + Unpin>(
 }
 
 async fn write_loop<W: AsyncWrite + Unpin>(mut writer: W, mut outbound: mpsc::Receiver<Vec<u8>>) {
-    let mut batch = Vec::new();
-    while let Some(frame) = outbound.next().await {
-        batch.clear();
-        batch.extend_from_slice(&frame);
-        // Coalesce frames queued meanwhile into one write.
+    // The first frame becomes the write buffer; frames queued meanwhile join it.
+    while let Some(mut batch) = outbound.next().await {
         while let Ok(more) = outbound.try_recv() {
             batch.extend_from_slice(&more);
             if batch.len() >= limits::READ_CHUNK_SIZE {

@@ -369,7 +369,7 @@ pub fn encode_blank(remaining: usize, out: &mut Vec<u8>) {
 /// BODYCRC: `java.util.zip.CRC32` of the body, masked to 31 bits as Java stores it.
 #[must_use]
 pub fn body_crc32(body: &[u8]) -> i32 {
-    i32::try_from(crc32fast::hash(body) & 0x7FFF_FFFF).expect("masked to 31 bits")
+    crate::bytes::java_crc32(body)
 }
 
 /// Java's `String.hashCode`: 31-polynomial over UTF-16 code units, wrapping. The tag code

@@ -216,13 +216,8 @@ fn route_request(args: &RouteArgs) -> RemotingCommand {
 
 async fn register_bench_broker(client: &RemotingClient, topic: &str) -> anyhow::Result<()> {
     let mut body = RegisterBrokerBody::default();
-    let config = TopicConfig {
-        topic_name: topic.to_owned(),
-        ..TopicConfig::default()
-    };
     body.topic_config_serialize_wrapper
-        .topic_config_table
-        .insert(topic.to_owned(), config);
+        .insert(TopicConfig::named(topic));
     let header = RegisterBrokerRequestHeader {
         broker_name: "bench-broker".into(),
         broker_addr: "127.0.0.1:10911".into(),
