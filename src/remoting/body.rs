@@ -200,9 +200,7 @@ impl RegisterBrokerBody {
                 .map_err(|_| BodyError::Compressed("topic config is not UTF-8".into()))?;
             let config = TopicConfig::decode_text(text)
                 .ok_or_else(|| BodyError::Compressed(format!("bad topic config `{text}`")))?;
-            wrapper
-                .topic_config_table
-                .insert(config.topic_name.clone(), config);
+            wrapper.insert(config);
         }
         let filter_server_list = serde_json::from_slice(reader.chunk()?).unwrap_or_default();
         if has_mapping {
