@@ -93,8 +93,6 @@ impl KvConfigManager {
     }
 }
 
-pub use crate::config::persist::write_atomically;
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,7 +115,7 @@ mod tests {
         let mut kv = KvConfigManager::load(&path).unwrap();
         kv.put("ORDER_TOPIC_CONFIG", "T", "broker-a:4");
         let (target, bytes) = kv.snapshot().unwrap();
-        write_atomically(&target, &bytes).unwrap();
+        crate::config::persist::write_atomically(&target, &bytes).unwrap();
         let loaded = KvConfigManager::load(&path).unwrap();
         assert_eq!(loaded.get("ORDER_TOPIC_CONFIG", "T"), Some("broker-a:4"));
         std::fs::remove_dir_all(dir).unwrap();

@@ -326,7 +326,9 @@ async fn persist_kv(processor: &Rc<RefCell<NamesrvProcessor>>) {
         return;
     };
     let written = glommio::executor()
-        .spawn_blocking(move || kv_config::write_atomically(&path, &bytes).map_err(|e| (path, e)))
+        .spawn_blocking(move || {
+            crate::config::persist::write_atomically(&path, &bytes).map_err(|e| (path, e))
+        })
         .await;
     if let Err((path, error)) = written {
         tracing::error!(path = %path.display(), %error, "cannot persist KV config");
