@@ -133,6 +133,16 @@ impl<O: SegmentOpener> ConsumeQueueWriter<O> {
         Ok(i64::try_from(end / UNIT_SIZE as u64).expect("fits i64"))
     }
 
+    /// Writes everything put so far to the files without syncing, so that readers on other
+    /// shards see it; returns the logical end.
+    ///
+    /// # Errors
+    /// [`StoreError`] from the files.
+    pub async fn write_out(&mut self) -> Result<i64, StoreError> {
+        let end = self.writer.write_out().await?;
+        Ok(i64::try_from(end / UNIT_SIZE as u64).expect("fits i64"))
+    }
+
     async fn append(&mut self, unit: CqUnit) -> Result<(), StoreError> {
         if self.writer.remaining() < UNIT_SIZE as u64 {
             self.writer.roll().await?;
@@ -171,6 +181,120 @@ pub async fn recover_max_offset<O: SegmentOpener>(
         }
     }
     Ok(i64::try_from(end / UNIT_SIZE as u64).expect("fits i64"))
+}
+
+/// What recovery found in one queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecoveredQueue {
+    /// The next logical offset.
+    pub max_offset: i64,
+    /// The first logical offset whose record is still in the CommitLog.
+    pub min_offset: i64,
+    /// End (offset + size) in the CommitLog of the last unit, 0 for an empty queue.
+    pub max_physical_end: u64,
+}
+
+/// Recovers one queue whose files start at `file_starts` (sorted): finds its written end,
+/// cuts units that point past `commit_log_end` (zeroing them in the file, so later appends
+/// never run into stale units), and finds the first unit at or above `commit_log_min`.
+/// Returns the state and the starts of files that now lie wholly past the end (to delete).
+///
+/// # Errors
+/// The I/O error of reading or rewriting a file.
+pub async fn recover_queue<O: SegmentOpener>(
+    opener: &O,
+    units_per_file: usize,
+    file_starts: &[u64],
+    commit_log_end: u64,
+    commit_log_min: u64,
+) -> Result<(RecoveredQueue, Vec<u64>), IoError> {
+    let file_size = units_per_file * UNIT_SIZE;
+    let file_size_u64 = file_size as u64;
+    // Files must follow each other; a gap ends the queue.
+    let mut contiguous = file_starts.len().min(1);
+    while contiguous < file_starts.len()
+        && file_starts[contiguous] == file_starts[contiguous - 1] + file_size_u64
+    {
+        contiguous += 1;
+    }
+    let mut beyond: Vec<u64> = file_starts[contiguous..].to_vec();
+    let mut end = file_starts.first().copied().unwrap_or(0);
+    let mut max_physical_end = 0u64;
+    for (position, &start) in file_starts[..contiguous].iter().enumerate().rev() {
+        let file = opener.open(start, file_size_u64).await?;
+        let bytes = file.read_at(0, file_size).await?;
+        let units: Vec<CqUnit> = bytes
+            .chunks_exact(UNIT_SIZE)
+            .filter_map(CqUnit::decode)
+            .take_while(CqUnit::is_written)
+            .collect();
+        let keep = units
+            .iter()
+            .position(|unit| {
+                *unit != BLANK_UNIT
+                    && u64::try_from(unit.physical_offset).unwrap_or(u64::MAX)
+                        + u64::try_from(unit.size).unwrap_or(0)
+                        > commit_log_end
+            })
+            .unwrap_or(units.len());
+        if keep < units.len() {
+            zero_units(&file, keep, units.len()).await?;
+        }
+        if keep == 0 && position > 0 {
+            beyond.insert(0, start);
+            continue;
+        }
+        end = start + (keep * UNIT_SIZE) as u64;
+        max_physical_end = units[..keep]
+            .iter()
+            .rev()
+            .find(|unit| **unit != BLANK_UNIT)
+            .map_or(0, |unit| {
+                u64::try_from(unit.physical_offset).unwrap_or(0)
+                    + u64::try_from(unit.size).unwrap_or(0)
+            });
+        break;
+    }
+    let max_offset = i64::try_from(end / UNIT_SIZE as u64).expect("fits i64");
+    let mut min_offset = max_offset;
+    if let Some(&first) = file_starts.first().filter(|_| max_offset > 0) {
+        let file = opener.open(first, file_size_u64).await?;
+        let bytes = file.read_at(0, file_size).await?;
+        let first_kept = bytes
+            .chunks_exact(UNIT_SIZE)
+            .filter_map(CqUnit::decode)
+            .take_while(CqUnit::is_written)
+            .position(|unit| {
+                unit != BLANK_UNIT
+                    && u64::try_from(unit.physical_offset).unwrap_or(0) >= commit_log_min
+            });
+        if let Some(index) = first_kept {
+            let first_offset = i64::try_from(first / UNIT_SIZE as u64).expect("fits i64");
+            min_offset = (first_offset + i64::try_from(index).expect("fits")).min(max_offset);
+        }
+    }
+    Ok((
+        RecoveredQueue {
+            max_offset,
+            min_offset,
+            max_physical_end,
+        },
+        beyond,
+    ))
+}
+
+/// Zeroes units `[from, to)` of a file, rewriting the aligned blocks that hold them.
+async fn zero_units<F: SegmentFile>(file: &F, from: usize, to: usize) -> Result<(), IoError> {
+    let alignment = usize::try_from(file.alignment()).expect("fits usize");
+    let block_start = from * UNIT_SIZE / alignment * alignment;
+    let block_end = (to * UNIT_SIZE).div_ceil(alignment) * alignment;
+    let mut bytes = file
+        .read_at(block_start as u64, block_end - block_start)
+        .await?;
+    bytes.resize(block_end - block_start, 0);
+    bytes[from * UNIT_SIZE - block_start..].fill(0);
+    file.write_at(block_start as u64, &bytes).await?;
+    file.sync().await
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! Dispatch ("reput"): what a committed CommitLog record contributes to its ConsumeQueue
 //! (`CommitLogDispatcherBuildConsumeQueue`, `reference/store-format.md` §3 and §6).
 //!
+//! [`dispatch_entry`] also lists the record's IndexFile keys.
+//!
 //! A record enters its queue unless it is a prepared or rolled-back transaction record. The
 //! unit's tags code is Java's hash of the `TAGS` property, except in `SCHEDULE_TOPIC_XXXX`,
 //! where it is the delivery time: store time plus the delay of the record's `DELAY` level.
@@ -87,6 +89,106 @@ pub struct DispatchRequest {
     pub unit: CqUnit,
 }
 
+/// The fields of a stored record that dispatch reads.
+#[derive(Clone, Copy, Debug)]
+pub struct RecordMeta<'a> {
+    /// Topic.
+    pub topic: &'a str,
+    /// Queue.
+    pub queue_id: i32,
+    /// Queue offset the writer assigned.
+    pub queue_offset: i64,
+    /// CommitLog offset.
+    pub physical_offset: i64,
+    /// Record size.
+    pub size: usize,
+    /// System flags.
+    pub sys_flag: i32,
+    /// Store time, ms.
+    pub store_timestamp: i64,
+    /// Properties as stored.
+    pub properties: &'a [u8],
+}
+
+impl<'a> RecordMeta<'a> {
+    /// The fields of a decoded record.
+    #[must_use]
+    pub fn of(record: &MessageRecord<'a>, size: usize) -> RecordMeta<'a> {
+        RecordMeta {
+            topic: record.topic,
+            queue_id: record.queue_id,
+            queue_offset: record.queue_offset,
+            physical_offset: record.physical_offset,
+            size,
+            sys_flag: record.sys_flag,
+            store_timestamp: record.store_timestamp,
+            properties: record.properties,
+        }
+    }
+}
+
+/// What one committed record contributes to its ConsumeQueue and to the IndexFile.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DispatchEntry {
+    /// The ConsumeQueue unit, unless the record enters no queue.
+    pub queue: Option<DispatchRequest>,
+    /// Topic.
+    pub topic: String,
+    /// CommitLog offset.
+    pub physical_offset: i64,
+    /// Store time, ms.
+    pub store_timestamp: i64,
+    /// Index keys: `UNIQ_KEY`, then each `KEYS` token (none for rolled-back records).
+    pub index_keys: Vec<String>,
+}
+
+/// The entry of a record (`CommitLogDispatcherBuildConsumeQueue` and
+/// `CommitLogDispatcherBuildIndex`).
+#[must_use]
+pub fn dispatch_entry(meta: &RecordMeta<'_>, delay_levels: &DelayLevels) -> DispatchEntry {
+    let transaction_type = meta.sys_flag & TRANSACTION_TYPE_MASK;
+    let properties = parse_properties(meta.properties);
+    let property = |name: &str| {
+        properties
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    let queue = (transaction_type != 0x4 && transaction_type != 0xC).then(|| {
+        let delay_level = property("DELAY").and_then(|level| level.parse::<i32>().ok());
+        let tags_code = match delay_level {
+            Some(level) if meta.topic == SCHEDULE_TOPIC && level > 0 => {
+                meta.store_timestamp + delay_levels.delay_ms(level)
+            }
+            _ => tags_code(property("TAGS")),
+        };
+        DispatchRequest {
+            topic: meta.topic.to_owned(),
+            queue_id: meta.queue_id,
+            queue_offset: meta.queue_offset,
+            unit: CqUnit {
+                physical_offset: meta.physical_offset,
+                size: i32::try_from(meta.size).expect("record below 2 GiB"),
+                tags_code,
+            },
+        }
+    });
+    let mut index_keys = Vec::new();
+    if transaction_type != 0xC {
+        index_keys.extend(property("UNIQ_KEY").map(str::to_owned));
+        if let Some(keys) = property("KEYS") {
+            index_keys.extend(keys.split(' ').filter(|k| !k.is_empty()).map(str::to_owned));
+        }
+    }
+    DispatchEntry {
+        queue,
+        topic: meta.topic.to_owned(),
+        physical_offset: meta.physical_offset,
+        store_timestamp: meta.store_timestamp,
+        index_keys,
+    }
+}
+
 /// The ConsumeQueue entry of `record`, or `None` for records that enter no queue.
 #[must_use]
 pub fn dispatch(
@@ -94,34 +196,7 @@ pub fn dispatch(
     size: usize,
     delay_levels: &DelayLevels,
 ) -> Option<DispatchRequest> {
-    let transaction_type = record.sys_flag & TRANSACTION_TYPE_MASK;
-    if transaction_type == 0x4 || transaction_type == 0xC {
-        return None;
-    }
-    let properties = parse_properties(record.properties);
-    let property = |name: &str| {
-        properties
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    };
-    let delay_level = property("DELAY").and_then(|level| level.parse::<i32>().ok());
-    let tags_code = match delay_level {
-        Some(level) if record.topic == SCHEDULE_TOPIC && level > 0 => {
-            record.store_timestamp + delay_levels.delay_ms(level)
-        }
-        _ => tags_code(property("TAGS")),
-    };
-    Some(DispatchRequest {
-        topic: record.topic.to_owned(),
-        queue_id: record.queue_id,
-        queue_offset: record.queue_offset,
-        unit: CqUnit {
-            physical_offset: record.physical_offset,
-            size: i32::try_from(size).expect("record below 2 GiB"),
-            tags_code,
-        },
-    })
+    dispatch_entry(&RecordMeta::of(record, size), delay_levels).queue
 }
 
 #[cfg(test)]

@@ -57,10 +57,43 @@ pub struct GroupCommitStats {
 /// Most puts appended before a write.
 pub const BATCH_PUTS_MAX: usize = 4096;
 
+/// What the store wires into the writer loop: admission of each put (the disk-space gate),
+/// the dispatch entries of appended records, and where committed batches go.
+pub trait CommitObserver {
+    /// Checked before each put is appended; an error refuses that put.
+    ///
+    /// # Errors
+    /// Why the put is refused.
+    fn admit(&mut self, _message: &PutMessage) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// `message` was appended at `appended`, stored at `store_timestamp`.
+    fn appended(&mut self, _message: &PutMessage, _appended: &Appended, _store_timestamp: i64) {}
+
+    /// Everything appended since the last call is committed (written, and under
+    /// `SYNC_FLUSH` synced) up to `end`.
+    fn committed(&mut self, _end: u64) -> impl std::future::Future<Output = ()> {
+        std::future::ready(())
+    }
+
+    /// What was appended since the last commit will not be committed (the write failed).
+    fn abandoned(&mut self) {}
+
+    /// Everything stored up to `store_timestamp` is synced.
+    fn synced(&mut self, _store_timestamp: i64) {}
+}
+
+/// The observer that watches nothing.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoObserver;
+
+impl CommitObserver for NoObserver {}
+
 /// Runs the writer loop until `requests` closes; returns the log and what it did.
 pub async fn run_group_commit<O, C>(
-    mut log: CommitLog<O>,
-    mut requests: mpsc::Receiver<PutRequest>,
+    log: CommitLog<O>,
+    requests: mpsc::Receiver<PutRequest>,
     mode: FlushDiskType,
     clock_ms: C,
 ) -> (CommitLog<O>, GroupCommitStats)
@@ -68,9 +101,26 @@ where
     O: SegmentOpener,
     C: Fn() -> i64,
 {
+    run_group_commit_with(log, requests, mode, clock_ms, &mut NoObserver).await
+}
+
+/// [`run_group_commit`] reporting to `observer`.
+pub async fn run_group_commit_with<O, C, W>(
+    mut log: CommitLog<O>,
+    mut requests: mpsc::Receiver<PutRequest>,
+    mode: FlushDiskType,
+    clock_ms: C,
+    observer: &mut W,
+) -> (CommitLog<O>, GroupCommitStats)
+where
+    O: SegmentOpener,
+    C: Fn() -> i64,
+    W: CommitObserver,
+{
     let mut stats = GroupCommitStats::default();
     let mut batch: Vec<(oneshot::Sender<PutResult>, PutResult)> = Vec::new();
-    let mut unsynced = false;
+    // Store time of the newest record written but not yet synced (ASYNC_FLUSH).
+    let mut unsynced: Option<i64> = None;
     // ASYNC_FLUSH syncs on a fixed schedule, whatever the load: the deadline does not move
     // when puts arrive.
     let mut next_sync = Instant::now() + sync_interval(mode);
@@ -83,8 +133,11 @@ where
                 match select(requests.next(), Box::pin(timer)).await {
                     Either::Left((request, _)) => request,
                     Either::Right(((), _)) => {
-                        if unsynced && sync(&mut log, &mut stats).await {
-                            unsynced = false;
+                        if let Some(stored) = unsynced {
+                            if sync(&mut log, &mut stats).await {
+                                observer.synced(stored);
+                                unsynced = None;
+                            }
                         }
                         next_sync = Instant::now() + interval;
                         continue;
@@ -102,7 +155,13 @@ where
         }
         let now = clock_ms();
         for request in pending {
-            let appended = log.append(&request.message, now).await;
+            let appended = match observer.admit(&request.message) {
+                Ok(()) => log.append(&request.message, now).await,
+                Err(refused) => Err(refused),
+            };
+            if let Ok(appended) = &appended {
+                observer.appended(&request.message, appended, now);
+            }
             batch.push((request.reply, appended));
         }
         stats.batches += 1;
@@ -110,24 +169,28 @@ where
             FlushDiskType::SyncFlush => {
                 let flushed = log.flush().await;
                 stats.syncs += u64::from(flushed.is_ok());
-                flushed.map(|_| ())
+                if flushed.is_ok() {
+                    observer.synced(now);
+                }
+                flushed
             }
             FlushDiskType::AsyncFlush { .. } => {
-                unsynced = true;
-                log.write_out().await.map(|_| ())
+                unsynced = Some(now);
+                log.write_out().await
             }
         };
         if let FlushDiskType::AsyncFlush { interval } = mode {
-            if unsynced && Instant::now() >= next_sync {
+            if Instant::now() >= next_sync {
                 if written.is_ok() && sync(&mut log, &mut stats).await {
-                    unsynced = false;
+                    observer.synced(now);
+                    unsynced = None;
                 }
                 next_sync = Instant::now() + interval;
             }
         }
         for (reply, appended) in batch.drain(..) {
             let answer = match (&written, appended) {
-                (Ok(()), appended) => appended,
+                (Ok(_), appended) => appended,
                 (Err(_), Ok(_)) => Err(StoreError::NotWritable),
                 (Err(_), Err(error)) => Err(error),
             };
@@ -135,9 +198,15 @@ where
             // A put whose caller went away needs no answer.
             let _ = reply.send(answer);
         }
+        match written {
+            Ok(end) => observer.committed(end).await,
+            Err(_) => observer.abandoned(),
+        }
     }
-    if unsynced {
-        sync(&mut log, &mut stats).await;
+    if let Some(stored) = unsynced {
+        if sync(&mut log, &mut stats).await {
+            observer.synced(stored);
+        }
     }
     (log, stats)
 }

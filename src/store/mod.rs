@@ -11,11 +11,18 @@
 
 pub mod checkpoint;
 pub mod commit_log;
+pub mod config;
 pub mod config_files;
 pub mod consume_queue;
 pub mod dispatch;
 pub mod flush;
 pub mod index;
 pub mod message;
+pub mod message_store;
+pub mod reader;
+pub mod recovery;
+pub mod reput;
+pub mod retention;
 pub mod segment;
 pub mod segment_writer;
+pub mod shared;

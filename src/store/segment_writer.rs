@@ -35,6 +35,18 @@ pub enum StoreError {
     /// A write or sync failed earlier; the store refuses puts until restart.
     #[error("the store is not writable after an I/O failure; restart the broker")]
     NotWritable,
+    /// Disk use is above `diskSpaceWarningLevelRatio`; puts resume when space returns.
+    #[error("the broker's disk is full ({used_percent}% used); puts resume when space returns")]
+    DiskFull {
+        /// Percent of the disk in use at the last probe.
+        used_percent: u32,
+    },
+    /// The files on disk are not laid out as the configuration says.
+    #[error("{0}")]
+    Layout(String),
+    /// The store is shutting down.
+    #[error("the message store is shutting down")]
+    ShuttingDown,
     /// The record does not fit in one segment.
     #[error("message of {size} bytes does not fit a {segment_size}-byte CommitLog segment")]
     TooLarge {

@@ -33,6 +33,24 @@ impl TempDir {
         TempDir(path)
     }
 
+    /// A directory on the build's own disk (`CARGO_TARGET_TMPDIR`): store tests need a
+    /// filesystem with O_DIRECT, which a tmpfs `/tmp` is not.
+    pub fn on_disk(name: &str) -> TempDir {
+        let parent = std::env::var_os("FERROMQ_TEST_DATA_DIR")
+            .map_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")), PathBuf::from);
+        let unique = format!(
+            "ferromq-{name}-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        );
+        let path = parent.join(unique);
+        std::fs::create_dir_all(&path).unwrap();
+        TempDir(path)
+    }
+
     pub fn path(&self) -> &Path {
         &self.0
     }
@@ -240,4 +258,40 @@ pub fn put_message(queue_id: i32, body: &[u8]) -> ferromq::store::commit_log::Pu
         body: body.to_vec(),
         properties: b"TAGS\x01a\x02".to_vec(),
     }
+}
+
+/// A message for store tests: `topic`/`queue_id`, `body`, optional tags and keys.
+pub fn store_message(
+    topic: &str,
+    queue_id: i32,
+    body: &[u8],
+    tags: Option<&str>,
+    keys: Option<&str>,
+) -> ferromq::store::commit_log::PutMessage {
+    let mut properties = Vec::new();
+    if let Some(tags) = tags {
+        properties.push(("TAGS", tags));
+    }
+    if let Some(keys) = keys {
+        properties.push(("KEYS", keys));
+    }
+    let text = ferromq::store::message::properties_to_string(properties);
+    ferromq::store::commit_log::PutMessage {
+        topic: topic.into(),
+        properties: text.into_bytes(),
+        ..put_message(queue_id, body)
+    }
+}
+
+/// Store settings for tests: small segments and queues, fast flushes, under `dir`.
+pub fn small_store_config(dir: &Path) -> ferromq::store::config::StoreConfig {
+    let mut config = ferromq::store::config::StoreConfig::new(dir);
+    config.mapped_file_size_commit_log = 64 * 1024;
+    config.consume_queue_units_per_file = 100;
+    config.flush_disk_type = ferromq::store::flush::FlushDiskType::SyncFlush;
+    config.flush_interval_consume_queue = Duration::from_millis(20);
+    config.max_hash_slot_num = 64;
+    config.max_index_num = 256;
+    config.delete_commit_log_files_interval = Duration::ZERO;
+    config
 }

@@ -44,7 +44,7 @@ pub fn check_aligned(
     alignment: u64,
 ) -> Result<(), IoError> {
     let len_u64 = u64::try_from(len).unwrap_or(u64::MAX);
-    if offset % alignment == 0 && len_u64 % alignment == 0 {
+    if offset.is_multiple_of(alignment) && len_u64 % alignment == 0 {
         Ok(())
     } else {
         Err(IoError::Misaligned {
@@ -112,6 +112,43 @@ impl DmaSegment {
             path: path.to_owned(),
             size,
         })
+    }
+
+    /// Opens an existing segment for reading (and writing), never creating one: readers on
+    /// any shard use this, so a deleted segment is an error, not a new empty file.
+    ///
+    /// # Errors
+    /// [`IoError::File`], e.g. not found.
+    pub async fn open_existing(path: &Path) -> Result<DmaSegment, IoError> {
+        let size = std::fs::metadata(path)
+            .map_err(|source| IoError::File {
+                op: "stat",
+                path: path.to_owned(),
+                offset: 0,
+                source,
+            })?
+            .len();
+        let file = OpenOptions::new()
+            .read(true)
+            .dma_open(path)
+            .await
+            .map_err(|e| IoError::File {
+                op: "open",
+                path: path.to_owned(),
+                offset: 0,
+                source: e.into(),
+            })?;
+        Ok(DmaSegment {
+            file,
+            path: path.to_owned(),
+            size,
+        })
+    }
+
+    /// The file's size as opened.
+    #[must_use]
+    pub fn size(&self) -> u64 {
+        self.size
     }
 
     /// The file's path.

@@ -7,8 +7,10 @@
 //! - `RLIMIT_MEMLOCK` of at least 512 KiB per shard for glommio's registered buffers
 //!   (`ulimit -l`); root or a raised limit satisfies it.
 //!
-//! Modules: [`net`] (listeners and streams on glommio's io_uring reactor), [`file`]
+//! Modules: [`disk`] (filesystem use, `statvfs`),
+//! [`net`] (listeners and streams on glommio's io_uring reactor), [`file`]
 //! (`SegmentFile`, and `DmaSegment`: O_DIRECT segment files preallocated with fallocate),
+//! [`mapped`] (`MappedFile`: a writable shared mapping, for the IndexFile's in-place updates),
 //! [`sim`] (`SimSegment`: the twin that loses unsynced writes on a simulated crash, tears a
 //! write at sector granularity and fails the Nth operation), [`error`].
 //!
@@ -16,8 +18,10 @@
 
 #![warn(missing_docs)]
 
+pub mod disk;
 pub mod error;
 pub mod file;
+pub mod mapped;
 pub mod net;
 pub mod sim;
 

@@ -159,21 +159,44 @@ impl<'a> IndexFileView<'a> {
     }
 }
 
-/// Builds one IndexFile in memory, inserting keys exactly as Java's `IndexFile.putKey` does,
-/// so the bytes match a Java-written file.
+/// Writes one IndexFile, inserting keys exactly as Java's `IndexFile.putKey` does, so the
+/// bytes match a Java-written file. The storage is a `Vec<u8>` for a file built in memory or a
+/// mapped file on disk; the header is kept in step with every insert.
 #[derive(Debug)]
-pub struct IndexFileBuilder {
-    bytes: Vec<u8>,
+pub struct IndexFileBuilder<B = Vec<u8>> {
+    bytes: B,
     slot_num: usize,
     item_num: usize,
     header: IndexHeader,
 }
 
-impl IndexFileBuilder {
+/// Bytes an IndexFile of `slot_num` slots and `item_num` items takes.
+#[must_use]
+pub fn index_file_size(slot_num: usize, item_num: usize) -> usize {
+    HEADER_SIZE + slot_num * SLOT_SIZE + item_num * ITEM_SIZE
+}
+
+impl IndexFileBuilder<Vec<u8>> {
     /// An empty file of `slot_num` slots and `item_num` items whose header starts from the
     /// previous file's end (`begin_phy_offset`, `begin_timestamp`), as Java's constructor does.
     #[must_use]
     pub fn new(slot_num: usize, item_num: usize, end_phy_offset: i64, end_timestamp: i64) -> Self {
+        let bytes = vec![0; index_file_size(slot_num, item_num)];
+        IndexFileBuilder::create(bytes, slot_num, item_num, end_phy_offset, end_timestamp)
+    }
+}
+
+impl<B: AsRef<[u8]> + AsMut<[u8]>> IndexFileBuilder<B> {
+    /// A new file in zeroed `bytes` (at least [`index_file_size`] long), its header starting
+    /// from the previous file's end.
+    #[must_use]
+    pub fn create(
+        bytes: B,
+        slot_num: usize,
+        item_num: usize,
+        end_phy_offset: i64,
+        end_timestamp: i64,
+    ) -> Self {
         let header = IndexHeader {
             begin_timestamp: end_timestamp,
             end_timestamp,
@@ -182,12 +205,34 @@ impl IndexFileBuilder {
             hash_slot_count: 0,
             index_count: 1,
         };
-        IndexFileBuilder {
-            bytes: vec![0; HEADER_SIZE + slot_num * SLOT_SIZE + item_num * ITEM_SIZE],
+        let mut file = IndexFileBuilder {
+            bytes,
             slot_num,
             item_num,
             header,
+        };
+        file.write_header();
+        file
+    }
+
+    /// An existing file; `None` if `bytes` is shorter than the layout or its header is not
+    /// one (an index count outside `1..=item_num`).
+    #[must_use]
+    pub fn open(bytes: B, slot_num: usize, item_num: usize) -> Option<Self> {
+        if bytes.as_ref().len() < index_file_size(slot_num, item_num) {
+            return None;
         }
+        let header = IndexHeader::decode(bytes.as_ref())?;
+        let count = usize::try_from(header.index_count).ok()?;
+        if count == 0 || count > item_num {
+            return None;
+        }
+        Some(IndexFileBuilder {
+            bytes,
+            slot_num,
+            item_num,
+            header,
+        })
     }
 
     /// Whether no more keys fit.
@@ -200,6 +245,22 @@ impl IndexFileBuilder {
     #[must_use]
     pub fn header(&self) -> IndexHeader {
         self.header
+    }
+
+    /// A reader over the file as it stands.
+    #[must_use]
+    pub fn view(&self) -> IndexFileView<'_> {
+        IndexFileView {
+            bytes: self.bytes.as_ref(),
+            slot_num: self.slot_num,
+            header: self.header,
+        }
+    }
+
+    /// The storage.
+    #[must_use]
+    pub fn storage(&self) -> &B {
+        &self.bytes
     }
 
     /// Adds `topic#key` → `phy_offset` stored at `store_timestamp`; `false` when full.
@@ -217,8 +278,8 @@ impl IndexFileBuilder {
         let slot = usize::try_from(hash).expect("non-negative") % self.slot_num;
         let slot_at = HEADER_SIZE + slot * SLOT_SIZE;
         let index_count = self.header.index_count;
-        let mut previous =
-            i32::from_be_bytes(self.bytes[slot_at..slot_at + 4].try_into().expect("4"));
+        let bytes = self.bytes.as_mut();
+        let mut previous = i32::from_be_bytes(bytes[slot_at..slot_at + 4].try_into().expect("4"));
         if previous <= 0 || previous > index_count {
             previous = 0;
         }
@@ -229,12 +290,12 @@ impl IndexFileBuilder {
         };
         let item = usize::try_from(index_count).expect("positive");
         let item_at = HEADER_SIZE + self.slot_num * SLOT_SIZE + item * ITEM_SIZE;
-        self.bytes[item_at..item_at + 4].copy_from_slice(&hash.to_be_bytes());
-        self.bytes[item_at + 4..item_at + 12].copy_from_slice(&phy_offset.to_be_bytes());
+        bytes[item_at..item_at + 4].copy_from_slice(&hash.to_be_bytes());
+        bytes[item_at + 4..item_at + 12].copy_from_slice(&phy_offset.to_be_bytes());
         let time_diff = i32::try_from(time_diff).expect("clamped to i32");
-        self.bytes[item_at + 12..item_at + 16].copy_from_slice(&time_diff.to_be_bytes());
-        self.bytes[item_at + 16..item_at + 20].copy_from_slice(&previous.to_be_bytes());
-        self.bytes[slot_at..slot_at + 4].copy_from_slice(&index_count.to_be_bytes());
+        bytes[item_at + 12..item_at + 16].copy_from_slice(&time_diff.to_be_bytes());
+        bytes[item_at + 16..item_at + 20].copy_from_slice(&previous.to_be_bytes());
+        bytes[slot_at..slot_at + 4].copy_from_slice(&index_count.to_be_bytes());
         if index_count <= 1 {
             self.header.begin_phy_offset = phy_offset;
             self.header.begin_timestamp = store_timestamp;
@@ -245,14 +306,18 @@ impl IndexFileBuilder {
         self.header.index_count += 1;
         self.header.end_phy_offset = phy_offset;
         self.header.end_timestamp = store_timestamp;
+        self.write_header();
         true
     }
 
     /// The whole file.
     #[must_use]
-    pub fn into_bytes(mut self) -> Vec<u8> {
-        self.bytes[..HEADER_SIZE].copy_from_slice(&self.header.encode());
+    pub fn into_bytes(self) -> B {
         self.bytes
+    }
+
+    fn write_header(&mut self) {
+        self.bytes.as_mut()[..HEADER_SIZE].copy_from_slice(&self.header.encode());
     }
 }
 

@@ -1,0 +1,265 @@
+//! The IndexFiles of a store on disk (`IndexService.java`): the newest file takes keys until
+//! it is full, then a new one named by the wall-clock time continues from its end.
+//!
+//! Owned by the dispatch shard; queries come to it. Files are mapped ([`MappedFile`]): an
+//! insert touches a slot and an item at random positions, which the page cache absorbs;
+//! [`IndexService::flush`] msyncs the newest file.
+
+use super::index_file::{index_file_size, IndexFileBuilder};
+use ferromq_uring::mapped::MappedFile;
+use ferromq_uring::IoError;
+use std::path::{Path, PathBuf};
+
+/// One file and its name.
+#[derive(Debug)]
+struct IndexFileEntry {
+    name: String,
+    file: IndexFileBuilder<MappedFile>,
+}
+
+/// The IndexFiles of one store.
+#[derive(Debug)]
+pub struct IndexService {
+    dir: PathBuf,
+    slot_num: usize,
+    item_num: usize,
+    files: Vec<IndexFileEntry>,
+}
+
+impl IndexService {
+    /// Loads the files of `dir`, oldest first. After an unclean stop (`clean == false`) a file
+    /// whose end time is past `index_checkpoint_ms` may hold entries of records recovery cut,
+    /// so it is deleted and rebuilt by re-dispatch, as Java does.
+    ///
+    /// # Errors
+    /// [`IoError`] from listing, mapping or deleting files.
+    pub fn load(
+        dir: &Path,
+        slot_num: usize,
+        item_num: usize,
+        clean: bool,
+        index_checkpoint_ms: i64,
+    ) -> Result<IndexService, IoError> {
+        let io = |op: &'static str, path: &Path| {
+            let path = path.to_owned();
+            move |source| IoError::File {
+                op,
+                path,
+                offset: 0,
+                source,
+            }
+        };
+        std::fs::create_dir_all(dir).map_err(io("create directory", dir))?;
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .map_err(io("list", dir))?
+            .filter_map(Result::ok)
+            .filter_map(|entry| entry.file_name().into_string().ok())
+            .filter(|name| name.len() == 17 && name.bytes().all(|b| b.is_ascii_digit()))
+            .collect();
+        names.sort();
+        let size = u64::try_from(index_file_size(slot_num, item_num)).expect("fits u64");
+        let mut files = Vec::new();
+        for name in names {
+            let path = dir.join(&name);
+            let map = MappedFile::open(&path, size)?;
+            let file = IndexFileBuilder::open(map, slot_num, item_num);
+            let keep = file
+                .as_ref()
+                .is_some_and(|file| clean || file.header().end_timestamp <= index_checkpoint_ms);
+            match file {
+                Some(file) if keep => files.push(IndexFileEntry { name, file }),
+                _ => {
+                    tracing::warn!(
+                        file = %path.display(),
+                        "deleting IndexFile past the checkpoint; re-dispatch rebuilds it"
+                    );
+                    std::fs::remove_file(&path).map_err(io("delete", &path))?;
+                }
+            }
+        }
+        Ok(IndexService {
+            dir: dir.to_owned(),
+            slot_num,
+            item_num,
+            files,
+        })
+    }
+
+    /// CommitLog offset of the newest indexed record (0 when empty): re-dispatch below it
+    /// adds nothing.
+    #[must_use]
+    pub fn end_phy_offset(&self) -> i64 {
+        self.files
+            .last()
+            .map_or(0, |entry| entry.file.header().end_phy_offset)
+    }
+
+    /// Store time of the newest indexed record (the checkpoint's `indexMsgTimestamp`).
+    #[must_use]
+    pub fn end_timestamp(&self) -> i64 {
+        self.files
+            .last()
+            .map_or(0, |entry| entry.file.header().end_timestamp)
+    }
+
+    /// Indexes `keys` of the record at `phy_offset` in `topic`. Records below the newest
+    /// file's end are already indexed (re-dispatch after recovery) and are skipped.
+    ///
+    /// # Errors
+    /// [`IoError`] from creating a new file.
+    pub fn put(
+        &mut self,
+        topic: &str,
+        keys: &[String],
+        phy_offset: i64,
+        store_timestamp: i64,
+        wall_clock_ms: i64,
+    ) -> Result<(), IoError> {
+        if keys.is_empty() || (!self.files.is_empty() && phy_offset < self.end_phy_offset()) {
+            return Ok(());
+        }
+        for key in keys {
+            let put = match self.files.last_mut() {
+                Some(entry) => entry.file.put_key(topic, key, phy_offset, store_timestamp),
+                None => false,
+            };
+            if !put {
+                self.roll(wall_clock_ms)?;
+                let entry = self.files.last_mut().expect("just rolled");
+                if !entry.file.put_key(topic, key, phy_offset, store_timestamp) {
+                    tracing::error!(
+                        topic,
+                        key,
+                        "a new IndexFile refused a key; index disabled for it"
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Record offsets stored under `topic#key` in `[begin_ms, end_ms]`, newest file first,
+    /// at most `max` (`queryOffset`). Hash collisions are possible: callers check the record.
+    #[must_use]
+    pub fn query(
+        &self,
+        topic: &str,
+        key: &str,
+        max: usize,
+        begin_ms: i64,
+        end_ms: i64,
+    ) -> Vec<i64> {
+        let mut found = Vec::new();
+        for entry in self.files.iter().rev() {
+            let header = entry.file.header();
+            let overlaps = header.begin_timestamp <= end_ms && header.end_timestamp >= begin_ms;
+            if overlaps {
+                let left = max - found.len();
+                found.extend(entry.file.view().lookup(topic, key, begin_ms, end_ms, left));
+            }
+            if found.len() >= max || header.begin_timestamp < begin_ms {
+                break;
+            }
+        }
+        found
+    }
+
+    /// Writes the newest file's dirty pages back; returns its end time. Blocking (msync).
+    ///
+    /// # Errors
+    /// [`IoError`].
+    pub fn flush(&self) -> Result<i64, IoError> {
+        if let Some(entry) = self.files.last() {
+            entry.file.storage().flush()?;
+        }
+        Ok(self.end_timestamp())
+    }
+
+    /// Deletes files whose every entry points below `min_phy_offset` (retention), never the
+    /// newest; returns how many went.
+    ///
+    /// # Errors
+    /// [`IoError`] from deleting.
+    pub fn delete_below(&mut self, min_phy_offset: i64) -> Result<usize, IoError> {
+        let mut deleted = 0;
+        while self.files.len() > 1 && self.files[0].file.header().end_phy_offset < min_phy_offset {
+            let entry = self.files.remove(0);
+            let path = entry.file.storage().path().to_owned();
+            drop(entry);
+            std::fs::remove_file(&path).map_err(|source| IoError::File {
+                op: "delete",
+                path,
+                offset: 0,
+                source,
+            })?;
+            deleted += 1;
+        }
+        Ok(deleted)
+    }
+
+    /// Names of the files, oldest first.
+    #[must_use]
+    pub fn file_names(&self) -> Vec<String> {
+        self.files.iter().map(|entry| entry.name.clone()).collect()
+    }
+
+    fn roll(&mut self, wall_clock_ms: i64) -> Result<(), IoError> {
+        if let Some(entry) = self.files.last() {
+            entry.file.storage().flush()?;
+        }
+        let (end_phy, end_time) = (self.end_phy_offset(), self.end_timestamp());
+        let mut name = file_name_for(wall_clock_ms);
+        // Two files in one millisecond (tiny test indexes): keep names unique and ordered.
+        while self.files.last().is_some_and(|entry| entry.name >= name) {
+            let next: u64 = name.parse().unwrap_or(0) + 1;
+            name = format!("{next:017}");
+        }
+        let size = u64::try_from(index_file_size(self.slot_num, self.item_num)).expect("fits");
+        let map = MappedFile::open(&self.dir.join(&name), size)?;
+        let file = IndexFileBuilder::create(map, self.slot_num, self.item_num, end_phy, end_time);
+        self.files.push(IndexFileEntry { name, file });
+        Ok(())
+    }
+}
+
+/// Java names an IndexFile by its creation time, `yyyyMMddHHmmssSSS` (UTC here).
+#[must_use]
+pub fn file_name_for(unix_ms: i64) -> String {
+    let millis = unix_ms.rem_euclid(1000);
+    let secs = unix_ms.div_euclid(1000);
+    let (days, day_secs) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (year, month, day) = civil_from_days(days);
+    format!(
+        "{year:04}{month:02}{day:02}{:02}{:02}{:02}{millis:03}",
+        day_secs / 3600,
+        day_secs % 3600 / 60,
+        day_secs % 60
+    )
+}
+
+/// Gregorian date of a day count since 1970-01-01 (Howard Hinnant's `civil_from_days`).
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_names_are_java_timestamps() {
+        assert_eq!(file_name_for(0), "19700101000000000");
+        // 2026-11-29 17:51:49.123 UTC
+        assert_eq!(file_name_for(1_795_974_709_123), "20261129175149123");
+        assert_eq!(file_name_for(951_782_400_000), "20000229000000000");
+    }
+}

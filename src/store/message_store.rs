@@ -1,0 +1,636 @@
+//! `MessageStore`: the store assembled — recovery, the writer, dispatch and the handle the
+//! rest of the broker uses (`DefaultMessageStore`).
+//!
+//! Placement: [`recover_store`] and [`run_reput`] run on the dispatch shard (they own the
+//! ConsumeQueues, IndexFiles and checkpoint); [`run_writer`] on the writer shard (it owns the
+//! CommitLog). Everything between them is `Send` plain data or channels, so each side opens
+//! its own files on its own shard. [`LocalStore`] runs all of it on one executor (tests, tools,
+//! and the single-core layout). [`StoreHandle`] is what any shard holds: puts, lookups by
+//! key, and [`StoreReader`]s for the read path.
+
+use super::checkpoint::StoreCheckpoint;
+use super::commit_log::{Appended, CommitLog, PutMessage};
+use super::config::StoreConfig;
+use super::consume_queue::recover_queue;
+use super::dispatch::{dispatch_entry, DispatchEntry, RecordMeta};
+use super::flush::{run_group_commit_with, CommitObserver, GroupCommitStats, PutRequest};
+use super::index::IndexService;
+use super::reader::StoreReader;
+use super::recovery::{
+    cut_tail, list_segments, walk, walk_start, FindEnd, RecoveryMode, WalkVisitor,
+};
+use super::reput::{run_reput, wall_clock_ms, CommittedBatch, IndexQuery, Reput, ReputControl};
+use super::segment::{parse_segment_name, segment_start, DmaDirectory};
+use super::segment_writer::StoreError;
+use super::shared::{QueueKey, StoreShared};
+use ferromq_uring::IoError;
+use futures::channel::{mpsc, oneshot};
+use futures::SinkExt;
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Puts waiting for the writer, at most.
+pub const PUT_QUEUE_CAPACITY: usize = 16 * 1024;
+/// Committed batches waiting for dispatch, at most (the writer waits beyond it).
+pub const BATCH_QUEUE_CAPACITY: usize = 1024;
+
+/// What recovery did, for the start-up log and for tests.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// The decision-table row.
+    pub mode: RecoveryMode,
+    /// CommitLog offset the record walk started at.
+    pub walk_start: u64,
+    /// End of valid CommitLog data.
+    pub valid_end: u64,
+    /// CommitLog offset re-dispatch started at.
+    pub redispatch_from: u64,
+    /// Records dispatched again.
+    pub redispatched: u64,
+    /// Queues found.
+    pub queues: usize,
+}
+
+/// What the writer needs to continue the CommitLog (plain data: it crosses shards).
+#[derive(Clone, Debug)]
+pub struct WriterStart {
+    /// Where the next record goes.
+    pub valid_end: u64,
+    /// Next queue offset of every queue.
+    pub queue_offsets: HashMap<QueueKey, i64>,
+}
+
+/// The exclusive lock on `<root>/lock` that keeps a second process off the store.
+#[derive(Debug)]
+pub struct StoreLock {
+    _file: File,
+}
+
+impl StoreLock {
+    /// Takes the lock, writing `lock` into the file as Java does.
+    ///
+    /// # Errors
+    /// [`StoreError::Layout`] if another process holds it; [`StoreError::Io`] otherwise.
+    pub fn acquire(root: &Path) -> Result<StoreLock, StoreError> {
+        let path = root.join("lock");
+        let io = |op: &'static str| {
+            let path = path.clone();
+            move |source| {
+                StoreError::Io(IoError::File {
+                    op,
+                    path,
+                    offset: 0,
+                    source,
+                })
+            }
+        };
+        std::fs::create_dir_all(root).map_err(io("create directory"))?;
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io("open"))?;
+        if file.try_lock().is_err() {
+            return Err(StoreError::Layout(format!(
+                "{} is locked by another process: is a broker already running on this store?",
+                path.display()
+            )));
+        }
+        file.write_all(b"lock").map_err(io("write"))?;
+        Ok(StoreLock { _file: file })
+    }
+}
+
+/// Recovers the store under `shared.config` (the decision table of [`super::recovery`]) and
+/// returns its dispatch side, what the writer needs, and what was done. Runs on the dispatch
+/// shard. The caller holds the [`StoreLock`] and creates the `abort` file afterwards.
+///
+/// # Errors
+/// [`StoreError`] for unreadable files or a layout that does not match the configuration.
+pub async fn recover_store(
+    shared: Arc<StoreShared>,
+) -> Result<(Reput, WriterStart, RecoveryReport), StoreError> {
+    let config = &shared.config;
+    for dir in [
+        config.commit_log_dir(),
+        config.consume_queue_dir(),
+        config.index_dir(),
+        config.config_dir(),
+    ] {
+        create_dir(&dir)?;
+    }
+    let clean = !config.root_file("abort").exists();
+    let checkpoint = match std::fs::read(config.root_file("checkpoint")) {
+        Ok(bytes) => StoreCheckpoint::decode(&bytes),
+        Err(_) => StoreCheckpoint::default(),
+    };
+    let min_timestamp = {
+        let mut oldest = checkpoint
+            .physic_msg_timestamp
+            .min(checkpoint.logics_msg_timestamp);
+        if config.message_index_enable && checkpoint.index_msg_timestamp > 0 {
+            oldest = oldest.min(checkpoint.index_msg_timestamp);
+        }
+        oldest - 3000
+    };
+    let size = config.mapped_file_size_commit_log;
+    let opener = DmaDirectory {
+        dir: config.commit_log_dir(),
+    };
+    let segments = list_segments(&opener.dir, size)?;
+    let (from, mode) = walk_start(&opener, size, &segments, clean, Some(min_timestamp)).await?;
+    let verify = config.check_crc_on_recover;
+    let valid_end = walk(
+        &opener,
+        size,
+        &segments,
+        from,
+        verify,
+        u64::MAX,
+        &mut FindEnd,
+    )
+    .await?;
+    let walk_start_offset = segments.get(from).copied().unwrap_or(0);
+    let segments = if segments.is_empty() {
+        segments
+    } else {
+        cut_tail(config, &segments, valid_end).await?
+    };
+    let min_physical = segments.first().copied().unwrap_or(valid_end);
+    shared.set_committed_end(valid_end);
+    shared.set_min_physical_offset(min_physical);
+
+    let queues = recover_queues(&shared, valid_end, min_physical).await?;
+    let index = if config.message_index_enable {
+        Some(IndexService::load(
+            &config.index_dir(),
+            config.max_hash_slot_num,
+            config.max_index_num,
+            clean,
+            checkpoint.index_msg_timestamp,
+        )?)
+    } else {
+        None
+    };
+    let mut reput = Reput::new(Arc::clone(&shared), index, checkpoint).await?;
+    let redispatch_from = match mode {
+        RecoveryMode::Fresh => valid_end,
+        // A clean stop synced the queues and the index: only records after the queues' end
+        // (e.g. trailing transaction records, which enter no queue) are looked at again.
+        RecoveryMode::Normal => queues
+            .values()
+            .copied()
+            .max()
+            .unwrap_or(0)
+            .max(min_physical)
+            .min(valid_end),
+        RecoveryMode::Abnormal | RecoveryMode::AbnormalFromFirst => walk_start_offset,
+    };
+    let mut redispatch = Redispatch {
+        reput: &mut reput,
+        pending: Vec::new(),
+        count: 0,
+    };
+    if redispatch_from < valid_end {
+        let start_segment = segment_start(redispatch_from, size);
+        let index = segments
+            .iter()
+            .position(|s| *s == start_segment)
+            .unwrap_or(0);
+        walk(
+            &opener,
+            size,
+            &segments,
+            index,
+            verify,
+            redispatch_from,
+            &mut redispatch,
+        )
+        .await?;
+    }
+    let redispatched = redispatch.count;
+    reput.publish().await;
+    reput.flush().await?;
+    let queue_offsets = shared
+        .queues()
+        .into_iter()
+        .map(|(key, state)| (key, state.max_offset()))
+        .collect();
+    let report = RecoveryReport {
+        mode,
+        walk_start: walk_start_offset,
+        valid_end,
+        redispatch_from,
+        redispatched,
+        queues: queues.len(),
+    };
+    tracing::info!(?report, "store recovered");
+    Ok((
+        reput,
+        WriterStart {
+            valid_end,
+            queue_offsets,
+        },
+        report,
+    ))
+}
+
+/// Re-dispatch during recovery: entries gathered per chunk, applied at each chunk's end.
+struct Redispatch<'a> {
+    reput: &'a mut Reput,
+    pending: Vec<DispatchEntry>,
+    count: u64,
+}
+
+impl WalkVisitor for Redispatch<'_> {
+    fn visit(&mut self, meta: RecordMeta<'_>) {
+        let levels = &self.reput.shared().config.message_delay_level;
+        self.pending.push(dispatch_entry(&meta, levels));
+    }
+
+    async fn chunk_done(&mut self) {
+        for entry in self.pending.drain(..) {
+            self.count += 1;
+            if let Err(error) = self.reput.apply(&entry).await {
+                tracing::error!(%error, offset = entry.physical_offset, "re-dispatch failed");
+            }
+        }
+    }
+}
+
+/// Recovers every queue under `consumequeue/`; returns each queue's CommitLog end.
+async fn recover_queues(
+    shared: &Arc<StoreShared>,
+    valid_end: u64,
+    min_physical: u64,
+) -> Result<HashMap<QueueKey, u64>, StoreError> {
+    let config = &shared.config;
+    let units = config.consume_queue_units_per_file;
+    let mut ends = HashMap::new();
+    for topic_entry in read_dir(&config.consume_queue_dir())? {
+        let Ok(topic) = topic_entry.file_name().into_string() else {
+            continue;
+        };
+        for queue_entry in read_dir(&topic_entry.path())? {
+            let Some(queue_id) = queue_entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            let dir = queue_entry.path();
+            let mut starts: Vec<u64> = read_dir(&dir)?
+                .iter()
+                .filter_map(|f| f.file_name().to_str().and_then(parse_segment_name))
+                .collect();
+            starts.sort_unstable();
+            let opener = DmaDirectory { dir: dir.clone() };
+            let (recovered, beyond) =
+                recover_queue(&opener, units, &starts, valid_end, min_physical).await?;
+            for start in beyond {
+                let path = dir.join(super::segment::segment_name(start));
+                std::fs::remove_file(&path).map_err(|source| IoError::File {
+                    op: "delete",
+                    path,
+                    offset: 0,
+                    source,
+                })?;
+            }
+            let state = shared.queue_or_insert(&topic, queue_id);
+            state.set_max_offset(recovered.max_offset);
+            state.set_min_offset(recovered.min_offset);
+            ends.insert((topic.clone(), queue_id), recovered.max_physical_end);
+        }
+    }
+    Ok(ends)
+}
+
+fn read_dir(dir: &Path) -> Result<Vec<std::fs::DirEntry>, StoreError> {
+    let entries = std::fs::read_dir(dir).map_err(|source| IoError::File {
+        op: "list",
+        path: dir.to_owned(),
+        offset: 0,
+        source,
+    })?;
+    let mut all: Vec<_> = entries.filter_map(Result::ok).collect();
+    all.sort_by_key(std::fs::DirEntry::file_name);
+    Ok(all)
+}
+
+fn create_dir(dir: &Path) -> Result<(), StoreError> {
+    std::fs::create_dir_all(dir).map_err(|source| {
+        StoreError::Io(IoError::File {
+            op: "create directory",
+            path: dir.to_owned(),
+            offset: 0,
+            source,
+        })
+    })
+}
+
+/// The writer side's view of commits: the disk gate, the dispatch entries, the hand-over.
+struct StoreObserver {
+    shared: Arc<StoreShared>,
+    pending: Vec<DispatchEntry>,
+    batches: mpsc::Sender<CommittedBatch>,
+}
+
+impl CommitObserver for StoreObserver {
+    fn admit(&mut self, _message: &PutMessage) -> Result<(), StoreError> {
+        match self.shared.disk_full() {
+            Some(used_percent) => Err(StoreError::DiskFull { used_percent }),
+            None => Ok(()),
+        }
+    }
+
+    fn appended(&mut self, message: &PutMessage, appended: &Appended, store_timestamp: i64) {
+        let meta = RecordMeta {
+            topic: &message.topic,
+            queue_id: message.queue_id,
+            queue_offset: appended.queue_offset,
+            physical_offset: i64::try_from(appended.physical_offset).unwrap_or(i64::MAX),
+            size: appended.size,
+            sys_flag: message.sys_flag,
+            store_timestamp,
+            properties: &message.properties,
+        };
+        let entry = dispatch_entry(&meta, &self.shared.config.message_delay_level);
+        self.pending.push(entry);
+    }
+
+    async fn committed(&mut self, end: u64) {
+        self.shared.set_committed_end(end);
+        let batch = CommittedBatch {
+            entries: std::mem::take(&mut self.pending),
+            end,
+        };
+        // Dispatch gone means the store is stopping; recovery re-dispatches what it missed.
+        let _ = self.batches.send(batch).await;
+    }
+
+    fn abandoned(&mut self) {
+        self.pending.clear();
+    }
+
+    fn synced(&mut self, store_timestamp: i64) {
+        self.shared.set_synced_store_timestamp(store_timestamp);
+    }
+}
+
+/// Runs the CommitLog writer (on the writer shard) until the put channel closes.
+///
+/// # Errors
+/// [`StoreError`] if the CommitLog cannot be opened at the recovered end.
+pub async fn run_writer(
+    shared: Arc<StoreShared>,
+    start: WriterStart,
+    requests: mpsc::Receiver<PutRequest>,
+    batches: mpsc::Sender<CommittedBatch>,
+) -> Result<GroupCommitStats, StoreError> {
+    let config = &shared.config;
+    let opener = DmaDirectory {
+        dir: config.commit_log_dir(),
+    };
+    let log = CommitLog::open(
+        opener,
+        config.mapped_file_size_commit_log,
+        start.valid_end,
+        start.queue_offsets,
+    )
+    .await?;
+    let mode = config.flush_disk_type;
+    let mut observer = StoreObserver {
+        shared: Arc::clone(&shared),
+        pending: Vec::new(),
+        batches,
+    };
+    let (_log, stats) =
+        run_group_commit_with(log, requests, mode, wall_clock_ms, &mut observer).await;
+    Ok(stats)
+}
+
+/// What any shard holds to use the store. Cheap to clone; `Send`.
+#[derive(Clone, Debug)]
+pub struct StoreHandle {
+    shared: Arc<StoreShared>,
+    puts: mpsc::Sender<PutRequest>,
+    queries: mpsc::Sender<IndexQuery>,
+    control: mpsc::Sender<ReputControl>,
+}
+
+impl StoreHandle {
+    /// Stores one message; answers when the flush mode says it is stored.
+    ///
+    /// # Errors
+    /// [`StoreError`]: refused (disk full, not writable, too large) or shutting down.
+    pub async fn put(&self, message: PutMessage) -> Result<Appended, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        let mut puts = self.puts.clone();
+        puts.send(PutRequest { message, reply })
+            .await
+            .map_err(|_| StoreError::ShuttingDown)?;
+        answer.await.map_err(|_| StoreError::ShuttingDown)?
+    }
+
+    /// CommitLog offsets of records of `topic` stored under `key` in `[begin_ms, end_ms]`,
+    /// newest first, at most `max` (candidates: check each record's keys).
+    pub async fn query_offsets_by_key(
+        &self,
+        topic: &str,
+        key: &str,
+        max: usize,
+        begin_ms: i64,
+        end_ms: i64,
+    ) -> Vec<i64> {
+        let (reply, answer) = oneshot::channel();
+        let query = IndexQuery {
+            topic: topic.to_owned(),
+            key: key.to_owned(),
+            max,
+            begin_ms,
+            end_ms,
+            reply,
+        };
+        if self.queries.clone().send(query).await.is_err() {
+            return Vec::new();
+        }
+        answer.await.unwrap_or_default()
+    }
+
+    /// Tells dispatch that the CommitLog now starts at `min` (retention).
+    pub async fn report_min_physical_offset(&self, min: u64) {
+        let _ = self
+            .control
+            .clone()
+            .send(ReputControl::MinPhysicalOffset(min))
+            .await;
+    }
+
+    /// A reader for the calling shard.
+    #[must_use]
+    pub fn reader(&self) -> StoreReader {
+        StoreReader::new(Arc::clone(&self.shared), self.clone())
+    }
+
+    /// The state every shard may read.
+    #[must_use]
+    pub fn shared(&self) -> &Arc<StoreShared> {
+        &self.shared
+    }
+
+    /// Refuses every later put; the writer finishes what it has and stops.
+    pub fn close(&self) {
+        self.puts.clone().close_channel();
+    }
+}
+
+/// The channels between the store's parts, made before the parts start on their shards.
+#[derive(Debug)]
+pub struct StoreChannels {
+    /// The handle for everyone.
+    pub handle: StoreHandle,
+    /// Puts, for the writer.
+    pub puts: mpsc::Receiver<PutRequest>,
+    /// Committed batches: the writer's end.
+    pub batches_tx: mpsc::Sender<CommittedBatch>,
+    /// Committed batches: dispatch's end.
+    pub batches_rx: mpsc::Receiver<CommittedBatch>,
+    /// Index queries, for dispatch.
+    pub queries: mpsc::Receiver<IndexQuery>,
+    /// Control messages, for dispatch.
+    pub control: mpsc::Receiver<ReputControl>,
+}
+
+impl StoreChannels {
+    /// New channels over `shared`.
+    #[must_use]
+    pub fn new(shared: Arc<StoreShared>) -> StoreChannels {
+        let (puts_tx, puts) = mpsc::channel(PUT_QUEUE_CAPACITY);
+        let (batches_tx, batches_rx) = mpsc::channel(BATCH_QUEUE_CAPACITY);
+        let (queries_tx, queries) = mpsc::channel(256);
+        let (control_tx, control) = mpsc::channel(16);
+        StoreChannels {
+            handle: StoreHandle {
+                shared,
+                puts: puts_tx,
+                queries: queries_tx,
+                control: control_tx,
+            },
+            puts,
+            batches_tx,
+            batches_rx,
+            queries,
+            control,
+        }
+    }
+}
+
+/// Marks the store "running" (the `abort` file, removed on a clean stop).
+///
+/// # Errors
+/// [`StoreError::Io`].
+pub fn create_abort_file(config: &StoreConfig) -> Result<(), StoreError> {
+    let path = config.root_file("abort");
+    let file = File::create(&path).and_then(|f| f.sync_all());
+    file.map_err(|source| {
+        StoreError::Io(IoError::File {
+            op: "create",
+            path,
+            offset: 0,
+            source,
+        })
+    })
+}
+
+/// A store whose writer and dispatch run on the current executor.
+#[derive(Debug)]
+pub struct LocalStore {
+    handle: StoreHandle,
+    report: RecoveryReport,
+    writer: glommio::task::JoinHandle<Result<GroupCommitStats, StoreError>>,
+    reput: glommio::task::JoinHandle<Reput>,
+    lock: StoreLock,
+}
+
+impl LocalStore {
+    /// Locks, recovers and starts the store under `config` on this executor.
+    ///
+    /// # Errors
+    /// [`StoreError`] from the lock, recovery or opening the CommitLog.
+    pub async fn open(config: StoreConfig) -> Result<LocalStore, StoreError> {
+        let started = Instant::now();
+        let lock = StoreLock::acquire(&config.store_path_root_dir)?;
+        let shared = Arc::new(StoreShared::new(config));
+        let (reput, start, report) = recover_store(Arc::clone(&shared)).await?;
+        create_abort_file(&shared.config)?;
+        let channels = StoreChannels::new(Arc::clone(&shared));
+        let writer = glommio::spawn_local(run_writer(
+            Arc::clone(&shared),
+            start,
+            channels.puts,
+            channels.batches_tx,
+        ))
+        .detach();
+        let reput = glommio::spawn_local(run_reput(
+            reput,
+            channels.batches_rx,
+            channels.queries,
+            channels.control,
+        ))
+        .detach();
+        tracing::info!(elapsed_ms = started.elapsed().as_millis(), "store open");
+        Ok(LocalStore {
+            handle: channels.handle,
+            report,
+            writer,
+            reput,
+            lock,
+        })
+    }
+
+    /// The handle.
+    #[must_use]
+    pub fn handle(&self) -> &StoreHandle {
+        &self.handle
+    }
+
+    /// What recovery did at open.
+    #[must_use]
+    pub fn recovery(&self) -> &RecoveryReport {
+        &self.report
+    }
+
+    /// Stops cleanly: refuses new puts, finishes the writer's and dispatch's work, syncs,
+    /// writes the checkpoint and removes the `abort` file.
+    ///
+    /// # Errors
+    /// [`StoreError`] if the writer failed or the `abort` file cannot be removed.
+    pub async fn shutdown(self) -> Result<GroupCommitStats, StoreError> {
+        self.handle.close();
+        let LocalStore {
+            handle,
+            writer,
+            reput,
+            lock,
+            ..
+        } = self;
+        let stats = writer.await.ok_or(StoreError::ShuttingDown)??;
+        let _reput = reput.await;
+        let abort = handle.shared.config.root_file("abort");
+        std::fs::remove_file(&abort).map_err(|source| IoError::File {
+            op: "delete",
+            path: abort,
+            offset: 0,
+            source,
+        })?;
+        drop(lock);
+        Ok(stats)
+    }
+}

@@ -1,0 +1,587 @@
+//! The read path (`DefaultMessageStore.getMessage` and friends): pulls by queue offset with
+//! Java's statuses and batch limits, lookups by CommitLog offset, by key and by time.
+//!
+//! A reader belongs to one shard and opens its own handles on the segment files it reads
+//! (io_uring reads on that shard). It sees only what dispatch published: a unit below a
+//! queue's max offset is in the ConsumeQueue file, and its record in the CommitLog file.
+//! The bytes it returns are the stored records, back to back — a pull response body as is.
+//!
+//! Retention may unlink a segment while a reader holds it open; the open handle keeps the
+//! data readable until the reader drops it, so a read in flight never fails for that.
+
+use super::consume_queue::{CqUnit, UNIT_SIZE};
+use super::message::{decode_record, parse_properties, Record};
+use super::message_store::StoreHandle;
+use super::segment::{segment_name, segment_start};
+use super::shared::StoreShared;
+use ferromq_uring::file::{DmaSegment, SegmentFile};
+use ferromq_uring::IoError;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::{Arc, OnceLock};
+
+/// Outcome of a pull (`GetMessageStatus`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GetMessageStatus {
+    /// Messages found.
+    Found,
+    /// Units were read but none passed the filter.
+    NoMatchedMessage,
+    /// The records were deleted by retention.
+    MessageWasRemoving,
+    /// The unit's file was not found.
+    OffsetFoundNull,
+    /// The offset is past the max offset + 1.
+    OffsetOverflowBadly,
+    /// The offset equals the max offset: nothing new yet.
+    OffsetOverflowOne,
+    /// The offset is below the queue's min offset.
+    OffsetTooSmall,
+    /// No such queue.
+    NoMatchedLogicQueue,
+    /// The queue holds nothing.
+    NoMessageInQueue,
+}
+
+impl GetMessageStatus {
+    /// Java's enum constant name.
+    #[must_use]
+    pub fn java_name(self) -> &'static str {
+        match self {
+            GetMessageStatus::Found => "FOUND",
+            GetMessageStatus::NoMatchedMessage => "NO_MATCHED_MESSAGE",
+            GetMessageStatus::MessageWasRemoving => "MESSAGE_WAS_REMOVING",
+            GetMessageStatus::OffsetFoundNull => "OFFSET_FOUND_NULL",
+            GetMessageStatus::OffsetOverflowBadly => "OFFSET_OVERFLOW_BADLY",
+            GetMessageStatus::OffsetOverflowOne => "OFFSET_OVERFLOW_ONE",
+            GetMessageStatus::OffsetTooSmall => "OFFSET_TOO_SMALL",
+            GetMessageStatus::NoMatchedLogicQueue => "NO_MATCHED_LOGIC_QUEUE",
+            GetMessageStatus::NoMessageInQueue => "NO_MESSAGE_IN_QUEUE",
+        }
+    }
+}
+
+/// One message of a pull result: where its record sits in [`GetMessageResult::body`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FoundMessage {
+    /// Queue offset.
+    pub queue_offset: i64,
+    /// CommitLog offset.
+    pub physical_offset: i64,
+    /// Start in the body.
+    pub body_start: usize,
+    /// Record size.
+    pub size: usize,
+}
+
+/// Result of [`StoreReader::get_message`] (`GetMessageResult`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GetMessageResult {
+    /// Outcome.
+    pub status: GetMessageStatus,
+    /// Offset to pull next.
+    pub next_begin_offset: i64,
+    /// Queue min offset.
+    pub min_offset: i64,
+    /// Queue max offset.
+    pub max_offset: i64,
+    /// The records found, back to back as stored.
+    pub body: Vec<u8>,
+    /// Each record in `body`.
+    pub messages: Vec<FoundMessage>,
+    /// Whether the consumer is far enough behind to be sent to a slave.
+    pub suggest_pulling_from_slave: bool,
+}
+
+/// What a pull may take (`maxMsgNums` and the filter by tags code).
+pub struct PullFilter<'a> {
+    /// Tags codes to accept; `None` accepts everything.
+    pub tags_codes: Option<&'a dyn Fn(i64) -> bool>,
+}
+
+impl std::fmt::Debug for PullFilter<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PullFilter")
+            .field("filters", &self.tags_codes.is_some())
+            .finish()
+    }
+}
+
+/// Most bytes of units read to find `maxMsgNums` matches (`maxFilterMessageCount`).
+const FILTER_SCAN_BYTES_MIN: usize = 16_000;
+/// Open segment handles kept per reader before the cache is cleared.
+const OPEN_FILES_MAX: usize = 1024;
+
+/// A shard's reader.
+#[derive(Debug)]
+pub struct StoreReader {
+    shared: Arc<StoreShared>,
+    handle: StoreHandle,
+    files: RefCell<HashMap<PathBuf, Rc<DmaSegment>>>,
+}
+
+impl StoreReader {
+    /// A reader over `shared`; key lookups go through `handle`.
+    #[must_use]
+    pub fn new(shared: Arc<StoreShared>, handle: StoreHandle) -> StoreReader {
+        StoreReader {
+            shared,
+            handle,
+            files: RefCell::new(HashMap::new()),
+        }
+    }
+
+    /// The queue's max offset (0 if unknown).
+    #[must_use]
+    pub fn max_offset_in_queue(&self, topic: &str, queue_id: i32) -> i64 {
+        self.shared
+            .queue(topic, queue_id)
+            .map_or(0, |q| q.max_offset())
+    }
+
+    /// The queue's min offset (0 if unknown).
+    #[must_use]
+    pub fn min_offset_in_queue(&self, topic: &str, queue_id: i32) -> i64 {
+        self.shared
+            .queue(topic, queue_id)
+            .map_or(0, |q| q.min_offset())
+    }
+
+    /// Pulls up to `max_msg_nums` messages of a queue from `offset` (`getMessage`).
+    ///
+    /// # Errors
+    /// [`IoError`] reading a file that should be there.
+    pub async fn get_message(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        max_msg_nums: usize,
+        filter: &PullFilter<'_>,
+    ) -> Result<GetMessageResult, IoError> {
+        let (min_offset, max_offset) = self
+            .shared
+            .queue(topic, queue_id)
+            .map_or((0, 0), |q| (q.min_offset(), q.max_offset()));
+        let mut result = GetMessageResult {
+            status: GetMessageStatus::NoMessageInQueue,
+            next_begin_offset: 0,
+            min_offset,
+            max_offset,
+            body: Vec::new(),
+            messages: Vec::new(),
+            suggest_pulling_from_slave: false,
+        };
+        if max_offset == 0 {
+            result.status = GetMessageStatus::NoMessageInQueue;
+            result.next_begin_offset = 0;
+        } else if offset < min_offset {
+            result.status = GetMessageStatus::OffsetTooSmall;
+            result.next_begin_offset = min_offset;
+        } else if offset == max_offset {
+            result.status = GetMessageStatus::OffsetOverflowOne;
+            result.next_begin_offset = offset;
+        } else if offset > max_offset {
+            result.status = GetMessageStatus::OffsetOverflowBadly;
+            result.next_begin_offset = if min_offset == 0 {
+                min_offset
+            } else {
+                max_offset
+            };
+        } else {
+            self.read_queue(topic, queue_id, offset, max_msg_nums, filter, &mut result)
+                .await?;
+        }
+        Ok(result)
+    }
+
+    async fn read_queue(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        max_msg_nums: usize,
+        filter: &PullFilter<'_>,
+        result: &mut GetMessageResult,
+    ) -> Result<(), IoError> {
+        let config = &self.shared.config;
+        let units_per_file = i64::try_from(config.consume_queue_units_per_file).expect("fits");
+        let file_first = offset - offset % units_per_file;
+        let in_file_end = (file_first + units_per_file).min(result.max_offset);
+        let scan_units = (FILTER_SCAN_BYTES_MIN / UNIT_SIZE).max(max_msg_nums);
+        let units_wanted = usize::try_from(in_file_end - offset)
+            .unwrap_or(0)
+            .min(scan_units);
+        let path = config.queue_dir(topic, queue_id).join(segment_name(
+            u64::try_from(file_first).expect("non-negative") * UNIT_SIZE as u64,
+        ));
+        let file = match self.file(path).await {
+            Ok(file) => file,
+            Err(_) => {
+                result.status = GetMessageStatus::OffsetFoundNull;
+                result.next_begin_offset = file_first + units_per_file;
+                return Ok(());
+            }
+        };
+        let position = u64::try_from(offset - file_first).expect("non-negative") * UNIT_SIZE as u64;
+        let bytes = file.read_at(position, units_wanted * UNIT_SIZE).await?;
+        let max_physical = self.shared.committed_end();
+        let min_physical = self.shared.min_physical_offset();
+        let memory = memory_budget(config.access_message_in_memory_max_ratio);
+        let mut chosen: Vec<(i64, CqUnit)> = Vec::new();
+        let mut total = 0usize;
+        let mut examined = 0usize;
+        let mut max_physical_pulling = 0u64;
+        result.status = GetMessageStatus::NoMatchedMessage;
+        for chunk in bytes.chunks_exact(UNIT_SIZE) {
+            let Some(unit) = CqUnit::decode(chunk) else {
+                break;
+            };
+            let (Ok(physical), Ok(size)) = (
+                u64::try_from(unit.physical_offset),
+                usize::try_from(unit.size),
+            ) else {
+                examined += 1;
+                continue;
+            };
+            max_physical_pulling = physical;
+            let in_disk = max_physical.saturating_sub(physical) > memory;
+            if batch_full(config, size, max_msg_nums, total, chosen.len(), in_disk) {
+                break;
+            }
+            examined += 1;
+            if physical < min_physical {
+                if chosen.is_empty() {
+                    result.status = GetMessageStatus::MessageWasRemoving;
+                }
+                continue;
+            }
+            if let Some(accepts) = filter.tags_codes {
+                if !accepts(unit.tags_code) {
+                    continue;
+                }
+            }
+            let queue_offset = offset + i64::try_from(examined - 1).expect("fits");
+            chosen.push((queue_offset, unit));
+            total += size;
+        }
+        result.next_begin_offset = offset + i64::try_from(examined).expect("fits");
+        result.suggest_pulling_from_slave =
+            max_physical.saturating_sub(max_physical_pulling) > memory;
+        if !chosen.is_empty() {
+            self.read_records(&chosen, result).await?;
+            result.status = GetMessageStatus::Found;
+        }
+        Ok(())
+    }
+
+    /// Reads the chosen records into the result, one read per run of adjacent records.
+    async fn read_records(
+        &self,
+        chosen: &[(i64, CqUnit)],
+        result: &mut GetMessageResult,
+    ) -> Result<(), IoError> {
+        let segment_size = self.shared.config.mapped_file_size_commit_log;
+        let mut run_start = 0;
+        while run_start < chosen.len() {
+            let first = chosen[run_start].1;
+            let first_offset = u64::try_from(first.physical_offset).expect("checked");
+            let segment = segment_start(first_offset, segment_size);
+            let mut run_end = run_start + 1;
+            let mut end = first_offset + u64::try_from(first.size).expect("checked");
+            while run_end < chosen.len() {
+                let next = chosen[run_end].1;
+                let next_offset = u64::try_from(next.physical_offset).expect("checked");
+                if next_offset != end || segment_start(next_offset, segment_size) != segment {
+                    break;
+                }
+                end += u64::try_from(next.size).expect("checked");
+                run_end += 1;
+            }
+            let bytes = self
+                .read_commit_log(
+                    first_offset,
+                    usize::try_from(end - first_offset).expect("fits"),
+                )
+                .await?;
+            let mut at = result.body.len();
+            result.body.extend_from_slice(&bytes);
+            for (queue_offset, unit) in &chosen[run_start..run_end] {
+                let size = usize::try_from(unit.size).expect("checked");
+                result.messages.push(FoundMessage {
+                    queue_offset: *queue_offset,
+                    physical_offset: unit.physical_offset,
+                    body_start: at,
+                    size,
+                });
+                at += size;
+            }
+            run_start = run_end;
+        }
+        Ok(())
+    }
+
+    /// The record stored at `physical_offset` (`lookMessageByOffset`), `None` if there is
+    /// none (below the minimum, past the committed end, or not a record).
+    ///
+    /// # Errors
+    /// [`IoError`] reading the segment.
+    pub async fn record_at(&self, physical_offset: i64) -> Result<Option<Vec<u8>>, IoError> {
+        let Ok(offset) = u64::try_from(physical_offset) else {
+            return Ok(None);
+        };
+        if offset < self.shared.min_physical_offset() || offset + 8 > self.shared.committed_end() {
+            return Ok(None);
+        }
+        let head = self.read_commit_log(offset, 4).await?;
+        let Some(size) = head
+            .get(..4)
+            .and_then(|b| b.try_into().ok())
+            .map(i32::from_be_bytes)
+            .and_then(|s| u64::try_from(s).ok())
+        else {
+            return Ok(None);
+        };
+        if size < 8 || offset + size > self.shared.committed_end() {
+            return Ok(None);
+        }
+        let bytes = self
+            .read_commit_log(offset, usize::try_from(size).expect("fits"))
+            .await?;
+        Ok(matches!(decode_record(&bytes, false), Ok(Record::Message { .. })).then_some(bytes))
+    }
+
+    /// Records of `topic` whose `KEYS` or `UNIQ_KEY` is `key`, stored in
+    /// `[begin_ms, end_ms]`, newest first, at most `max` (`queryMessage`). Unlike Java 4.9,
+    /// hash collisions are filtered out here.
+    ///
+    /// # Errors
+    /// [`IoError`] reading a record.
+    pub async fn query_by_key(
+        &self,
+        topic: &str,
+        key: &str,
+        max: usize,
+        begin_ms: i64,
+        end_ms: i64,
+    ) -> Result<Vec<Vec<u8>>, IoError> {
+        let offsets = self
+            .handle
+            .query_offsets_by_key(topic, key, max, begin_ms, end_ms)
+            .await;
+        let mut found = Vec::new();
+        for offset in offsets {
+            let Some(bytes) = self.record_at(offset).await? else {
+                continue;
+            };
+            let Ok(Record::Message { record, .. }) = decode_record(&bytes, false) else {
+                continue;
+            };
+            let properties = parse_properties(record.properties);
+            let matches = record.topic == topic
+                && properties.iter().any(|(name, value)| {
+                    (name == "UNIQ_KEY" && value == key)
+                        || (name == "KEYS" && value.split(' ').any(|k| k == key))
+                });
+            if matches {
+                found.push(bytes);
+            }
+        }
+        Ok(found)
+    }
+
+    /// Store time of the message at `queue_offset` of a queue, `None` if it is not readable.
+    ///
+    /// # Errors
+    /// [`IoError`].
+    pub async fn store_time_at(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        queue_offset: i64,
+    ) -> Result<Option<i64>, IoError> {
+        let Some(unit) = self.unit_at(topic, queue_id, queue_offset).await? else {
+            return Ok(None);
+        };
+        let Some(bytes) = self.record_at(unit.physical_offset).await? else {
+            return Ok(None);
+        };
+        Ok(match decode_record(&bytes, false) {
+            Ok(Record::Message { record, .. }) => Some(record.store_timestamp),
+            _ => None,
+        })
+    }
+
+    /// Store time of the oldest message of a queue (`getEarliestMessageTime`).
+    ///
+    /// # Errors
+    /// [`IoError`].
+    pub async fn earliest_message_time(
+        &self,
+        topic: &str,
+        queue_id: i32,
+    ) -> Result<Option<i64>, IoError> {
+        let min = self.min_offset_in_queue(topic, queue_id);
+        self.store_time_at(topic, queue_id, min).await
+    }
+
+    /// The queue offset whose message's store time is nearest `timestamp`, searching from
+    /// the min to the max offset by store time (`getOffsetInQueueByTime`); 0 for an empty
+    /// queue.
+    ///
+    /// # Errors
+    /// [`IoError`].
+    pub async fn offset_by_time(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        timestamp: i64,
+    ) -> Result<i64, IoError> {
+        let (min, max) = (
+            self.min_offset_in_queue(topic, queue_id),
+            self.max_offset_in_queue(topic, queue_id),
+        );
+        if max <= min {
+            return Ok(min);
+        }
+        let (mut low, mut high) = (min, max - 1);
+        let mut left: Option<(i64, i64)> = None; // newest offset stored before `timestamp`
+        let mut right: Option<(i64, i64)> = None; // oldest offset stored after it
+        while low <= high {
+            let middle = low + (high - low) / 2;
+            let Some(time) = self.store_time_at(topic, queue_id, middle).await? else {
+                low = middle + 1;
+                continue;
+            };
+            match time.cmp(&timestamp) {
+                std::cmp::Ordering::Equal => return Ok(middle),
+                std::cmp::Ordering::Less => {
+                    left = Some((middle, time));
+                    low = middle + 1;
+                }
+                std::cmp::Ordering::Greater => {
+                    right = Some((middle, time));
+                    high = middle - 1;
+                }
+            }
+        }
+        Ok(match (left, right) {
+            (None, Some((offset, _))) | (Some((offset, _)), None) => offset,
+            (Some((l, lt)), Some((r, rt))) => {
+                if (timestamp - lt).abs() > (rt - timestamp).abs() {
+                    r
+                } else {
+                    l
+                }
+            }
+            (None, None) => min,
+        })
+    }
+
+    async fn unit_at(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        queue_offset: i64,
+    ) -> Result<Option<CqUnit>, IoError> {
+        if queue_offset < self.min_offset_in_queue(topic, queue_id)
+            || queue_offset >= self.max_offset_in_queue(topic, queue_id)
+        {
+            return Ok(None);
+        }
+        let units_per_file =
+            i64::try_from(self.shared.config.consume_queue_units_per_file).expect("fits");
+        let file_first = queue_offset - queue_offset % units_per_file;
+        let path = self
+            .shared
+            .config
+            .queue_dir(topic, queue_id)
+            .join(segment_name(
+                u64::try_from(file_first).expect("non-negative") * UNIT_SIZE as u64,
+            ));
+        let Ok(file) = self.file(path).await else {
+            return Ok(None);
+        };
+        let position =
+            u64::try_from(queue_offset - file_first).expect("non-negative") * UNIT_SIZE as u64;
+        let bytes = file.read_at(position, UNIT_SIZE).await?;
+        Ok(CqUnit::decode(&bytes).filter(CqUnit::is_written))
+    }
+
+    async fn read_commit_log(&self, offset: u64, len: usize) -> Result<Vec<u8>, IoError> {
+        let size = self.shared.config.mapped_file_size_commit_log;
+        let start = segment_start(offset, size);
+        let path = self
+            .shared
+            .config
+            .commit_log_dir()
+            .join(segment_name(start));
+        let file = self.file(path).await?;
+        file.read_at(offset - start, len).await
+    }
+
+    async fn file(&self, path: PathBuf) -> Result<Rc<DmaSegment>, IoError> {
+        if let Some(file) = self.files.borrow().get(&path) {
+            return Ok(Rc::clone(file));
+        }
+        let file = Rc::new(DmaSegment::open_existing(&path).await?);
+        let mut files = self.files.borrow_mut();
+        if files.len() >= OPEN_FILES_MAX {
+            files.clear();
+        }
+        files.insert(path, Rc::clone(&file));
+        Ok(file)
+    }
+
+    /// Forgets open handles of files below `min` (after retention) so they close.
+    pub fn forget_files_below(&self) {
+        self.files.borrow_mut().retain(|path, _| path.exists());
+    }
+}
+
+/// Whether the batch is full before taking a record of `size` (`isTheBatchFull`).
+fn batch_full(
+    config: &super::config::StoreConfig,
+    size: usize,
+    max_msg_nums: usize,
+    total: usize,
+    count: usize,
+    in_disk: bool,
+) -> bool {
+    if total == 0 || count == 0 {
+        return false;
+    }
+    if max_msg_nums <= count {
+        return true;
+    }
+    let (max_bytes, max_count) = if in_disk {
+        (
+            config.max_transfer_bytes_on_message_in_disk,
+            config.max_transfer_count_on_message_in_disk,
+        )
+    } else {
+        (
+            config.max_transfer_bytes_on_message_in_memory,
+            config.max_transfer_count_on_message_in_memory,
+        )
+    };
+    total + size > max_bytes || count > max_count - 1
+}
+
+/// Bytes behind the CommitLog end that count as "in memory": `ratio` percent of RAM.
+fn memory_budget(ratio: u64) -> u64 {
+    static TOTAL: OnceLock<u64> = OnceLock::new();
+    let total = *TOTAL.get_or_init(|| {
+        std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|text| {
+                let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+                let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+                Some(kib * 1024)
+            })
+            .unwrap_or(8 << 30)
+    });
+    total / 100 * ratio
+}

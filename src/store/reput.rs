@@ -1,0 +1,330 @@
+//! Dispatch ("reput", `ReputMessageService`): turns committed records into ConsumeQueue units
+//! and IndexFile entries, publishes each queue's new max offset and wakes whoever waits for
+//! it, and every `flushIntervalConsumeQueue` syncs the queues and the index and writes the
+//! checkpoint.
+//!
+//! It runs on the dispatch shard and owns the ConsumeQueue writers, the IndexFiles and the
+//! checkpoint file. The writer sends it each committed batch (the records' dispatch entries
+//! and the committed end); index queries come to it too.
+
+use super::checkpoint::{StoreCheckpoint, CHECKPOINT_FILE_SIZE};
+use super::consume_queue::ConsumeQueueWriter;
+use super::dispatch::DispatchEntry;
+use super::index::IndexService;
+use super::segment::DmaDirectory;
+use super::segment_writer::StoreError;
+use super::shared::{QueueKey, StoreShared};
+use ferromq_uring::file::{DmaSegment, SegmentFile};
+use futures::channel::{mpsc, oneshot};
+use futures::future::{select, Either};
+use futures::StreamExt;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+/// What the writer hands over after each commit.
+#[derive(Debug, Default)]
+pub struct CommittedBatch {
+    /// Entries of the records committed, in CommitLog order.
+    pub entries: Vec<DispatchEntry>,
+    /// The committed end after them.
+    pub end: u64,
+}
+
+/// A lookup by key, answered by the index owner.
+#[derive(Debug)]
+pub struct IndexQuery {
+    /// Topic.
+    pub topic: String,
+    /// Key (a `KEYS` token or a `UNIQ_KEY`).
+    pub key: String,
+    /// Most offsets to return.
+    pub max: usize,
+    /// Earliest store time, ms.
+    pub begin_ms: i64,
+    /// Latest store time, ms.
+    pub end_ms: i64,
+    /// Where the CommitLog offsets go (newest first).
+    pub reply: oneshot::Sender<Vec<i64>>,
+}
+
+/// Work for the dispatch shard besides batches: retention reports the CommitLog's new
+/// minimum here so that queue files below it can go.
+#[derive(Debug)]
+pub enum ReputControl {
+    /// The CommitLog now starts at this offset.
+    MinPhysicalOffset(u64),
+}
+
+/// The dispatch side of a store.
+#[derive(Debug)]
+pub struct Reput {
+    shared: Arc<StoreShared>,
+    writers: HashMap<QueueKey, ConsumeQueueWriter<DmaDirectory>>,
+    unpublished: HashSet<QueueKey>,
+    unsynced: HashSet<QueueKey>,
+    index: Option<IndexService>,
+    checkpoint: DmaSegment,
+    dispatched_timestamp: i64,
+    flushed: StoreCheckpoint,
+}
+
+impl Reput {
+    /// The dispatch side over recovered state.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`] opening the checkpoint file.
+    pub async fn new(
+        shared: Arc<StoreShared>,
+        index: Option<IndexService>,
+        checkpoint: StoreCheckpoint,
+    ) -> Result<Reput, StoreError> {
+        let path = shared.config.root_file("checkpoint");
+        let file = DmaSegment::open(&path, CHECKPOINT_FILE_SIZE as u64).await?;
+        Ok(Reput {
+            shared,
+            writers: HashMap::new(),
+            unpublished: HashSet::new(),
+            unsynced: HashSet::new(),
+            index,
+            checkpoint: file,
+            dispatched_timestamp: checkpoint.logics_msg_timestamp,
+            flushed: checkpoint,
+        })
+    }
+
+    /// The shared state.
+    #[must_use]
+    pub fn shared(&self) -> &Arc<StoreShared> {
+        &self.shared
+    }
+
+    /// The index, if `messageIndexEnable`.
+    #[must_use]
+    pub fn index(&self) -> Option<&IndexService> {
+        self.index.as_ref()
+    }
+
+    /// Dispatches one entry (not yet visible: see [`Reput::publish`]).
+    ///
+    /// # Errors
+    /// [`StoreError`] from a ConsumeQueue or IndexFile.
+    pub async fn apply(&mut self, entry: &DispatchEntry) -> Result<(), StoreError> {
+        if let Some(request) = &entry.queue {
+            let key = (request.topic.clone(), request.queue_id);
+            let writer = match self.writers.get_mut(&key) {
+                Some(writer) => writer,
+                None => {
+                    let writer = self.open_writer(&request.topic, request.queue_id).await?;
+                    self.writers.entry(key.clone()).or_insert(writer)
+                }
+            };
+            if writer.put(request.queue_offset, request.unit).await? {
+                self.unpublished.insert(key.clone());
+                self.unsynced.insert(key);
+            }
+        }
+        if let Some(index) = &mut self.index {
+            index.put(
+                &entry.topic,
+                &entry.index_keys,
+                entry.physical_offset,
+                entry.store_timestamp,
+                wall_clock_ms(),
+            )?;
+        }
+        self.dispatched_timestamp = self.dispatched_timestamp.max(entry.store_timestamp);
+        Ok(())
+    }
+
+    /// Writes out every queue that got units and publishes their new max offsets.
+    pub async fn publish(&mut self) {
+        let mut grown = Vec::with_capacity(self.unpublished.len());
+        for key in std::mem::take(&mut self.unpublished) {
+            let Some(writer) = self.writers.get_mut(&key) else {
+                continue;
+            };
+            match writer.write_out().await {
+                Ok(max) => {
+                    self.shared
+                        .queue_or_insert(&key.0, key.1)
+                        .set_max_offset(max);
+                    grown.push((key, max));
+                }
+                Err(error) => {
+                    tracing::error!(
+                        topic = key.0,
+                        queue = key.1,
+                        %error,
+                        "ConsumeQueue write failed; the queue stalls until restart"
+                    );
+                }
+            }
+        }
+        self.shared.announce_growth(&grown);
+    }
+
+    /// Syncs the queues and the index and writes the checkpoint.
+    ///
+    /// # Errors
+    /// [`StoreError`] from a sync or the checkpoint write.
+    pub async fn flush(&mut self) -> Result<(), StoreError> {
+        let logics = self.dispatched_timestamp;
+        for key in std::mem::take(&mut self.unsynced) {
+            if let Some(writer) = self.writers.get_mut(&key) {
+                writer.flush().await?;
+            }
+        }
+        let index_timestamp = match &self.index {
+            Some(index) => index.flush()?,
+            None => logics,
+        };
+        let checkpoint = StoreCheckpoint {
+            physic_msg_timestamp: self.shared.synced_store_timestamp(),
+            logics_msg_timestamp: logics,
+            index_msg_timestamp: index_timestamp,
+            ..self.flushed
+        };
+        if checkpoint != self.flushed {
+            self.checkpoint.write_at(0, &checkpoint.encode()).await?;
+            self.checkpoint.sync().await?;
+            self.flushed = checkpoint;
+        }
+        Ok(())
+    }
+
+    /// Deletes ConsumeQueue files and IndexFiles wholly below the CommitLog's minimum, and
+    /// raises each queue's min offset.
+    ///
+    /// # Errors
+    /// [`StoreError`] from reading or deleting files.
+    pub async fn delete_below(&mut self, min_physical_offset: u64) -> Result<(), StoreError> {
+        super::retention::delete_queue_files_below(&self.shared, min_physical_offset).await?;
+        if let Some(index) = &mut self.index {
+            index.delete_below(i64::try_from(min_physical_offset).unwrap_or(i64::MAX))?;
+        }
+        Ok(())
+    }
+
+    async fn open_writer(
+        &self,
+        topic: &str,
+        queue_id: i32,
+    ) -> Result<ConsumeQueueWriter<DmaDirectory>, StoreError> {
+        let config = &self.shared.config;
+        let dir = config.queue_dir(topic, queue_id);
+        std::fs::create_dir_all(&dir).map_err(|source| ferromq_uring::IoError::File {
+            op: "create directory",
+            path: dir.clone(),
+            offset: 0,
+            source,
+        })?;
+        let max = self
+            .shared
+            .queue(topic, queue_id)
+            .map_or(0, |state| state.max_offset());
+        ConsumeQueueWriter::open(
+            DmaDirectory { dir },
+            config.consume_queue_units_per_file,
+            max,
+        )
+        .await
+    }
+}
+
+/// Runs dispatch until the writer's channel closes; then publishes, syncs and writes the
+/// checkpoint one last time.
+pub async fn run_reput(
+    mut reput: Reput,
+    batches: mpsc::Receiver<CommittedBatch>,
+    queries: mpsc::Receiver<IndexQuery>,
+    control: mpsc::Receiver<ReputControl>,
+) -> Reput {
+    enum Event {
+        Batch(CommittedBatch),
+        Query(IndexQuery),
+        Control(ReputControl),
+        BatchesClosed,
+    }
+    let batches = batches
+        .map(Event::Batch)
+        .chain(futures::stream::iter([Event::BatchesClosed]));
+    let mut events = futures::stream::select(
+        batches,
+        futures::stream::select(queries.map(Event::Query), control.map(Event::Control)),
+    );
+    let interval = reput.shared.config.flush_interval_consume_queue;
+    let mut next_flush = Instant::now() + interval;
+    loop {
+        // Checked here as well as by the timer: under a steady stream of batches the timer
+        // would never win the race.
+        if Instant::now() >= next_flush {
+            if let Err(error) = reput.flush().await {
+                tracing::error!(%error, "ConsumeQueue/IndexFile flush failed");
+            }
+            next_flush = Instant::now() + interval;
+        }
+        let timer = glommio::timer::sleep(next_flush.saturating_duration_since(Instant::now()));
+        let event = match select(events.next(), Box::pin(timer)).await {
+            Either::Left((Some(event), _)) => event,
+            Either::Left((None, _)) => break,
+            Either::Right(((), _)) => {
+                if let Err(error) = reput.flush().await {
+                    tracing::error!(%error, "ConsumeQueue/IndexFile flush failed");
+                }
+                next_flush = Instant::now() + interval;
+                continue;
+            }
+        };
+        match event {
+            Event::Batch(batch) => {
+                dispatch_batch(&mut reput, &batch).await;
+                reput.publish().await;
+            }
+            Event::Query(query) => {
+                let found = reput.index.as_ref().map_or_else(Vec::new, |index| {
+                    index.query(
+                        &query.topic,
+                        &query.key,
+                        query.max,
+                        query.begin_ms,
+                        query.end_ms,
+                    )
+                });
+                let _ = query.reply.send(found);
+            }
+            Event::Control(ReputControl::MinPhysicalOffset(min)) => {
+                if let Err(error) = reput.delete_below(min).await {
+                    tracing::error!(%error, "deleting expired ConsumeQueue/IndexFiles failed");
+                }
+            }
+            Event::BatchesClosed => break,
+        }
+    }
+    reput.publish().await;
+    if let Err(error) = reput.flush().await {
+        tracing::error!(%error, "final ConsumeQueue/IndexFile flush failed");
+    }
+    reput
+}
+
+async fn dispatch_batch(reput: &mut Reput, batch: &CommittedBatch) {
+    for entry in &batch.entries {
+        if let Err(error) = reput.apply(entry).await {
+            tracing::error!(
+                topic = entry.topic,
+                offset = entry.physical_offset,
+                %error,
+                "dispatch failed; the record reaches its queue after restart"
+            );
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+#[must_use]
+pub fn wall_clock_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}

@@ -1,0 +1,226 @@
+//! State the store's owners publish to every shard: per-queue offsets, the CommitLog's
+//! committed end and minimum, and the disk-space gate (the "immutable snapshot or atomic"
+//! half of the ownership rule in ARCHITECTURE.md).
+//!
+//! Owners: the writer sets `committed_end` and the synced store time; dispatch ("reput")
+//! adds queues and moves their max offsets, and wakes [`QueueGrowth`] subscribers;
+//! retention moves the minimums and the disk gate. Readers on any shard only load.
+
+use super::config::StoreConfig;
+use arc_swap::ArcSwap;
+use futures::task::AtomicWaker;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::task::Poll;
+
+/// A queue: topic and queue id.
+pub type QueueKey = (String, i32);
+
+/// Offsets of one ConsumeQueue.
+#[derive(Debug, Default)]
+pub struct QueueState {
+    max_offset: AtomicI64,
+    min_offset: AtomicI64,
+}
+
+impl QueueState {
+    /// The next logical offset dispatch will write (units readable below it).
+    #[must_use]
+    pub fn max_offset(&self) -> i64 {
+        self.max_offset.load(Ordering::Acquire)
+    }
+
+    /// The first logical offset still readable.
+    #[must_use]
+    pub fn min_offset(&self) -> i64 {
+        self.min_offset.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_max_offset(&self, offset: i64) {
+        self.max_offset.store(offset, Ordering::Release);
+    }
+
+    pub(crate) fn set_min_offset(&self, offset: i64) {
+        self.min_offset.store(offset, Ordering::Release);
+    }
+}
+
+type TopicQueues = HashMap<String, HashMap<i32, Arc<QueueState>>>;
+
+/// What every shard may read about the store.
+#[derive(Debug)]
+pub struct StoreShared {
+    /// The configuration the store runs with.
+    pub config: StoreConfig,
+    queues: ArcSwap<TopicQueues>,
+    committed_end: AtomicU64,
+    min_physical_offset: AtomicU64,
+    synced_store_timestamp: AtomicI64,
+    disk_used_percent: AtomicU32,
+    disk_full: AtomicBool,
+    growth: Mutex<Vec<Weak<GrowthInner>>>,
+}
+
+impl StoreShared {
+    /// State of a store that holds nothing yet.
+    #[must_use]
+    pub fn new(config: StoreConfig) -> StoreShared {
+        StoreShared {
+            config,
+            queues: ArcSwap::default(),
+            committed_end: AtomicU64::new(0),
+            min_physical_offset: AtomicU64::new(0),
+            synced_store_timestamp: AtomicI64::new(0),
+            disk_used_percent: AtomicU32::new(0),
+            disk_full: AtomicBool::new(false),
+            growth: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The queue's state, if it has ever had a unit.
+    #[must_use]
+    pub fn queue(&self, topic: &str, queue_id: i32) -> Option<Arc<QueueState>> {
+        self.queues.load().get(topic)?.get(&queue_id).cloned()
+    }
+
+    /// Every queue with its state.
+    #[must_use]
+    pub fn queues(&self) -> Vec<(QueueKey, Arc<QueueState>)> {
+        let table = self.queues.load();
+        let mut all: Vec<_> = table
+            .iter()
+            .flat_map(|(topic, queues)| {
+                queues
+                    .iter()
+                    .map(|(id, state)| ((topic.clone(), *id), Arc::clone(state)))
+            })
+            .collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+
+    /// The queue's state, adding it (copy-on-write; queues are added rarely) if new.
+    pub(crate) fn queue_or_insert(&self, topic: &str, queue_id: i32) -> Arc<QueueState> {
+        if let Some(state) = self.queue(topic, queue_id) {
+            return state;
+        }
+        let state = Arc::new(QueueState::default());
+        self.queues.rcu(|table| {
+            let mut table = TopicQueues::clone(table);
+            table
+                .entry(topic.to_owned())
+                .or_default()
+                .entry(queue_id)
+                .or_insert_with(|| Arc::clone(&state));
+            table
+        });
+        self.queue(topic, queue_id).unwrap_or(state)
+    }
+
+    /// End of the CommitLog data that is committed (readable and acknowledged).
+    #[must_use]
+    pub fn committed_end(&self) -> u64 {
+        self.committed_end.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_committed_end(&self, end: u64) {
+        self.committed_end.store(end, Ordering::Release);
+    }
+
+    /// First CommitLog offset still on disk.
+    #[must_use]
+    pub fn min_physical_offset(&self) -> u64 {
+        self.min_physical_offset.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_min_physical_offset(&self, offset: u64) {
+        self.min_physical_offset.store(offset, Ordering::Release);
+    }
+
+    /// Store time of the newest synced record (the checkpoint's `physicMsgTimestamp`).
+    #[must_use]
+    pub fn synced_store_timestamp(&self) -> i64 {
+        self.synced_store_timestamp.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_synced_store_timestamp(&self, timestamp: i64) {
+        self.synced_store_timestamp
+            .fetch_max(timestamp, Ordering::AcqRel);
+    }
+
+    /// Whether puts are refused for lack of disk space, and the last disk use seen.
+    #[must_use]
+    pub fn disk_full(&self) -> Option<u32> {
+        self.disk_full
+            .load(Ordering::Acquire)
+            .then(|| self.disk_used_percent.load(Ordering::Acquire))
+    }
+
+    /// Percent of the disk in use at the last probe.
+    #[must_use]
+    pub fn disk_used_percent(&self) -> u32 {
+        self.disk_used_percent.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_disk_state(&self, used_percent: u32, full: bool) {
+        self.disk_used_percent
+            .store(used_percent, Ordering::Release);
+        self.disk_full.store(full, Ordering::Release);
+    }
+
+    /// A subscription to queue growth: which queues got new units, and their new max.
+    pub fn subscribe(&self) -> QueueGrowth {
+        let inner = Arc::new(GrowthInner::default());
+        let mut subscribers = self.growth.lock().unwrap_or_else(|p| p.into_inner());
+        subscribers.retain(|s| s.strong_count() > 0);
+        subscribers.push(Arc::downgrade(&inner));
+        QueueGrowth { inner }
+    }
+
+    /// Tells every subscriber that these queues grew to these max offsets.
+    pub(crate) fn announce_growth(&self, grown: &[(QueueKey, i64)]) {
+        if grown.is_empty() {
+            return;
+        }
+        let subscribers = self.growth.lock().unwrap_or_else(|p| p.into_inner());
+        for subscriber in subscribers.iter().filter_map(Weak::upgrade) {
+            {
+                let mut pending = subscriber.pending.lock().unwrap_or_else(|p| p.into_inner());
+                for (key, max) in grown {
+                    pending.insert(key.clone(), *max);
+                }
+            }
+            subscriber.waker.wake();
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct GrowthInner {
+    pending: Mutex<HashMap<QueueKey, i64>>,
+    waker: AtomicWaker,
+}
+
+/// Queue growth announcements for one subscriber (a net shard's long-polling service).
+/// Announcements coalesce per queue, so an idle subscriber holds at most one entry a queue.
+#[derive(Debug)]
+pub struct QueueGrowth {
+    inner: Arc<GrowthInner>,
+}
+
+impl QueueGrowth {
+    /// Waits until some queue grew; returns each grown queue with its newest max offset.
+    pub async fn next(&self) -> HashMap<QueueKey, i64> {
+        std::future::poll_fn(|cx| {
+            self.inner.waker.register(cx.waker());
+            let mut pending = self.inner.pending.lock().unwrap_or_else(|p| p.into_inner());
+            if pending.is_empty() {
+                Poll::Pending
+            } else {
+                Poll::Ready(std::mem::take(&mut *pending))
+            }
+        })
+        .await
+    }
+}

@@ -1,0 +1,387 @@
+//! The assembled store on real files: puts through the writer, dispatch into ConsumeQueues
+//! and the IndexFile, and every read API, on a glommio executor over a directory on disk.
+
+mod common;
+
+use common::{small_store_config, store_message, TempDir};
+use ferromq::store::consume_queue::tags_code;
+use ferromq::store::message::{decode_record, parse_properties, Record};
+use ferromq::store::message_store::LocalStore;
+use ferromq::store::reader::{GetMessageStatus, PullFilter};
+use ferromq::store::recovery::RecoveryMode;
+use std::collections::HashMap;
+
+/// Per queue: (queue offset, physical offset, body) of each message.
+type QueueContents = HashMap<(String, i32), Vec<(i64, i64, Vec<u8>)>>;
+
+const NO_FILTER: PullFilter<'static> = PullFilter { tags_codes: None };
+
+/// Pulls a whole queue from offset 0; returns (queue offset, physical offset, body, tags).
+async fn pull_all(
+    reader: &ferromq::store::reader::StoreReader,
+    topic: &str,
+    queue_id: i32,
+) -> Vec<(i64, i64, Vec<u8>)> {
+    let mut offset = 0;
+    let mut all = Vec::new();
+    loop {
+        let result = reader
+            .get_message(topic, queue_id, offset, 32, &NO_FILTER)
+            .await
+            .unwrap();
+        match result.status {
+            GetMessageStatus::Found => {}
+            GetMessageStatus::OffsetOverflowOne | GetMessageStatus::NoMessageInQueue => break,
+            other => panic!("unexpected {other:?} at {offset}"),
+        }
+        for found in &result.messages {
+            let bytes = &result.body[found.body_start..found.body_start + found.size];
+            let Ok(Record::Message { record, size }) = decode_record(bytes, true) else {
+                panic!("not a record at {}", found.physical_offset);
+            };
+            assert_eq!(size, found.size);
+            assert_eq!(record.queue_offset, found.queue_offset);
+            assert_eq!(record.physical_offset, found.physical_offset);
+            assert_eq!(record.topic, topic);
+            all.push((
+                record.queue_offset,
+                record.physical_offset,
+                record.body.to_vec(),
+            ));
+        }
+        offset = result.next_begin_offset;
+    }
+    all
+}
+
+#[test]
+fn puts_come_back_at_their_offsets_across_segment_rolls() {
+    let dir = TempDir::on_disk("store-roundtrip");
+    let config = small_store_config(dir.path());
+    ferromq_shards::testing::run_local(async move {
+        let store = LocalStore::open(config).await.unwrap();
+        assert_eq!(store.recovery().mode, RecoveryMode::Fresh);
+        let handle = store.handle().clone();
+        let mut expected: QueueContents = HashMap::new();
+        for i in 0..600 {
+            let topic = if i % 2 == 0 { "T" } else { "U" };
+            let queue = (i / 2 % 4) as i32;
+            let body = format!("message-{i}-{}", "x".repeat(200 + i % 100)).into_bytes();
+            let appended = handle
+                .put(store_message(topic, queue, &body, Some("a"), None))
+                .await
+                .unwrap();
+            let list = expected.entry((topic.to_owned(), queue)).or_default();
+            assert_eq!(appended.queue_offset, list.len() as i64);
+            list.push((
+                appended.queue_offset,
+                i64::try_from(appended.physical_offset).unwrap(),
+                body,
+            ));
+        }
+        let segments = std::fs::read_dir(dir.path().join("commitlog"))
+            .unwrap()
+            .count();
+        assert!(
+            segments >= 3,
+            "600 records of ~300 bytes roll 64 KiB segments: {segments}"
+        );
+        // Dispatch publishes right after each commit; wait until it caught up.
+        let reader = handle.reader();
+        for _ in 0..200 {
+            if reader.max_offset_in_queue("U", 3) == 75 {
+                break;
+            }
+            glommio::timer::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        for ((topic, queue), list) in &expected {
+            assert_eq!(reader.max_offset_in_queue(topic, *queue), list.len() as i64);
+            assert_eq!(
+                &pull_all(&reader, topic, *queue).await,
+                list,
+                "{topic}/{queue}"
+            );
+        }
+        // The ConsumeQueue rolled too: 75 units in files of 100 need one; 150 would need two.
+        let unknown = reader
+            .get_message("nope", 0, 5, 32, &NO_FILTER)
+            .await
+            .unwrap();
+        assert_eq!(unknown.status, GetMessageStatus::NoMessageInQueue);
+        assert_eq!(unknown.next_begin_offset, 0);
+        let one = reader
+            .get_message("T", 0, 75, 32, &NO_FILTER)
+            .await
+            .unwrap();
+        assert_eq!(one.status, GetMessageStatus::OffsetOverflowOne);
+        assert_eq!(one.next_begin_offset, 75);
+        let badly = reader
+            .get_message("T", 0, 90, 32, &NO_FILTER)
+            .await
+            .unwrap();
+        assert_eq!(badly.status, GetMessageStatus::OffsetOverflowBadly);
+        assert_eq!(
+            badly.next_begin_offset, 0,
+            "min offset 0: Java sends the consumer to it"
+        );
+        store.shutdown().await.unwrap();
+    });
+}
+
+#[test]
+fn tag_filter_and_batch_limits_follow_java() {
+    let dir = TempDir::on_disk("store-filter");
+    let config = small_store_config(dir.path());
+    ferromq_shards::testing::run_local(async move {
+        let store = LocalStore::open(config).await.unwrap();
+        let handle = store.handle().clone();
+        for i in 0..120 {
+            let tag = if i % 3 == 0 { "red" } else { "blue" };
+            let body = format!("{tag}-{i}").into_bytes();
+            handle
+                .put(store_message("F", 0, &body, Some(tag), None))
+                .await
+                .unwrap();
+        }
+        let reader = handle.reader();
+        while reader.max_offset_in_queue("F", 0) < 120 {
+            glommio::timer::sleep(std::time::Duration::from_millis(2)).await;
+        }
+        // At most 32 messages per pull from memory, whatever the client asks.
+        let all = reader
+            .get_message("F", 0, 0, 100, &NO_FILTER)
+            .await
+            .unwrap();
+        assert_eq!(all.messages.len(), 32);
+        assert_eq!(all.next_begin_offset, 32);
+        let few = reader.get_message("F", 0, 0, 5, &NO_FILTER).await.unwrap();
+        assert_eq!(few.messages.len(), 5);
+        assert_eq!(few.next_begin_offset, 5);
+        // Tag filter: only red, and the next offset passes the blue ones examined.
+        let red = tags_code(Some("red"));
+        let accepts = move |code: i64| code == red;
+        let filter = PullFilter {
+            tags_codes: Some(&accepts),
+        };
+        let mut offset = 0;
+        let mut reds = Vec::new();
+        while offset < 120 {
+            let result = reader
+                .get_message("F", 0, offset, 4, &filter)
+                .await
+                .unwrap();
+            for found in &result.messages {
+                let bytes = &result.body[found.body_start..found.body_start + found.size];
+                let Ok(Record::Message { record, .. }) = decode_record(bytes, false) else {
+                    panic!()
+                };
+                let props = parse_properties(record.properties);
+                assert!(props.contains(&("TAGS".to_owned(), "red".to_owned())));
+                reds.push(found.queue_offset);
+            }
+            assert!(result.next_begin_offset > offset);
+            offset = result.next_begin_offset;
+        }
+        assert_eq!(reds, (0..120).step_by(3).collect::<Vec<i64>>());
+        let none = |_: i64| false;
+        let nothing = reader
+            .get_message(
+                "F",
+                0,
+                0,
+                32,
+                &PullFilter {
+                    tags_codes: Some(&none),
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(nothing.status, GetMessageStatus::NoMatchedMessage);
+        // One pull scans one ConsumeQueue file at most (Java's `getIndexBuffer`): 100 units.
+        assert_eq!(nothing.next_begin_offset, 100);
+        store.shutdown().await.unwrap();
+    });
+}
+
+#[test]
+fn queue_growth_reaches_subscribers() {
+    let dir = TempDir::on_disk("store-growth");
+    let config = small_store_config(dir.path());
+    ferromq_shards::testing::run_local(async move {
+        let store = LocalStore::open(config).await.unwrap();
+        let handle = store.handle().clone();
+        let growth = handle.shared().subscribe();
+        handle
+            .put(store_message("G", 2, b"hello", None, None))
+            .await
+            .unwrap();
+        let grown = growth.next().await;
+        assert_eq!(grown.get(&("G".to_owned(), 2)), Some(&1));
+        handle
+            .put(store_message("G", 2, b"again", None, None))
+            .await
+            .unwrap();
+        handle
+            .put(store_message("G", 2, b"and again", None, None))
+            .await
+            .unwrap();
+        let mut max = 0;
+        while max < 3 {
+            max = growth.next().await[&("G".to_owned(), 2)];
+        }
+        assert_eq!(max, 3);
+        store.shutdown().await.unwrap();
+    });
+}
+
+#[test]
+fn clean_restart_continues_queue_and_physical_offsets() {
+    let dir = TempDir::on_disk("store-restart");
+    let config = small_store_config(dir.path());
+    let first_run = {
+        let config = config.clone();
+        ferromq_shards::testing::run_local(async move {
+            let store = LocalStore::open(config).await.unwrap();
+            let handle = store.handle().clone();
+            let mut last = None;
+            for i in 0..300 {
+                let body = format!("before-{i}-{}", "y".repeat(300)).into_bytes();
+                last = Some(
+                    handle
+                        .put(store_message("R", i % 2, &body, None, None))
+                        .await
+                        .unwrap(),
+                );
+            }
+            store.shutdown().await.unwrap();
+            last.unwrap()
+        })
+    };
+    assert!(
+        !dir.path().join("abort").exists(),
+        "a clean stop removes the abort file"
+    );
+    ferromq_shards::testing::run_local(async move {
+        let store = LocalStore::open(config).await.unwrap();
+        assert_eq!(store.recovery().mode, RecoveryMode::Normal);
+        assert_eq!(
+            store.recovery().redispatched,
+            0,
+            "a clean stop leaves nothing to re-dispatch"
+        );
+        assert!(
+            dir.path().join("abort").exists(),
+            "a running store has an abort file"
+        );
+        let handle = store.handle().clone();
+        let next = handle
+            .put(store_message("R", 1, b"after", None, None))
+            .await
+            .unwrap();
+        assert_eq!(next.queue_offset, 150);
+        assert_eq!(
+            next.physical_offset,
+            first_run.physical_offset + first_run.size as u64
+        );
+        let reader = handle.reader();
+        while reader.max_offset_in_queue("R", 1) < 151 {
+            glommio::timer::sleep(std::time::Duration::from_millis(2)).await;
+        }
+        let all = pull_all(&reader, "R", 1).await;
+        assert_eq!(all.len(), 151);
+        assert_eq!(all[150].2, b"after");
+        assert!(all[0].2.starts_with(b"before-1-"));
+        store.shutdown().await.unwrap();
+    });
+}
+
+#[test]
+fn lookups_by_key_offset_and_time() {
+    let dir = TempDir::on_disk("store-lookups");
+    let config = small_store_config(dir.path());
+    ferromq_shards::testing::run_local(async move {
+        let store = LocalStore::open(config).await.unwrap();
+        let handle = store.handle().clone();
+        let mut stored = Vec::new();
+        // 300 keys overflow the 256-item test IndexFile: lookups span two files.
+        for i in 0..300 {
+            let keys = format!("k-{i} shared-{}", i % 7);
+            let appended = handle
+                .put(store_message(
+                    "K",
+                    0,
+                    format!("b{i}").as_bytes(),
+                    None,
+                    Some(&keys),
+                ))
+                .await
+                .unwrap();
+            stored.push(appended);
+        }
+        let index_files = std::fs::read_dir(dir.path().join("index")).unwrap().count();
+        assert!(index_files >= 2, "{index_files}");
+        let reader = handle.reader();
+        while reader.max_offset_in_queue("K", 0) < 300 {
+            glommio::timer::sleep(std::time::Duration::from_millis(2)).await;
+        }
+        let found = reader
+            .query_by_key("K", "k-123", 32, 0, i64::MAX)
+            .await
+            .unwrap();
+        assert_eq!(found.len(), 1);
+        let Ok(Record::Message { record, .. }) = decode_record(&found[0], true) else {
+            panic!()
+        };
+        assert_eq!(record.body, b"b123");
+        let shared = reader
+            .query_by_key("K", "shared-3", 100, 0, i64::MAX)
+            .await
+            .unwrap();
+        assert_eq!(shared.len(), (0..300).filter(|i| i % 7 == 3).count());
+        assert!(reader
+            .query_by_key("K", "k-9999", 32, 0, i64::MAX)
+            .await
+            .unwrap()
+            .is_empty());
+        assert!(reader
+            .query_by_key("other", "k-1", 32, 0, i64::MAX)
+            .await
+            .unwrap()
+            .is_empty());
+        // By CommitLog offset.
+        let at = reader
+            .record_at(i64::try_from(stored[42].physical_offset).unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(at.len(), stored[42].size);
+        assert!(reader.record_at(1 << 40).await.unwrap().is_none());
+        // By time: the store time of offset 200 finds offset 200 or one stored the same ms.
+        let time = reader.store_time_at("K", 0, 200).await.unwrap().unwrap();
+        let offset = reader.offset_by_time("K", 0, time).await.unwrap();
+        assert_eq!(
+            reader.store_time_at("K", 0, offset).await.unwrap(),
+            Some(time)
+        );
+        assert_eq!(reader.offset_by_time("K", 0, 0).await.unwrap(), 0);
+        assert_eq!(reader.offset_by_time("K", 0, i64::MAX).await.unwrap(), 299);
+        let earliest = reader.earliest_message_time("K", 0).await.unwrap().unwrap();
+        assert!(earliest <= time);
+        store.shutdown().await.unwrap();
+    });
+}
+
+#[test]
+fn a_second_store_on_the_same_directory_is_refused() {
+    let dir = TempDir::on_disk("store-lock");
+    let config = small_store_config(dir.path());
+    ferromq_shards::testing::run_local(async move {
+        let store = LocalStore::open(config.clone()).await.unwrap();
+        let error = LocalStore::open(config).await.unwrap_err();
+        assert!(
+            error.to_string().contains("locked by another process"),
+            "{error}"
+        );
+        store.shutdown().await.unwrap();
+    });
+}

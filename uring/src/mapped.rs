@@ -1,0 +1,85 @@
+//! `MappedFile`: a file mapped read-write into memory, for the one store structure that is
+//! written at random positions (the IndexFile's hash slots and chained items).
+//!
+//! Appends go through [`crate::file::DmaSegment`]; a hash index is updated in place, key by
+//! key, which direct I/O would turn into a read-modify-write of a block per key. The page
+//! cache is the right tool there, as in Java's `IndexFile`.
+
+use crate::IoError;
+use memmap2::MmapMut;
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+
+/// A file of fixed size mapped shared and writable.
+#[derive(Debug)]
+pub struct MappedFile {
+    map: MmapMut,
+    path: PathBuf,
+}
+
+impl MappedFile {
+    /// Opens `path` (creating it, `size` bytes of zeros, if it is absent) and maps it.
+    ///
+    /// # Errors
+    /// [`IoError::File`] naming the step that failed.
+    pub fn open(path: &Path, size: u64) -> Result<MappedFile, IoError> {
+        let error = |op: &'static str| {
+            let path = path.to_owned();
+            move |source: std::io::Error| IoError::File {
+                op,
+                path,
+                offset: 0,
+                source,
+            }
+        };
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(error("open"))?;
+        if file.metadata().map_err(error("stat"))?.len() != size {
+            file.set_len(size).map_err(error("set_len"))?;
+        }
+        // SAFETY: the mapping is only sound while no one else resizes or writes the file.
+        // The store owns its directory (the `lock` file keeps a second broker out), never
+        // truncates a mapped file, and only this value's owner reaches the mapping.
+        let map = unsafe { MmapMut::map_mut(&file) }.map_err(error("mmap"))?;
+        Ok(MappedFile {
+            map,
+            path: path.to_owned(),
+        })
+    }
+
+    /// The file's path.
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Writes dirty pages back and waits for them (`msync(MS_SYNC)`); blocking.
+    ///
+    /// # Errors
+    /// [`IoError::File`].
+    pub fn flush(&self) -> Result<(), IoError> {
+        self.map.flush().map_err(|source| IoError::File {
+            op: "msync",
+            path: self.path.clone(),
+            offset: 0,
+            source,
+        })
+    }
+}
+
+impl AsRef<[u8]> for MappedFile {
+    fn as_ref(&self) -> &[u8] {
+        &self.map
+    }
+}
+
+impl AsMut<[u8]> for MappedFile {
+    fn as_mut(&mut self) -> &mut [u8] {
+        &mut self.map
+    }
+}
