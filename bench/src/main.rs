@@ -3,10 +3,12 @@
 //! Workloads (one subcommand each):
 //! - `route`: GET_ROUTEINFO_BY_TOPIC lookups against a name server, closed loop, for several
 //!   connection counts in one run.
-//! - `commitlog`: puts through the CommitLog writer's group commit on a real disk.
+//! - `commitlog`: appends through the CommitLog writer's group commit on a real disk, for
+//!   several flush modes, body sizes and producer counts in one run, next to the raw
+//!   direct-I/O write bandwidth of the same disk measured in the same run.
 //!
-//! Each prints a live progress line every second and a final table; numbers come from
-//! hdrhistogram, so tail percentiles are exact to 3 significant digits.
+//! Each shows progress on stderr and prints a table; latencies come from hdrhistogram, so
+//! tail percentiles are exact to 3 significant digits.
 
 mod workloads;
 
@@ -25,7 +27,8 @@ struct Cli {
 enum Workload {
     /// Route lookups per second against a name server, for each connection count.
     Route(workloads::route::RouteArgs),
-    /// Puts per second through the CommitLog's group commit on a real disk.
+    /// Appends per second through the CommitLog's group commit on a real disk, against the
+    /// disk's raw direct-I/O write bandwidth.
     Commitlog(workloads::commitlog::CommitLogArgs),
 }
 

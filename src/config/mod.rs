@@ -8,6 +8,7 @@ pub mod fastjson;
 pub mod namesrv;
 pub mod persist;
 pub mod properties;
+pub mod topic;
 
 use std::path::PathBuf;
 

@@ -167,7 +167,13 @@ impl DmaSegment {
     }
 }
 
-fn create_with_first_block(path: &Path, size: u64) -> std::io::Result<()> {
+/// Creates `path` with length `size` and a written, synced first block, so that glommio's
+/// poll probe on open reaches the device (see [`DmaSegment::open`]). For anything else that
+/// opens a new file with direct I/O, like the benchmark's raw baseline.
+///
+/// # Errors
+/// The I/O error.
+pub fn create_with_first_block(path: &Path, size: u64) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
     let file = std::fs::OpenOptions::new()
         .create(true)

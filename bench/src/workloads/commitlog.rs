@@ -1,109 +1,490 @@
-//! `commitlog`: puts per second through the CommitLog writer's group commit on a real disk.
+//! `commitlog`: appends per second through the CommitLog writer's group commit on a real disk,
+//! set against the raw direct-I/O write bandwidth of the same disk, measured in the same run.
 //!
-//! For each producer count, that many tasks on one shard put messages one at a time and wait
-//! for each answer, for `--duration-secs`; the writer loop batches whatever is waiting into
-//! one write and (under SYNC_FLUSH) one fdatasync. The report shows puts/s, MB/s, latency
-//! percentiles and puts per sync, which is the group commit at work.
+//! First, two raw baselines on a fresh preallocated file in the store's directory:
+//! - sequential: `--raw-block-kib` writes back to back (`--raw-depth` in flight), one
+//!   fdatasync at the end, which is the most the disk takes;
+//! - write+sync: one `--raw-sync-kib` write, then fdatasync, repeated, which is the shape of a
+//!   group commit under SYNC_FLUSH.
+//!
+//! Then, for every flush mode × body size × producer count, that many tasks on one shard put
+//! messages one at a time and wait for each answer, for `--duration-secs`; the writer loop
+//! (`run_group_commit`) batches whatever is waiting into one write and, under SYNC_FLUSH, one
+//! fdatasync. Each case gets a new CommitLog in its own directory.
+//!
+//! The table shows appends/s, body MB/s (appends × body size, what producers get), log MB/s
+//! (CommitLog bytes, record headers included), `ratio` = body MB/s ÷ raw sequential MB/s,
+//! latency percentiles and appends per fdatasync (the group commit at work). MB is 10^6 bytes.
+//!
+//! Every loop stops at a count and at a time limit. Data files live in a directory of this run
+//! under `--dir` and are removed at the end, on error too.
 
-use anyhow::Context;
+use anyhow::{bail, ensure, Context};
 use ferromq::store::commit_log::{CommitLog, PutMessage};
 use ferromq::store::flush::{run_group_commit, FlushDiskType, PutRequest};
 use ferromq::store::segment::DmaDirectory;
 use futures::channel::{mpsc, oneshot};
 use futures::SinkExt;
+use glommio::io::{DmaFile, OpenOptions};
 use hdrhistogram::Histogram;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 /// Options of the `commitlog` workload.
 #[derive(Debug, clap::Args)]
 pub struct CommitLogArgs {
-    /// Directory on the disk to measure (segments are created and removed there).
+    /// Directory on the disk to measure; not tmpfs, which has no O_DIRECT. A directory for
+    /// this run is created inside it and removed at the end.
     #[arg(long, default_value = "target/bench-commitlog")]
-    dir: std::path::PathBuf,
-    /// Comma-separated producer counts, each measured in turn.
+    dir: PathBuf,
+    /// Comma-separated producer counts (concurrent writers), each measured in turn.
     #[arg(long, value_delimiter = ',', default_value = "1,16,64")]
     producers: Vec<usize>,
-    /// Body size in bytes.
-    #[arg(long, default_value_t = 1024)]
-    body_size: usize,
-    /// `sync` (SYNC_FLUSH) or `async` (ASYNC_FLUSH, 500 ms interval).
-    #[arg(long, default_value = "sync")]
-    flush: String,
-    /// Measured seconds per producer count.
-    #[arg(long, default_value_t = 3)]
+    /// Puts each producer keeps in flight (1: send and wait, like a synchronous producer;
+    /// more: pipelined, like asynchronous sends on one connection).
+    #[arg(long, default_value_t = 1)]
+    in_flight: usize,
+    /// Comma-separated body sizes in bytes, each measured in turn.
+    #[arg(
+        long = "sizes",
+        alias = "body-size",
+        value_delimiter = ',',
+        default_value = "128,1024,16384"
+    )]
+    body_sizes: Vec<usize>,
+    /// Comma-separated flush modes: `sync` (SYNC_FLUSH) and/or `async` (ASYNC_FLUSH).
+    #[arg(long, value_delimiter = ',', default_value = "sync,async")]
+    flush: Vec<FlushMode>,
+    /// `flushIntervalCommitLog` under ASYNC_FLUSH, in milliseconds.
+    #[arg(long, default_value_t = 500)]
+    flush_interval_ms: u64,
+    /// Measured seconds per case; also the time limit of each raw baseline.
+    #[arg(long, visible_alias = "seconds", default_value_t = 3)]
     duration_secs: u64,
-    /// Segment size in bytes.
+    /// Most appends per case: the run of a case ends at this count or at its time limit.
+    #[arg(long, default_value_t = 5_000_000)]
+    appends_max: u64,
+    /// CommitLog segment size in bytes.
     #[arg(long, default_value_t = 64 << 20)]
     segment_size: u64,
+    /// Size of each raw baseline's file in MiB, which bounds how much it writes.
+    #[arg(long, default_value_t = 512)]
+    raw_file_mib: u64,
+    /// Write size of the sequential raw baseline, in KiB.
+    #[arg(long, default_value_t = 1024)]
+    raw_block_kib: u64,
+    /// Writes in flight in the sequential raw baseline.
+    #[arg(long, default_value_t = 1)]
+    raw_depth: usize,
+    /// Write size of the write+fdatasync raw baseline, in KiB.
+    #[arg(long, default_value_t = 64)]
+    raw_sync_kib: u64,
+    /// Write the results as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+/// A `--flush` value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum FlushMode {
+    /// SYNC_FLUSH: a put is answered after the fdatasync that covers it.
+    Sync,
+    /// ASYNC_FLUSH: a put is answered after its write; fdatasync every interval.
+    Async,
+}
+
+impl FlushMode {
+    fn name(self) -> &'static str {
+        match self {
+            FlushMode::Sync => "sync",
+            FlushMode::Async => "async",
+        }
+    }
+}
+
+/// The case the acceptance target is about, and the target.
+const TARGET_FLUSH: FlushMode = FlushMode::Sync;
+const TARGET_BODY_SIZE: usize = 1024;
+const TARGET_PRODUCERS: usize = 64;
+const TARGET_RATIO_MIN: f64 = 0.60;
+
+/// Bytes per MiB and per KiB, for the flags given in those units.
+const MIB: u64 = 1 << 20;
+const KIB: u64 = 1 << 10;
+
+/// Capacity of the put channel into the writer, as in the broker.
+const PUT_CHANNEL_CAPACITY: usize = 4096;
+
+/// How one raw baseline writes.
+#[derive(Clone, Copy, Debug)]
+enum RawPattern {
+    /// Writes back to back, `depth` in flight, one fdatasync at the end.
+    Sequential { block_bytes: u64, depth: usize },
+    /// One write, then one fdatasync, repeated.
+    WriteSync { block_bytes: u64 },
+}
+
+/// The outcome of one raw baseline.
+#[derive(Debug)]
+struct RawBandwidth {
+    pattern: RawPattern,
+    bytes: u64,
+    syncs: u64,
+    elapsed: Duration,
+}
+
+impl RawBandwidth {
+    fn mb_per_sec(&self) -> f64 {
+        self.bytes as f64 / self.elapsed.as_secs_f64() / 1e6
+    }
+}
+
+/// What one case measures.
+#[derive(Clone, Copy, Debug)]
+struct CasePlan {
+    flush: FlushMode,
+    body_size: usize,
+    producers: usize,
+}
+
+/// The outcome of one case.
+#[derive(Debug)]
+struct Case {
+    plan: CasePlan,
+    appends: u64,
+    log_bytes: u64,
+    syncs: u64,
+    elapsed: Duration,
+    latency_us: Histogram<u64>,
+}
+
+impl Case {
+    fn appends_per_sec(&self) -> f64 {
+        self.appends as f64 / self.elapsed.as_secs_f64()
+    }
+
+    fn body_mb_per_sec(&self) -> f64 {
+        self.appends_per_sec() * self.plan.body_size as f64 / 1e6
+    }
+
+    fn log_mb_per_sec(&self) -> f64 {
+        self.log_bytes as f64 / self.elapsed.as_secs_f64() / 1e6
+    }
 }
 
 /// Runs the workload.
 ///
 /// # Errors
-/// Setup failures.
+/// Bad flags, and setup or I/O failures (the directory is on tmpfs, io_uring is unavailable,
+/// a write or fdatasync fails).
 pub fn run(args: &CommitLogArgs) -> anyhow::Result<()> {
-    let mode = match args.flush.as_str() {
-        "sync" => FlushDiskType::SyncFlush,
-        "async" => FlushDiskType::AsyncFlush {
-            interval: Duration::from_millis(500),
+    check_args(args)?;
+    let run_dir = RunDir::create(&args.dir)?;
+    let time_limit = Duration::from_secs(args.duration_secs);
+    let raw_file_bytes = args.raw_file_mib * MIB;
+    println!(
+        "commitlog appends on {} ({} MiB segments, {} s per case, {} in flight per producer)",
+        run_dir.path.display(),
+        args.segment_size / MIB,
+        args.duration_secs,
+        args.in_flight
+    );
+
+    let patterns = [
+        RawPattern::Sequential {
+            block_bytes: args.raw_block_kib * KIB,
+            depth: args.raw_depth,
         },
-        other => anyhow::bail!("--flush must be sync or async, not {other}"),
-    };
-    println!(
-        "commitlog puts on {} ({} B bodies, {}):",
-        args.dir.display(),
-        args.body_size,
-        args.flush
-    );
-    println!(
-        "{:>9} {:>10} {:>8} {:>8} {:>8} {:>9} {:>10}",
-        "producers", "puts/s", "MB/s", "p50 us", "p99 us", "p99.9 us", "puts/sync"
-    );
-    for &producers in &args.producers {
-        let dir = args.dir.join(format!("run-{producers}"));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let (puts, syncs, elapsed, histogram) = measure(
-            dir.clone(),
-            producers,
-            args.body_size,
-            mode,
-            args.duration_secs,
-            args.segment_size,
+        RawPattern::WriteSync {
+            block_bytes: args.raw_sync_kib * KIB,
+        },
+    ];
+    let mut raws = Vec::new();
+    for pattern in patterns {
+        eprintln!("raw: {} ...", describe_raw(pattern, raw_file_bytes));
+        let raw = measure_raw(
+            run_dir.path.join("raw-write"),
+            raw_file_bytes,
+            pattern,
+            time_limit,
         )?;
-        let _ = std::fs::remove_dir_all(&dir);
-        let rate = puts as f64 / elapsed.as_secs_f64();
-        println!(
-            "{:>9} {:>10.0} {:>8.1} {:>8} {:>8} {:>9} {:>10.1}",
-            producers,
-            rate,
-            rate * args.body_size as f64 / 1e6,
-            histogram.value_at_quantile(0.5),
-            histogram.value_at_quantile(0.99),
-            histogram.value_at_quantile(0.999),
-            puts as f64 / syncs.max(1) as f64,
+        print_raw(&raw, raw_file_bytes);
+        raws.push(raw);
+    }
+    let raw_mb_per_sec = raws[0].mb_per_sec();
+
+    let plans: Vec<CasePlan> = args
+        .flush
+        .iter()
+        .flat_map(|&flush| {
+            args.body_sizes.iter().flat_map(move |&body_size| {
+                args.producers.iter().map(move |&producers| CasePlan {
+                    flush,
+                    body_size,
+                    producers,
+                })
+            })
+        })
+        .collect();
+    println!();
+    print_case_header();
+    let mut cases = Vec::new();
+    for (index, &plan) in plans.iter().enumerate() {
+        eprintln!(
+            "case {}/{}: {} flush, {} B bodies, {} producers ...",
+            index + 1,
+            plans.len(),
+            plan.flush.name(),
+            plan.body_size,
+            plan.producers
+        );
+        let dir = run_dir.path.join(format!(
+            "{}-{}-{}",
+            plan.flush.name(),
+            plan.body_size,
+            plan.producers
+        ));
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let case = measure_case(dir.clone(), plan, args)?;
+        std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+        print_case(&case, raw_mb_per_sec);
+        cases.push(case);
+    }
+    println!();
+    print_target(&cases, raw_mb_per_sec);
+    if let Some(path) = &args.json {
+        write_json(path, args, &raws, &cases)?;
+    }
+    run_dir.remove()
+}
+
+fn check_args(args: &CommitLogArgs) -> anyhow::Result<()> {
+    ensure!(!args.flush.is_empty(), "--flush needs at least one mode");
+    ensure!(
+        !args.body_sizes.is_empty(),
+        "--sizes needs at least one size"
+    );
+    ensure!(
+        !args.producers.is_empty(),
+        "--producers needs at least one count"
+    );
+    ensure!(
+        args.producers.iter().all(|&p| p > 0) && args.in_flight > 0,
+        "--producers counts and --in-flight must be positive"
+    );
+    ensure!(args.duration_secs > 0, "--duration-secs must be positive");
+    ensure!(args.raw_depth > 0, "--raw-depth must be positive");
+    ensure!(
+        args.flush_interval_ms > 0,
+        "--flush-interval-ms must be positive"
+    );
+    for (flag, kib) in [
+        ("--raw-block-kib", args.raw_block_kib),
+        ("--raw-sync-kib", args.raw_sync_kib),
+    ] {
+        // Direct I/O wants writes aligned to the logical block size, at most 4 KiB.
+        ensure!(
+            kib > 0 && kib % 4 == 0,
+            "{flag} must be a positive multiple of 4"
+        );
+        ensure!(
+            kib * KIB <= args.raw_file_mib * MIB,
+            "{flag} must not exceed --raw-file-mib"
         );
     }
     Ok(())
 }
 
-fn measure(
-    dir: std::path::PathBuf,
-    producers: usize,
-    body_size: usize,
-    mode: FlushDiskType,
-    duration_secs: u64,
-    segment_size: u64,
-) -> anyhow::Result<(u64, u64, Duration, Histogram<u64>)> {
+/// This run's directory under `--dir`, removed when dropped if [`RunDir::remove`] was not
+/// reached (an error or a panic), so that no data files are left behind.
+#[derive(Debug)]
+struct RunDir {
+    path: PathBuf,
+    /// `--dir` itself, when this run created it.
+    created_parent: Option<PathBuf>,
+    removed: bool,
+}
+
+impl RunDir {
+    fn create(parent: &Path) -> anyhow::Result<RunDir> {
+        let created_parent = (!parent.exists()).then(|| parent.to_owned());
+        let path = parent.join(format!("ferromq-bench-commitlog-{}", std::process::id()));
+        std::fs::create_dir_all(&path).with_context(|| format!("creating {}", path.display()))?;
+        Ok(RunDir {
+            path,
+            created_parent,
+            removed: false,
+        })
+    }
+
+    fn remove(mut self) -> anyhow::Result<()> {
+        self.removed = true;
+        std::fs::remove_dir_all(&self.path)
+            .with_context(|| format!("removing {}", self.path.display()))?;
+        if let Some(parent) = &self.created_parent {
+            // Only if empty: something else may have been put there meanwhile.
+            let _ = std::fs::remove_dir(parent);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        if self.removed {
+            return;
+        }
+        if let Err(error) = std::fs::remove_dir_all(&self.path) {
+            eprintln!("could not remove {}: {error}", self.path.display());
+        }
+        if let Some(parent) = &self.created_parent {
+            // Only if empty: something else may have been put there meanwhile.
+            let _ = std::fs::remove_dir(parent);
+        }
+    }
+}
+
+/// Measures one raw baseline on a new file at `path`, removed afterwards.
+///
+/// The file is set up as the store sets up a segment: created with its length and a written
+/// first block, then opened with O_DIRECT and preallocated. It is written from offset 0 until
+/// it is full or `time_limit` has passed; the time includes the final fdatasync.
+fn measure_raw(
+    path: PathBuf,
+    file_size_bytes: u64,
+    pattern: RawPattern,
+    time_limit: Duration,
+) -> anyhow::Result<RawBandwidth> {
+    ferromq_uring::file::create_with_first_block(&path, file_size_bytes)
+        .with_context(|| format!("creating {}", path.display()))?;
+    let task_path = path.clone();
+    let outcome = glommio::LocalExecutorBuilder::default()
+        .name("bench-raw")
+        .spawn(move || async move {
+            let path = task_path;
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .dma_open(&path)
+                .await
+                .map_err(std::io::Error::from)
+                .with_context(|| format!("opening {} with O_DIRECT", path.display()))?;
+            file.pre_allocate(file_size_bytes, false)
+                .await
+                .map_err(std::io::Error::from)
+                .with_context(|| format!("preallocating {}", path.display()))?;
+            let written = write_raw(&file, &path, file_size_bytes, pattern, time_limit).await;
+            let closed = file
+                .close()
+                .await
+                .map_err(std::io::Error::from)
+                .with_context(|| format!("closing {}", path.display()));
+            let raw = written?;
+            closed?;
+            Ok(raw)
+        })
+        .map_err(|e| anyhow::anyhow!("starting the raw-write shard (io_uring): {e}"))?
+        .join()
+        .map_err(|e| anyhow::anyhow!("raw-write shard failed: {e:?}"))?;
+    std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
+    outcome
+}
+
+async fn write_raw(
+    file: &DmaFile,
+    path: &Path,
+    file_size_bytes: u64,
+    pattern: RawPattern,
+    time_limit: Duration,
+) -> anyhow::Result<RawBandwidth> {
+    let (block_bytes, depth) = match pattern {
+        RawPattern::Sequential { block_bytes, depth } => (block_bytes, depth),
+        RawPattern::WriteSync { block_bytes } => (block_bytes, 1),
+    };
+    ensure!(
+        block_bytes % file.alignment() == 0,
+        "write size {block_bytes} is not a multiple of the O_DIRECT alignment {} of {}",
+        file.alignment(),
+        path.display()
+    );
+    let block_len = usize::try_from(block_bytes).context("write size fits memory")?;
+    let mut buffer = file.alloc_dma_buffer(block_len);
+    // The same bytes as the store's bodies, so a compressing device treats both alike.
+    buffer.as_bytes_mut().fill(b'x');
+    let buffer = Rc::new(buffer);
+    let blocks = file_size_bytes / block_bytes;
+    let next_block = Cell::new(0u64);
+    let syncs = Cell::new(0u64);
+    let started = Instant::now();
+    let deadline = started + time_limit;
+    // Each writer takes the next block until the file is full or time is up.
+    let writer = || async {
+        loop {
+            let block = next_block.get();
+            if block >= blocks || Instant::now() >= deadline {
+                return anyhow::Ok(());
+            }
+            next_block.set(block + 1);
+            let offset = block * block_bytes;
+            let written = file
+                .write_rc_at(buffer.clone(), offset)
+                .await
+                .map_err(std::io::Error::from)
+                .with_context(|| format!("writing {} at {offset}", path.display()))?;
+            ensure!(
+                written == block_len,
+                "short write to {} at {offset}: {written} of {block_len} bytes",
+                path.display()
+            );
+            if let RawPattern::WriteSync { .. } = pattern {
+                sync_raw(file, path).await?;
+                syncs.set(syncs.get() + 1);
+            }
+        }
+    };
+    futures::future::try_join_all((0..depth).map(|_| writer())).await?;
+    if let RawPattern::Sequential { .. } = pattern {
+        sync_raw(file, path).await?;
+        syncs.set(syncs.get() + 1);
+    }
+    Ok(RawBandwidth {
+        pattern,
+        bytes: next_block.get() * block_bytes,
+        syncs: syncs.get(),
+        elapsed: started.elapsed(),
+    })
+}
+
+async fn sync_raw(file: &DmaFile, path: &Path) -> anyhow::Result<()> {
+    file.fdatasync()
+        .await
+        .map_err(std::io::Error::from)
+        .with_context(|| format!("fdatasync of {}", path.display()))
+}
+
+/// Runs one case on a new CommitLog in `dir`.
+fn measure_case(dir: PathBuf, plan: CasePlan, args: &CommitLogArgs) -> anyhow::Result<Case> {
+    let mode = match plan.flush {
+        FlushMode::Sync => FlushDiskType::SyncFlush,
+        FlushMode::Async => FlushDiskType::AsyncFlush {
+            interval: Duration::from_millis(args.flush_interval_ms),
+        },
+    };
+    let segment_size = args.segment_size;
+    let time_limit = Duration::from_secs(args.duration_secs);
+    let appends_max = args.appends_max;
+    let in_flight = args.in_flight;
     let outcome = glommio::LocalExecutorBuilder::default()
         .name("bench-writer")
         .spawn(move || async move {
             let opener = DmaDirectory { dir };
-            let log = CommitLog::open(opener, segment_size, 0, HashMap::new()).await?;
-            let (sender, receiver) = mpsc::channel::<PutRequest>(4096);
+            let log = CommitLog::open(opener, segment_size, 0, HashMap::new())
+                .await
+                .context("opening the CommitLog")?;
+            let (sender, receiver) = mpsc::channel::<PutRequest>(PUT_CHANNEL_CAPACITY);
             let clock = || {
                 let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
                 i64::try_from(now.unwrap_or_default().as_millis()).unwrap_or(i64::MAX)
@@ -112,31 +493,45 @@ fn measure(
             let histogram = Rc::new(RefCell::new(Histogram::<u64>::new_with_bounds(
                 1, 60_000_000, 3,
             )?));
-            let deadline = Instant::now() + Duration::from_secs(duration_secs);
+            let template = PutMessage {
+                topic: "BenchTopic".into(),
+                queue_id: 0,
+                flag: 0,
+                sys_flag: 0,
+                born_timestamp: 0,
+                born_host: "127.0.0.1:5000".parse().expect("literal address"),
+                store_host: "127.0.0.1:10911".parse().expect("literal address"),
+                reconsume_times: 0,
+                prepared_transaction_offset: 0,
+                body: vec![b'x'; plan.body_size],
+                properties: Vec::new(),
+            };
+            // Appends started across producers, so that the case stops at `appends_max`.
+            let started_appends = Rc::new(Cell::new(0u64));
+            let failure: Rc<RefCell<Option<String>>> = Rc::new(RefCell::new(None));
             let started = Instant::now();
+            let deadline = started + time_limit;
             let mut tasks = Vec::new();
-            for producer in 0..producers {
+            // Each producer is `in_flight` tasks sharing its queue: that many puts pending.
+            for task in 0..plan.producers * in_flight {
+                let producer = task / in_flight;
                 let mut sender = sender.clone();
                 let histogram = histogram.clone();
+                let started_appends = started_appends.clone();
+                let failure = failure.clone();
+                let mut template = template.clone();
+                template.queue_id = i32::try_from(producer % 8).expect("below 8");
                 tasks.push(glommio::spawn_local(async move {
-                    let mut puts = 0u64;
-                    while Instant::now() < deadline {
-                        let message = PutMessage {
-                            topic: "BenchTopic".into(),
-                            queue_id: i32::try_from(producer % 8).unwrap_or(0),
-                            flag: 0,
-                            sys_flag: 0,
-                            born_timestamp: 0,
-                            born_host: "127.0.0.1:5000".parse().expect("literal address"),
-                            store_host: "127.0.0.1:10911".parse().expect("literal address"),
-                            reconsume_times: 0,
-                            prepared_transaction_offset: 0,
-                            body: vec![b'x'; body_size],
-                            properties: Vec::new(),
-                        };
+                    let mut appends = 0u64;
+                    while Instant::now() < deadline && started_appends.get() < appends_max {
+                        started_appends.set(started_appends.get() + 1);
                         let (reply, answer) = oneshot::channel();
+                        let request = PutRequest {
+                            message: template.clone(),
+                            reply,
+                        };
                         let sent = Instant::now();
-                        if sender.send(PutRequest { message, reply }).await.is_err() {
+                        if sender.send(request).await.is_err() {
                             break;
                         }
                         match answer.await {
@@ -144,26 +539,203 @@ fn measure(
                                 let micros =
                                     u64::try_from(sent.elapsed().as_micros()).unwrap_or(u64::MAX);
                                 histogram.borrow_mut().saturating_record(micros.max(1));
-                                puts += 1;
+                                appends += 1;
                             }
-                            _ => break,
+                            Ok(Err(error)) => {
+                                failure.borrow_mut().get_or_insert(error.to_string());
+                                break;
+                            }
+                            Err(_) => {
+                                failure
+                                    .borrow_mut()
+                                    .get_or_insert("the writer dropped a put".to_owned());
+                                break;
+                            }
                         }
                     }
-                    puts
+                    appends
                 }));
             }
             drop(sender);
-            let mut puts = 0;
+            let mut appends = 0;
             for task in tasks {
-                puts += task.await;
+                appends += task.await;
             }
             let elapsed = started.elapsed();
-            let (_log, stats) = writer.await;
-            let histogram = histogram.borrow().clone();
-            anyhow::Ok((puts, stats.syncs, elapsed, histogram))
+            let (log, stats) = writer.await;
+            if let Some(failure) = failure.borrow_mut().take() {
+                bail!("a put failed: {failure}");
+            }
+            let latency_us = histogram.borrow().clone();
+            anyhow::Ok(Case {
+                plan,
+                appends,
+                log_bytes: log.write_offset(),
+                syncs: stats.syncs,
+                elapsed,
+                latency_us,
+            })
         })
         .map_err(|e| anyhow::anyhow!("starting the writer shard (io_uring): {e}"))?
         .join()
         .map_err(|e| anyhow::anyhow!("writer shard failed: {e:?}"))?;
     outcome
+}
+
+fn describe_raw(pattern: RawPattern, file_size_bytes: u64) -> String {
+    match pattern {
+        RawPattern::Sequential { block_bytes, depth } => format!(
+            "raw O_DIRECT sequential write: {} KiB blocks, {depth} in flight, {} MiB, \
+             fdatasync at end",
+            block_bytes / KIB,
+            file_size_bytes / MIB
+        ),
+        RawPattern::WriteSync { block_bytes } => format!(
+            "raw O_DIRECT write+fdatasync per {} KiB (group-commit shape), up to {} MiB",
+            block_bytes / KIB,
+            file_size_bytes / MIB
+        ),
+    }
+}
+
+fn print_raw(raw: &RawBandwidth, file_size_bytes: u64) {
+    println!(
+        "{} ... {:.1} MB/s ({} MiB in {:.2} s, fdatasyncs: {})",
+        describe_raw(raw.pattern, file_size_bytes),
+        raw.mb_per_sec(),
+        raw.bytes / MIB,
+        raw.elapsed.as_secs_f64(),
+        raw.syncs
+    );
+}
+
+fn print_case_header() {
+    println!(
+        "{:<5} {:>6} {:>9} {:>10} {:>8} {:>8} {:>7} {:>8} {:>8} {:>9} {:>12}",
+        "flush",
+        "size",
+        "producers",
+        "appends/s",
+        "MB/s",
+        "log MB/s",
+        "ratio",
+        "p50 us",
+        "p99 us",
+        "p99.9 us",
+        "appends/sync"
+    );
+}
+
+fn print_case(case: &Case, raw_mb_per_sec: f64) {
+    let h = &case.latency_us;
+    println!(
+        "{:<5} {:>6} {:>9} {:>10.0} {:>8.1} {:>8.1} {:>7.2} {:>8} {:>8} {:>9} {:>12}",
+        case.plan.flush.name(),
+        case.plan.body_size,
+        case.plan.producers,
+        case.appends_per_sec(),
+        case.body_mb_per_sec(),
+        case.log_mb_per_sec(),
+        case.body_mb_per_sec() / raw_mb_per_sec,
+        h.value_at_quantile(0.50),
+        h.value_at_quantile(0.99),
+        h.value_at_quantile(0.999),
+        appends_per_sync(case).map_or_else(|| "-".to_owned(), |a| format!("{a:.1}")),
+    );
+}
+
+/// Appends per fdatasync, if the case synced at all (a short ASYNC_FLUSH case may not have).
+fn appends_per_sync(case: &Case) -> Option<f64> {
+    (case.syncs > 0).then(|| case.appends as f64 / case.syncs as f64)
+}
+
+fn print_target(cases: &[Case], raw_mb_per_sec: f64) {
+    let target = cases.iter().find(|case| {
+        case.plan.flush == TARGET_FLUSH
+            && case.plan.body_size == TARGET_BODY_SIZE
+            && case.plan.producers == TARGET_PRODUCERS
+    });
+    let Some(case) = target else {
+        println!(
+            "target ({} flush, {TARGET_BODY_SIZE} B, {TARGET_PRODUCERS} producers >= \
+             {TARGET_RATIO_MIN:.2} of raw): not measured in this run",
+            TARGET_FLUSH.name()
+        );
+        return;
+    };
+    let ratio = case.body_mb_per_sec() / raw_mb_per_sec;
+    println!(
+        "target: {} flush, {TARGET_BODY_SIZE} B, {TARGET_PRODUCERS} producers at >= \
+         {TARGET_RATIO_MIN:.2} of raw: {:.1} MB/s / {raw_mb_per_sec:.1} MB/s = {ratio:.2} \
+         (log bytes: {:.2}) -> {}",
+        TARGET_FLUSH.name(),
+        case.body_mb_per_sec(),
+        case.log_mb_per_sec() / raw_mb_per_sec,
+        if ratio >= TARGET_RATIO_MIN {
+            "MET"
+        } else {
+            "NOT MET"
+        }
+    );
+}
+
+fn write_json(
+    path: &Path,
+    args: &CommitLogArgs,
+    raws: &[RawBandwidth],
+    cases: &[Case],
+) -> anyhow::Result<()> {
+    let raw_mb_per_sec = raws.first().map_or(f64::NAN, RawBandwidth::mb_per_sec);
+    let raw: Vec<serde_json::Value> = raws
+        .iter()
+        .map(|raw| {
+            let (pattern, block_bytes, depth) = match raw.pattern {
+                RawPattern::Sequential { block_bytes, depth } => ("sequential", block_bytes, depth),
+                RawPattern::WriteSync { block_bytes } => ("write_fdatasync", block_bytes, 1),
+            };
+            serde_json::json!({
+                "pattern": pattern,
+                "block_bytes": block_bytes,
+                "depth": depth,
+                "bytes": raw.bytes,
+                "fdatasyncs": raw.syncs,
+                "elapsed_secs": raw.elapsed.as_secs_f64(),
+                "mb_per_sec": raw.mb_per_sec(),
+            })
+        })
+        .collect();
+    let results: Vec<serde_json::Value> = cases
+        .iter()
+        .map(|case| {
+            let h = &case.latency_us;
+            serde_json::json!({
+                "flush": case.plan.flush.name(),
+                "body_size": case.plan.body_size,
+                "producers": case.plan.producers,
+                "appends": case.appends,
+                "log_bytes": case.log_bytes,
+                "fdatasyncs": case.syncs,
+                "elapsed_secs": case.elapsed.as_secs_f64(),
+                "appends_per_sec": case.appends_per_sec(),
+                "body_mb_per_sec": case.body_mb_per_sec(),
+                "log_mb_per_sec": case.log_mb_per_sec(),
+                "ratio_to_raw": case.body_mb_per_sec() / raw_mb_per_sec,
+                "appends_per_sync": appends_per_sync(case),
+                "latency_us": super::latency_json(h),
+            })
+        })
+        .collect();
+    let report = serde_json::json!({
+        "workload": "commitlog",
+        "dir": args.dir.display().to_string(),
+        "segment_size": args.segment_size,
+        "duration_secs": args.duration_secs,
+        "appends_max": args.appends_max,
+        "flush_interval_ms": args.flush_interval_ms,
+        "raw_file_bytes": args.raw_file_mib * MIB,
+        "raw": raw,
+        "results": results,
+    });
+    std::fs::write(path, serde_json::to_vec_pretty(&report)?)
+        .with_context(|| format!("writing {}", path.display()))
 }

@@ -359,14 +359,7 @@ fn write_json(path: &std::path::Path, args: &RouteArgs, rounds: &[Round]) -> any
                 "errors": round.errors,
                 "elapsed_secs": round.elapsed.as_secs_f64(),
                 "lookups_per_sec": per_second(round),
-                "latency_us": {
-                    "p50": h.value_at_quantile(0.50),
-                    "p90": h.value_at_quantile(0.90),
-                    "p99": h.value_at_quantile(0.99),
-                    "p999": h.value_at_quantile(0.999),
-                    "p9999": h.value_at_quantile(0.9999),
-                    "max": h.max(),
-                },
+                "latency_us": super::latency_json(h),
             })
         })
         .collect();
