@@ -47,6 +47,11 @@ pub struct CommitLogArgs {
     /// more: pipelined, like asynchronous sends on one connection).
     #[arg(long, default_value_t = 1)]
     in_flight: usize,
+    /// Where the producers run: on the writer's executor (`same`, as the connections of the
+    /// net shard that shares the writer's core) or on an executor of their own pinned to the
+    /// last CPU (`other`: every put crosses shards).
+    #[arg(long, value_enum, default_value = "same")]
+    producers_on: ProducersOn,
     /// Comma-separated body sizes in bytes, each measured in turn.
     #[arg(
         long = "sizes",
@@ -85,6 +90,15 @@ pub struct CommitLogArgs {
     /// Write the results as JSON to this file.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+}
+
+/// A `--producers-on` value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum ProducersOn {
+    /// The writer's executor.
+    Same,
+    /// An executor of their own.
+    Other,
 }
 
 /// A `--flush` value.
@@ -465,7 +479,8 @@ async fn sync_raw(file: &DmaFile, path: &Path) -> anyhow::Result<()> {
         .with_context(|| format!("fdatasync of {}", path.display()))
 }
 
-/// Runs one case on a new CommitLog in `dir`.
+/// Runs one case on a new CommitLog in `dir`: the writer loop on an executor pinned to CPU 0
+/// (the writer shard), the producers on the same executor or on one pinned to the last CPU.
 fn measure_case(dir: PathBuf, plan: CasePlan, args: &CommitLogArgs) -> anyhow::Result<Case> {
     let mode = match plan.flush {
         FlushMode::Sync => FlushDiskType::SyncFlush,
@@ -474,112 +489,155 @@ fn measure_case(dir: PathBuf, plan: CasePlan, args: &CommitLogArgs) -> anyhow::R
         },
     };
     let segment_size = args.segment_size;
-    let time_limit = Duration::from_secs(args.duration_secs);
-    let appends_max = args.appends_max;
-    let in_flight = args.in_flight;
-    let outcome = glommio::LocalExecutorBuilder::default()
+    let (sender, receiver) = mpsc::channel::<PutRequest>(PUT_CHANNEL_CAPACITY);
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    let producer_args = ProducerArgs {
+        time_limit: Duration::from_secs(args.duration_secs),
+        appends_max: args.appends_max,
+        in_flight: args.in_flight,
+    };
+    let same = args.producers_on == ProducersOn::Same;
+    let mut local_sender = Some(sender.clone()).filter(|_| same);
+    let writer = glommio::LocalExecutorBuilder::new(glommio::Placement::Fixed(0))
         .name("bench-writer")
         .spawn(move || async move {
             let opener = DmaDirectory { dir };
             let log = CommitLog::open(opener, segment_size, 0, HashMap::new())
                 .await
                 .context("opening the CommitLog")?;
-            let (sender, receiver) = mpsc::channel::<PutRequest>(PUT_CHANNEL_CAPACITY);
             let clock = || {
                 let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
                 i64::try_from(now.unwrap_or_default().as_millis()).unwrap_or(i64::MAX)
             };
             let writer = glommio::spawn_local(run_group_commit(log, receiver, mode, clock));
-            let histogram = Rc::new(RefCell::new(Histogram::<u64>::new_with_bounds(
-                1, 60_000_000, 3,
-            )?));
-            let template = PutMessage {
-                topic: "BenchTopic".into(),
-                queue_id: 0,
-                flag: 0,
-                sys_flag: 0,
-                born_timestamp: 0,
-                born_host: "127.0.0.1:5000".parse().expect("literal address"),
-                store_host: "127.0.0.1:10911".parse().expect("literal address"),
-                reconsume_times: 0,
-                prepared_transaction_offset: 0,
-                body: vec![b'x'; plan.body_size],
-                properties: Vec::new(),
+            let produced = match local_sender.take() {
+                Some(sender) => Some(run_producers(plan, producer_args, sender).await),
+                None => None,
             };
-            // Appends started across producers, so that the case stops at `appends_max`.
-            let started_appends = Rc::new(Cell::new(0u64));
-            let failure: Rc<RefCell<Option<String>>> = Rc::new(RefCell::new(None));
-            let started = Instant::now();
-            let deadline = started + time_limit;
-            let mut tasks = Vec::new();
-            // Each producer is `in_flight` tasks sharing its queue: that many puts pending.
-            for task in 0..plan.producers * in_flight {
-                let producer = task / in_flight;
-                let mut sender = sender.clone();
-                let histogram = histogram.clone();
-                let started_appends = started_appends.clone();
-                let failure = failure.clone();
-                let mut template = template.clone();
-                template.queue_id = i32::try_from(producer % 8).expect("below 8");
-                tasks.push(glommio::spawn_local(async move {
-                    let mut appends = 0u64;
-                    while Instant::now() < deadline && started_appends.get() < appends_max {
-                        started_appends.set(started_appends.get() + 1);
-                        let (reply, answer) = oneshot::channel();
-                        let request = PutRequest {
-                            message: template.clone(),
-                            reply,
-                        };
-                        let sent = Instant::now();
-                        if sender.send(request).await.is_err() {
-                            break;
-                        }
-                        match answer.await {
-                            Ok(Ok(_)) => {
-                                let micros =
-                                    u64::try_from(sent.elapsed().as_micros()).unwrap_or(u64::MAX);
-                                histogram.borrow_mut().saturating_record(micros.max(1));
-                                appends += 1;
-                            }
-                            Ok(Err(error)) => {
-                                failure.borrow_mut().get_or_insert(error.to_string());
-                                break;
-                            }
-                            Err(_) => {
-                                failure
-                                    .borrow_mut()
-                                    .get_or_insert("the writer dropped a put".to_owned());
-                                break;
-                            }
-                        }
-                    }
-                    appends
-                }));
-            }
-            drop(sender);
-            let mut appends = 0;
-            for task in tasks {
-                appends += task.await;
-            }
-            let elapsed = started.elapsed();
             let (log, stats) = writer.await;
-            if let Some(failure) = failure.borrow_mut().take() {
-                bail!("a put failed: {failure}");
-            }
-            let latency_us = histogram.borrow().clone();
-            anyhow::Ok(Case {
-                plan,
-                appends,
-                log_bytes: log.write_offset(),
-                syncs: stats.syncs,
-                elapsed,
-                latency_us,
-            })
+            anyhow::Ok((log.write_offset(), stats.syncs, produced))
         })
-        .map_err(|e| anyhow::anyhow!("starting the writer shard (io_uring): {e}"))?
+        .map_err(|e| anyhow::anyhow!("starting the writer shard (io_uring): {e}"))?;
+    let remote = if same {
+        drop(sender);
+        None
+    } else {
+        let producers = glommio::LocalExecutorBuilder::new(glommio::Placement::Fixed(cpus - 1))
+            .name("bench-producers")
+            .spawn(move || run_producers(plan, producer_args, sender))
+            .map_err(|e| anyhow::anyhow!("starting the producer shard: {e}"))?;
+        Some(
+            producers
+                .join()
+                .map_err(|e| anyhow::anyhow!("producer shard failed: {e:?}"))?,
+        )
+    };
+    let (log_bytes, syncs, local) = writer
         .join()
-        .map_err(|e| anyhow::anyhow!("writer shard failed: {e:?}"))?;
-    outcome
+        .map_err(|e| anyhow::anyhow!("writer shard failed: {e:?}"))??;
+    let produced = local.or(remote).context("no producers ran")?;
+    let (appends, elapsed, latency_us) = produced?;
+    Ok(Case {
+        plan,
+        appends,
+        log_bytes,
+        syncs,
+        elapsed,
+        latency_us,
+    })
+}
+
+/// How the producers of a case run.
+#[derive(Clone, Copy, Debug)]
+struct ProducerArgs {
+    time_limit: Duration,
+    appends_max: u64,
+    in_flight: usize,
+}
+
+/// Runs the producers of a case until the time or count limit; returns the appends, the
+/// time they took and their latency histogram. Dropping `sender` at the end stops the writer.
+async fn run_producers(
+    plan: CasePlan,
+    limits: ProducerArgs,
+    sender: mpsc::Sender<PutRequest>,
+) -> anyhow::Result<(u64, Duration, Histogram<u64>)> {
+    let histogram = Rc::new(RefCell::new(Histogram::<u64>::new_with_bounds(
+        1, 60_000_000, 3,
+    )?));
+    let template = PutMessage {
+        topic: "BenchTopic".into(),
+        queue_id: 0,
+        flag: 0,
+        sys_flag: 0,
+        born_timestamp: 0,
+        born_host: "127.0.0.1:5000".parse().expect("literal address"),
+        store_host: "127.0.0.1:10911".parse().expect("literal address"),
+        reconsume_times: 0,
+        prepared_transaction_offset: 0,
+        body: vec![b'x'; plan.body_size],
+        properties: Vec::new(),
+    };
+    // Appends started across producers, so that the case stops at `appends_max`.
+    let started_appends = Rc::new(Cell::new(0u64));
+    let failure: Rc<RefCell<Option<String>>> = Rc::new(RefCell::new(None));
+    let started = Instant::now();
+    let deadline = started + limits.time_limit;
+    let mut tasks = Vec::new();
+    // Each producer is `in_flight` tasks sharing its queue: that many puts pending.
+    for task in 0..plan.producers * limits.in_flight {
+        let producer = task / limits.in_flight;
+        let mut sender = sender.clone();
+        let histogram = histogram.clone();
+        let started_appends = started_appends.clone();
+        let failure = failure.clone();
+        let mut template = template.clone();
+        template.queue_id = i32::try_from(producer % 8).expect("below 8");
+        tasks.push(glommio::spawn_local(async move {
+            let mut appends = 0u64;
+            while Instant::now() < deadline && started_appends.get() < limits.appends_max {
+                started_appends.set(started_appends.get() + 1);
+                let (reply, answer) = oneshot::channel();
+                let request = PutRequest {
+                    message: template.clone(),
+                    reply,
+                };
+                let sent = Instant::now();
+                if sender.send(request).await.is_err() {
+                    break;
+                }
+                match answer.await {
+                    Ok(Ok(_)) => {
+                        let micros = u64::try_from(sent.elapsed().as_micros()).unwrap_or(u64::MAX);
+                        histogram.borrow_mut().saturating_record(micros.max(1));
+                        appends += 1;
+                    }
+                    Ok(Err(error)) => {
+                        failure.borrow_mut().get_or_insert(error.to_string());
+                        break;
+                    }
+                    Err(_) => {
+                        failure
+                            .borrow_mut()
+                            .get_or_insert("the writer dropped a put".to_owned());
+                        break;
+                    }
+                }
+            }
+            appends
+        }));
+    }
+    drop(sender);
+    let mut appends = 0;
+    for task in tasks {
+        appends += task.await;
+    }
+    let elapsed = started.elapsed();
+    if let Some(failure) = failure.borrow_mut().take() {
+        bail!("a put failed: {failure}");
+    }
+    let latency_us = histogram.borrow().clone();
+    Ok((appends, elapsed, latency_us))
 }
 
 fn describe_raw(pattern: RawPattern, file_size_bytes: u64) -> String {
