@@ -385,3 +385,96 @@ fn a_second_store_on_the_same_directory_is_refused() {
         store.shutdown().await.unwrap();
     });
 }
+
+#[test]
+fn writer_and_dispatch_run_on_different_shards() {
+    use ferromq::store::message_store::{
+        create_abort_file, recover_store, run_writer, StoreChannels, StoreLock,
+    };
+    use ferromq::store::reput::run_reput;
+    use ferromq::store::shared::StoreShared;
+    use std::sync::Arc;
+
+    let dir = TempDir::on_disk("store-two-shards");
+    let config = small_store_config(dir.path());
+    let _lock = StoreLock::acquire(dir.path()).unwrap();
+    let (to_writer, writer_gets) = std::sync::mpsc::channel();
+    let (to_test, test_gets) = std::sync::mpsc::channel();
+    // The dispatch shard recovers, keeps the dispatch side, and hands the writer its part.
+    let dispatch = glommio::LocalExecutorBuilder::default()
+        .name("dispatch")
+        .spawn(move || async move {
+            let shared = Arc::new(StoreShared::new(config));
+            let (reput, start, _report) = recover_store(Arc::clone(&shared)).await.unwrap();
+            create_abort_file(&shared.config).unwrap();
+            let channels = StoreChannels::new(Arc::clone(&shared));
+            to_writer
+                .send((
+                    Arc::clone(&shared),
+                    start,
+                    channels.puts,
+                    channels.batches_tx,
+                ))
+                .unwrap();
+            to_test.send(channels.handle.clone()).unwrap();
+            let reput = glommio::spawn_local(run_reput(
+                reput,
+                channels.batches_rx,
+                channels.queries,
+                channels.control,
+            ));
+            // This shard reads too: it sees what the writer on the other shard stored.
+            let reader = channels.handle.reader();
+            while reader.max_offset_in_queue("S", 1) < 200 {
+                glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
+            }
+            let result = reader.get_message("S", 1, 0, 32, &NO_FILTER).await.unwrap();
+            drop(channels.handle);
+            reput.await;
+            result.messages.len()
+        })
+        .unwrap();
+    let writer = glommio::LocalExecutorBuilder::default()
+        .name("writer")
+        .spawn(move || async move {
+            let (shared, start, puts, batches) = writer_gets.recv().unwrap();
+            run_writer(shared, start, puts, batches).await.unwrap().puts
+        })
+        .unwrap();
+    // Producers on a third executor, as a net shard would be.
+    let handle = test_gets.recv().unwrap();
+    let produced = glommio::LocalExecutorBuilder::default()
+        .name("net")
+        .spawn(move || async move {
+            let mut offsets = Vec::new();
+            for i in 0..400 {
+                let body = format!("cross-{i}").into_bytes();
+                let appended = handle
+                    .put(store_message(
+                        "S",
+                        i % 2,
+                        &body,
+                        None,
+                        Some(&format!("x{i}")),
+                    ))
+                    .await
+                    .unwrap();
+                offsets.push(appended.queue_offset);
+            }
+            let found = handle
+                .reader()
+                .query_by_key("S", "x77", 4, 0, i64::MAX)
+                .await
+                .unwrap();
+            handle.close();
+            (offsets, found.len())
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    let (offsets, found) = produced;
+    assert_eq!(offsets.iter().filter(|o| **o == 199).count(), 2);
+    assert_eq!(found, 1, "index lookups reach the dispatch shard");
+    assert_eq!(writer.join().unwrap(), 400);
+    assert_eq!(dispatch.join().unwrap(), 32);
+}
