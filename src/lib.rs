@@ -10,6 +10,7 @@
 //! The shard runtime is the `ferromq-shards` crate and the kernel I/O layer is
 //! `ferromq-uring`. ARCHITECTURE.md at the repository root is the map of the whole system.
 
+pub mod broker;
 pub mod bytes;
 pub mod config;
 pub mod limits;

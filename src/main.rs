@@ -3,6 +3,7 @@
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use ferromq::config::broker::BrokerConfig;
 use ferromq::config::namesrv::NamesrvConfig;
 use ferromq::config::properties;
 use ferromq_shards::Shutdown;
@@ -29,6 +30,62 @@ enum Command {
     ///
     /// Stops cleanly on SIGINT (Ctrl-C) or SIGTERM.
     Namesrv(NamesrvArgs),
+    /// Run a broker: stores messages and serves producers and consumers.
+    ///
+    /// Stops cleanly on SIGINT (Ctrl-C) or SIGTERM.
+    Broker(BrokerArgs),
+    /// Run a name server and a broker in one process, data under `./data` — the quickest way
+    /// to a working RocketMQ endpoint (name server 9876, broker 10911).
+    ///
+    /// Stops cleanly on SIGINT (Ctrl-C) or SIGTERM.
+    Standalone(StandaloneArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct BrokerArgs {
+    /// Broker config file in Java properties format (`broker.conf` keys such as
+    /// `brokerClusterName`, `brokerName`, `namesrvAddr`, `listenPort`, `storePathRootDir`,
+    /// `flushDiskType`, `deleteWhen`, `fileReservedTime`, `autoCreateTopicEnable`, `shards`).
+    #[arg(short = 'c', long = "config", value_name = "FILE")]
+    config: Option<PathBuf>,
+
+    /// Address to listen on, e.g. `0.0.0.0:10911` or `127.0.0.1:0` for any free port.
+    /// Overrides `bindAddress` and `listenPort`.
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<SocketAddr>,
+
+    /// Name servers, `;`-separated `host:port`. Overrides `namesrvAddr`.
+    #[arg(short = 'n', long = "namesrv", value_name = "ADDRS")]
+    namesrv: Option<String>,
+
+    /// Store directory. Overrides `storePathRootDir`.
+    #[arg(long, value_name = "DIR")]
+    store: Option<PathBuf>,
+
+    /// Shard placement: a core count (`2`) or `CPU:role,role;...` with roles writer,
+    /// dispatch, net and control. Overrides `shards`; the default fits the machine's cores.
+    #[arg(long, value_name = "SPEC")]
+    shards: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+struct StandaloneArgs {
+    /// Directory for the store (`DIR/store`) and the name server's KV file
+    /// (`DIR/namesrv/kvConfig.json`).
+    #[arg(long, value_name = "DIR", default_value = "data")]
+    data: PathBuf,
+
+    /// Broker config file (`broker.conf` keys); the standalone defaults apply first.
+    #[arg(short = 'c', long = "config", value_name = "FILE")]
+    config: Option<PathBuf>,
+
+    /// Name server address.
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:9876")]
+    namesrv_listen: SocketAddr,
+
+    /// Broker address.
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:10911")]
+    broker_listen: SocketAddr,
 }
 
 #[derive(Debug, clap::Args)]
@@ -55,6 +112,8 @@ fn main() -> anyhow::Result<()> {
     init_tracing(cli.log.as_deref());
     match cli.command {
         Command::Namesrv(args) => run_namesrv(args),
+        Command::Broker(args) => run_broker(args),
+        Command::Standalone(args) => run_standalone(args),
     }
 }
 
@@ -99,5 +158,87 @@ fn run_namesrv(args: NamesrvArgs) -> anyhow::Result<()> {
     let namesrv = ferromq::namesrv::start(config, shutdown)?;
     namesrv.wait()?;
     tracing::info!("name server stopped");
+    Ok(())
+}
+
+fn broker_config(path: Option<&PathBuf>, config: &mut BrokerConfig) -> anyhow::Result<()> {
+    if let Some(path) = path {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read config file {}", path.display()))?;
+        let origin = path.display().to_string();
+        let unknown = config.apply(&origin, &properties::parse(&text))?;
+        for key in unknown {
+            tracing::warn!(file = %origin, %key, "unknown broker config key ignored");
+        }
+    }
+    Ok(())
+}
+
+fn run_broker(args: BrokerArgs) -> anyhow::Result<()> {
+    let mut config = BrokerConfig::default();
+    broker_config(args.config.as_ref(), &mut config)?;
+    if let Some(addr) = args.listen {
+        config.bind_address = addr.ip();
+        config.listen_port = addr.port();
+    }
+    if let Some(namesrv) = &args.namesrv {
+        config.namesrv_addr = namesrv.split(';').map(str::to_owned).collect();
+    }
+    if let Some(store) = args.store {
+        config.store.store_path_root_dir = store;
+    }
+    if let Some(spec) = &args.shards {
+        config.shards = Some(
+            spec.parse()
+                .with_context(|| format!("bad --shards `{spec}`"))?,
+        );
+    }
+    let shutdown = Shutdown::new();
+    shutdown
+        .install_signal_handlers()
+        .context("cannot install signal handlers")?;
+    let broker = ferromq::broker::start(config, shutdown)?;
+    broker.wait()?;
+    tracing::info!("broker stopped");
+    Ok(())
+}
+
+fn run_standalone(args: StandaloneArgs) -> anyhow::Result<()> {
+    let shutdown = Shutdown::new();
+    shutdown
+        .install_signal_handlers()
+        .context("cannot install signal handlers")?;
+    let mut namesrv_config = NamesrvConfig::default();
+    namesrv_config.bind_address = args.namesrv_listen.ip();
+    namesrv_config.listen_port = args.namesrv_listen.port();
+    namesrv_config.kv_config_path = args.data.join("namesrv").join("kvConfig.json");
+    namesrv_config.shards = Some("1".parse().context("one name server shard")?);
+    let namesrv = ferromq::namesrv::start(namesrv_config, shutdown.clone())?;
+
+    let mut config = BrokerConfig::default();
+    config.broker_name = "broker-a".to_owned();
+    config.broker_ip1 = std::net::Ipv4Addr::LOCALHOST.into();
+    config.store.store_path_root_dir = args.data.join("store");
+    broker_config(args.config.as_ref(), &mut config)?;
+    config.bind_address = args.broker_listen.ip();
+    config.listen_port = args.broker_listen.port();
+    config.namesrv_addr = vec![format!("127.0.0.1:{}", namesrv.addr.port())];
+    let broker = match ferromq::broker::start(config, shutdown.clone()) {
+        Ok(broker) => broker,
+        Err(error) => {
+            shutdown.trigger();
+            let _ = namesrv.wait();
+            return Err(error.into());
+        }
+    };
+    tracing::info!(
+        namesrv = %namesrv.addr,
+        broker = %broker.addr,
+        data = %args.data.display(),
+        "standalone ready"
+    );
+    broker.wait()?;
+    namesrv.wait()?;
+    tracing::info!("standalone stopped");
     Ok(())
 }

@@ -4,6 +4,7 @@
 //! ([`namesrv`]) and reports unknown keys as warnings and bad values as errors that name the
 //! file, line, key and what would be valid.
 
+pub mod broker;
 pub mod fastjson;
 pub mod namesrv;
 pub mod persist;

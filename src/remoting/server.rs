@@ -6,9 +6,12 @@
 //! that cannot be decoded closes only its own connection, with one log line; a connection idle
 //! for `serverChannelMaxIdleTimeSeconds` is closed.
 //!
-//! One task per connection reads frames, hands every whole request to the handler in arrival
-//! order, and writes the responses of one read back in one write. Connections stay on the shard
-//! that accepted them.
+//! Per connection, a reader task decodes frames and starts one task per request, so that a
+//! request that waits (a long-polling pull) does not hold up the ones behind it, as Java's
+//! thread pools do not; a writer task writes responses in the order they complete, joining
+//! those that are ready into one write. At most [`REQUESTS_IN_FLIGHT_MAX`] requests of a
+//! connection run at once; beyond that the reader stops reading. Connections stay on the
+//! shard that accepted them.
 
 use super::codec::{encode_frame, FrameDecoder};
 use super::command::RemotingCommand;
@@ -123,7 +126,7 @@ pub async fn serve<H: RequestHandler>(
         let open = open.clone();
         open.set(open.get() + 1);
         let spawned = gate.spawn(async move {
-            run_connection(info, stream, &*handler, &config, &shutdown).await;
+            run_connection(info, stream, handler.clone(), &config, &shutdown).await;
             handler.connection_closed(info).await;
             open.set(open.get() - 1);
         });
@@ -139,11 +142,14 @@ pub async fn serve<H: RequestHandler>(
     }
 }
 
+/// Requests of one connection processed at once, at most (Java bounds its pools' queues).
+pub const REQUESTS_IN_FLIGHT_MAX: usize = 1024;
+
 /// Serves one connection until the peer closes it, it errs, idles out, or shutdown.
 async fn run_connection<H: RequestHandler>(
     info: ConnectionInfo,
-    mut stream: TcpStream,
-    handler: &H,
+    stream: TcpStream,
+    handler: Rc<H>,
     config: &ServerConfig,
     shutdown: &Shutdown,
 ) {
@@ -152,11 +158,14 @@ async fn run_connection<H: RequestHandler>(
         return;
     }
     tracing::debug!(peer = %info.peer, connection = ?info.id, "connection opened");
+    let (mut reader, writer) = futures_lite::io::split(stream);
+    let (responses, outbox) = futures::channel::mpsc::channel::<Vec<u8>>(REQUESTS_IN_FLIGHT_MAX);
+    let writing = glommio::spawn_local(write_responses(writer, outbox, info));
+    let permits = Rc::new(glommio::sync::Semaphore::new(REQUESTS_IN_FLIGHT_MAX as u64));
     let mut decoder = FrameDecoder::new(config.frame_size_max);
     let mut chunk = vec![0u8; limits::READ_CHUNK_SIZE];
-    let mut responses = Vec::new();
-    loop {
-        let read = match select(Box::pin(stream.read(&mut chunk)), Box::pin(shutdown.wait())).await
+    'connection: loop {
+        let read = match select(Box::pin(reader.read(&mut chunk)), Box::pin(shutdown.wait())).await
         {
             Either::Left((read, _)) => read,
             Either::Right(_) => break,
@@ -182,40 +191,60 @@ async fn run_connection<H: RequestHandler>(
                             "dropping unexpected response");
                         continue;
                     }
-                    let oneway = request.is_oneway();
-                    let response = handler.handle(info, request).await;
-                    if let (Some(response), false) = (response, oneway) {
-                        encode_frame(&response, &mut responses);
-                    }
+                    let Ok(permit) = permits.acquire_static_permit(1).await else {
+                        break 'connection;
+                    };
+                    let handler = handler.clone();
+                    let mut responses = responses.clone();
+                    glommio::spawn_local(async move {
+                        let oneway = request.is_oneway();
+                        let response = handler.handle(info, request).await;
+                        if let (Some(response), false) = (response, oneway) {
+                            let mut frame = Vec::new();
+                            encode_frame(&response, &mut frame);
+                            // The writer gone means the connection closed: nothing to do.
+                            let _ = futures::SinkExt::send(&mut responses, frame).await;
+                        }
+                        drop(permit);
+                    })
+                    .detach();
                 }
                 Ok(None) => break,
                 Err(error) => {
                     tracing::warn!(peer = %info.peer, %error, "closing connection: bad frame");
-                    flush(&mut stream, &mut responses, info).await;
-                    return;
+                    break 'connection;
                 }
             }
         }
-        if !flush(&mut stream, &mut responses, info).await {
-            break;
-        }
     }
+    // Responses already on their way are written; requests still running find the writer
+    // gone and drop theirs.
+    drop(responses);
+    let _ = glommio::timer::timeout(Duration::from_secs(1), async {
+        writing.await;
+        Ok(())
+    })
+    .await;
     tracing::debug!(peer = %info.peer, connection = ?info.id, "connection closed");
 }
 
-async fn flush(stream: &mut TcpStream, responses: &mut Vec<u8>, info: ConnectionInfo) -> bool {
-    if responses.is_empty() {
-        return true;
-    }
-    let written = stream.write_all(responses).await;
-    responses.clear();
-    match written {
-        Ok(()) => true,
-        Err(error) => {
+/// Writes response frames as they come, joining those already waiting into one write.
+async fn write_responses<W: futures_lite::AsyncWrite + Unpin>(
+    mut writer: W,
+    mut outbox: futures::channel::mpsc::Receiver<Vec<u8>>,
+    info: ConnectionInfo,
+) {
+    use futures::StreamExt;
+    while let Some(mut batch) = outbox.next().await {
+        while let Ok(more) = outbox.try_recv() {
+            batch.extend_from_slice(&more);
+        }
+        if let Err(error) = writer.write_all(&batch).await {
             tracing::debug!(peer = %info.peer, %error, "write failed");
-            false
+            return;
         }
     }
+    let _ = writer.close().await;
 }
 
 /// Binds `addr` on this shard with `SO_REUSEPORT`.

@@ -144,10 +144,10 @@ pub async fn run_retention(
     let interval = handle.shared().config.clean_resource_interval;
     let work = async {
         loop {
+            glommio::timer::sleep(interval).await;
             if let Err(error) = run_pass(&handle, probe.as_ref(), SystemTime::now(), false).await {
                 tracing::error!(%error, "retention pass failed");
             }
-            glommio::timer::sleep(interval).await;
         }
     };
     futures::pin_mut!(work, stop);

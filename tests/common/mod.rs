@@ -88,36 +88,14 @@ impl NamesrvProcess {
             format!("kvConfigPath={}\n{extra_config}\n", kv.display()),
         )
         .unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ferromq"))
-            .arg("namesrv")
-            .arg("-c")
-            .arg(&config)
-            .args(["--listen", "127.0.0.1:0"])
-            .args(args)
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn ferromq namesrv");
-        let stderr = child.stderr.take().unwrap();
-        let (lines_tx, lines_rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                eprintln!("[namesrv] {line}");
-                if lines_tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut early_log = Vec::new();
-        let addr = wait_for_addr(&lines_rx, &mut child, &mut early_log);
+        let mut all_args = vec!["-c", config.to_str().unwrap(), "--listen", "127.0.0.1:0"];
+        all_args.extend_from_slice(args);
+        let (child, addr, log, early_log) = spawn_server("namesrv", &all_args);
         NamesrvProcess {
             child,
             addr,
             dir,
-            log: lines_rx,
+            log,
             early_log,
         }
     }
@@ -154,6 +132,80 @@ impl Drop for NamesrvProcess {
     }
 }
 
+/// Spawns `ferromq <subcommand> <args>`, echoes its log, and waits for its "listening
+/// addr=" line.
+pub fn spawn_server(
+    subcommand: &str,
+    args: &[&str],
+) -> (Child, SocketAddr, mpsc::Receiver<String>, Vec<String>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ferromq"))
+        .arg(subcommand)
+        .args(args)
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ferromq");
+    let stderr = child.stderr.take().unwrap();
+    let (lines_tx, lines_rx) = mpsc::channel();
+    let label = subcommand.to_owned();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            eprintln!("[{label}] {line}");
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut early_log = Vec::new();
+    let addr = wait_for_addr(&lines_rx, &mut child, &mut early_log);
+    (child, addr, lines_rx, early_log)
+}
+
+/// A `ferromq broker` child process over a store directory; killed on drop.
+pub struct BrokerProcess {
+    pub child: Child,
+    pub addr: SocketAddr,
+    pub log: mpsc::Receiver<String>,
+}
+
+impl BrokerProcess {
+    /// Starts `ferromq broker --listen 127.0.0.1:0` over `store`, with `config` as its
+    /// `broker.conf` (written into `store`).
+    pub fn start(store: &Path, config: &str) -> BrokerProcess {
+        std::fs::create_dir_all(store).unwrap();
+        let file = store.join("broker.conf");
+        std::fs::write(&file, format!("brokerIP1=127.0.0.1\n{config}\n")).unwrap();
+        let args = [
+            "-c",
+            file.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            store.to_str().unwrap(),
+        ];
+        let (child, addr, log, _early) = spawn_server("broker", &args);
+        BrokerProcess { child, addr, log }
+    }
+
+    /// Sends SIGTERM and waits (bounded) for the exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        let status = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(status.success());
+        wait_exit(&mut self.child, Duration::from_secs(20)).expect("broker exits after SIGTERM")
+    }
+}
+
+impl Drop for BrokerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 fn wait_for_addr(
     lines: &mpsc::Receiver<String>,
     child: &mut Child,
@@ -174,7 +226,7 @@ fn wait_for_addr(
             }
             Err(_) => {
                 let status = child.try_wait().unwrap();
-                panic!("namesrv did not report its address (exit status {status:?})");
+                panic!("server did not report its address (exit status {status:?})");
             }
         }
     }

@@ -1,0 +1,387 @@
+//! The broker (`BrokerController` in Java): the store, the request processors on every net
+//! shard, name server registration, and the periodic work of a broker.
+//!
+//! Shard layout (`--shards` / `shards=`; defaults for 1, 2 and many cores from
+//! [`Placement::detect`]):
+//! - **dispatch** recovers the store ([`recover_store`]), then runs dispatch ("reput");
+//! - **writer** runs the CommitLog writer once recovery hands it the valid end;
+//! - **net** (every net shard) serves the remoting protocol on the shared port
+//!   (`SO_REUSEPORT`) and holds its long-polling pulls; connections stay where accepted;
+//! - **control** registers with the name servers every `registerNameServerPeriod`, persists
+//!   consumer offsets, runs retention and expires silent clients.
+//!
+//! Shared state ([`state::BrokerState`], the store's [`StoreShared`]) is read lock-free on
+//! the send and pull paths; the store's parts talk over channels created before the shards
+//! start. Shutdown: net shards stop accepting, the writer finishes its puts and stops,
+//! dispatch syncs and writes the checkpoint, and the `abort` file goes.
+
+pub mod long_poll;
+pub mod processor;
+pub mod register;
+pub mod state;
+
+use crate::config::broker::BrokerConfig;
+use crate::remoting::server::{self, ServerConfig};
+use crate::store::message_store::{
+    create_abort_file, recover_store, run_writer, StoreChannels, StoreHandle, StoreLock,
+    WriterStart,
+};
+use crate::store::reput::run_reput;
+use crate::store::retention::{run_retention, StatvfsProbe};
+use crate::store::shared::StoreShared;
+use ferromq_shards::{spawn_shards, Placement, Role, RuntimeConfig, ShardsHandle, Shutdown};
+use futures::channel::oneshot;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+pub use state::BrokerState;
+
+/// Why the broker did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerError {
+    /// The store or a config file cannot be used.
+    #[error("{0}")]
+    Store(String),
+    /// The shards did not start.
+    #[error(transparent)]
+    Shards(#[from] ferromq_shards::ShardError),
+    /// Listening failed.
+    #[error("{0}")]
+    Listen(String),
+}
+
+/// A running broker.
+#[derive(Debug)]
+pub struct BrokerHandle {
+    /// The address it listens on (the real port when 0 was asked for).
+    pub addr: SocketAddr,
+    shards: ShardsHandle<()>,
+    state: Arc<BrokerState>,
+    registration: Option<std::thread::JoinHandle<()>>,
+    _lock: StoreLock,
+}
+
+impl BrokerHandle {
+    /// The stop signal.
+    #[must_use]
+    pub fn shutdown_signal(&self) -> Shutdown {
+        self.shards.shutdown.clone()
+    }
+
+    /// The broker's state (topics, groups, offsets, clients).
+    #[must_use]
+    pub fn state(&self) -> &Arc<BrokerState> {
+        &self.state
+    }
+
+    /// Stops the broker and waits for it.
+    ///
+    /// # Errors
+    /// A shard that died.
+    pub fn shutdown(self) -> Result<(), BrokerError> {
+        self.shards.shutdown.trigger();
+        self.wait()
+    }
+
+    /// Waits until the broker has stopped (after its shutdown signal).
+    ///
+    /// # Errors
+    /// A shard that died.
+    pub fn wait(mut self) -> Result<(), BrokerError> {
+        let joined = self.shards.join();
+        if let Some(registration) = self.registration.take() {
+            let _ = registration.join();
+        }
+        if let Err(error) = self.state.persist_offsets() {
+            tracing::error!(%error, "cannot persist consumer offsets at shutdown");
+        }
+        joined?;
+        Ok(())
+    }
+}
+
+/// The store's parts, taken by the shards that run them.
+struct StoreParts {
+    writer: Mutex<Option<WriterParts>>,
+    dispatch: Mutex<Option<DispatchParts>>,
+}
+
+type WriterParts = (
+    futures::channel::mpsc::Receiver<crate::store::flush::PutRequest>,
+    futures::channel::mpsc::Sender<crate::store::reput::CommittedBatch>,
+    oneshot::Receiver<WriterStart>,
+);
+
+type DispatchParts = (
+    futures::channel::mpsc::Receiver<crate::store::reput::CommittedBatch>,
+    futures::channel::mpsc::Receiver<crate::store::reput::IndexQuery>,
+    futures::channel::mpsc::Receiver<crate::store::reput::ReputControl>,
+    oneshot::Sender<WriterStart>,
+);
+
+fn take<T>(slot: &Mutex<Option<T>>) -> Option<T> {
+    slot.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take()
+}
+
+/// Starts the broker on its shard threads and returns once it listens.
+///
+/// # Errors
+/// [`BrokerError`] when the store is locked or unreadable, a config file is invalid, the
+/// shards cannot start or the port cannot be bound.
+pub fn start(config: BrokerConfig, shutdown: Shutdown) -> Result<BrokerHandle, BrokerError> {
+    let lock = StoreLock::acquire(&config.store.store_path_root_dir)
+        .map_err(|e| BrokerError::Store(e.to_string()))?;
+    let state = Arc::new(BrokerState::load(config.clone()).map_err(BrokerError::Store)?);
+    let shared = Arc::new(StoreShared::new(config.store.clone()));
+    let channels = StoreChannels::new(Arc::clone(&shared));
+    let handle = channels.handle.clone();
+    let (start_tx, start_rx) = oneshot::channel();
+    let parts = Arc::new(StoreParts {
+        writer: Mutex::new(Some((channels.puts, channels.batches_tx, start_rx))),
+        dispatch: Mutex::new(Some((
+            channels.batches_rx,
+            channels.queries,
+            channels.control,
+            start_tx,
+        ))),
+    });
+    let placement = config.shards.clone().unwrap_or_else(Placement::detect);
+    let first_net = placement.owner_of(Role::Net);
+    let ready: Arc<OnceLock<Result<(), String>>> = Arc::new(OnceLock::new());
+    let bound: Arc<OnceLock<Result<SocketAddr, String>>> = Arc::new(OnceLock::new());
+    let shard_state = Arc::clone(&state);
+    let shard_ready = Arc::clone(&ready);
+    let shard_bound = Arc::clone(&bound);
+    let shards = spawn_shards(
+        placement,
+        RuntimeConfig::default(),
+        shutdown,
+        move |ctx: ferromq_shards::ShardContext<()>| {
+            let state = Arc::clone(&shard_state);
+            let shared = Arc::clone(&shared);
+            let parts = Arc::clone(&parts);
+            let ready = Arc::clone(&shard_ready);
+            let bound = Arc::clone(&shard_bound);
+            let handle = handle.clone();
+            async move {
+                let mut tasks = Vec::new();
+                if ctx.roles.contains(Role::Dispatch) {
+                    if let Some(dispatch) = take(&parts.dispatch) {
+                        let shutdown = ctx.shutdown.clone();
+                        tasks.push(ctx.task_queues.spawn_foreground(run_dispatch_role(
+                            Arc::clone(&shared),
+                            dispatch,
+                            Arc::clone(&ready),
+                            shutdown,
+                        )));
+                    }
+                }
+                if ctx.roles.contains(Role::Writer) {
+                    if let Some(writer) = take(&parts.writer) {
+                        tasks.push(ctx.task_queues.spawn_foreground(run_writer_role(
+                            Arc::clone(&shared),
+                            writer,
+                            handle.clone(),
+                            ctx.shutdown.clone(),
+                        )));
+                    }
+                }
+                if ctx.roles.contains(Role::Control) {
+                    tasks.push(ctx.task_queues.spawn_background(run_control_role(
+                        Arc::clone(&state),
+                        handle.clone(),
+                        ctx.shutdown.clone(),
+                    )));
+                }
+                if ctx.roles.contains(Role::Net) {
+                    let store_ready = wait_for(&ready).await;
+                    if store_ready.is_ok() {
+                        serve_net(&ctx, ctx.id == first_net, &state, &handle, &bound).await;
+                    } else {
+                        let _ = bound.set(Err("the store did not open".to_owned()));
+                    }
+                }
+                for task in tasks {
+                    task.await;
+                }
+            }
+        },
+    )?;
+    let addr = loop {
+        if let Some(outcome) = bound.get() {
+            break outcome.clone();
+        }
+        if let Some(Err(error)) = ready.get() {
+            break Err(error.clone());
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    let addr = match addr {
+        Ok(addr) => addr,
+        Err(error) => {
+            shards.shutdown.trigger();
+            let _ = shards.join();
+            return Err(BrokerError::Listen(error));
+        }
+    };
+    tracing::info!(%addr, broker = %config.broker_name, "broker listening");
+    let registration = register::spawn(Arc::clone(&state), addr, shards.shutdown.clone());
+    Ok(BrokerHandle {
+        addr,
+        shards,
+        state,
+        registration: Some(registration),
+        _lock: lock,
+    })
+}
+
+/// Waits for a start-up outcome another shard sets.
+async fn wait_for<T: Clone>(cell: &OnceLock<T>) -> T {
+    loop {
+        if let Some(outcome) = cell.get() {
+            return outcome.clone();
+        }
+        glommio::timer::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// Recovers the store, hands the writer its start, runs dispatch, and after the writer
+/// stopped removes the `abort` file.
+async fn run_dispatch_role(
+    shared: Arc<StoreShared>,
+    (batches, queries, control, start): DispatchParts,
+    ready: Arc<OnceLock<Result<(), String>>>,
+    shutdown: Shutdown,
+) {
+    let recovered = recover_store(Arc::clone(&shared)).await;
+    let (reput, writer_start) = match recovered {
+        Ok((reput, writer_start, _report)) => (reput, writer_start),
+        Err(error) => {
+            tracing::error!(%error, "cannot open the store");
+            let _ = ready.set(Err(format!("cannot open the store: {error}")));
+            shutdown.trigger();
+            return;
+        }
+    };
+    if let Err(error) = create_abort_file(&shared.config) {
+        let _ = ready.set(Err(error.to_string()));
+        shutdown.trigger();
+        return;
+    }
+    let _ = start.send(writer_start);
+    let _ = ready.set(Ok(()));
+    let _reput = run_reput(reput, batches, queries, control).await;
+    let abort = shared.config.root_file("abort");
+    if let Err(error) = std::fs::remove_file(&abort) {
+        tracing::error!(%error, "cannot remove the abort file");
+    }
+}
+
+/// Runs the CommitLog writer from the recovered end until shutdown closes the put channel.
+async fn run_writer_role(
+    shared: Arc<StoreShared>,
+    (puts, batches, start): WriterParts,
+    handle: StoreHandle,
+    shutdown: Shutdown,
+) {
+    let closer = glommio::spawn_local(async move {
+        shutdown.wait().await;
+        handle.close();
+    })
+    .detach();
+    let Ok(start) = start.await else {
+        return; // Recovery failed; the dispatch shard reported it.
+    };
+    match run_writer(shared, start, puts, batches).await {
+        Ok(stats) => tracing::info!(?stats, "CommitLog writer stopped"),
+        Err(error) => tracing::error!(%error, "CommitLog writer failed"),
+    }
+    drop(closer);
+}
+
+/// Periodic broker work: consumer offsets, retention, client expiry.
+async fn run_control_role(state: Arc<BrokerState>, handle: StoreHandle, shutdown: Shutdown) {
+    let retention = glommio::spawn_local(run_retention(
+        handle,
+        Box::new(StatvfsProbe),
+        shutdown.wait(),
+    ))
+    .detach();
+    let interval = state.config.flush_consumer_offset_interval;
+    let periodic = async {
+        loop {
+            glommio::timer::sleep(interval).await;
+            for group in state.expire_clients() {
+                tracing::info!(group, "consumer expired without heartbeat");
+            }
+            if let Err(error) = state.persist_offsets() {
+                tracing::error!(%error, "cannot persist consumer offsets");
+            }
+        }
+    };
+    futures::pin_mut!(periodic);
+    let stop = shutdown.wait();
+    futures::pin_mut!(stop);
+    futures::future::select(periodic, stop).await;
+    let _ = retention.await;
+}
+
+/// Binds (the first net shard picks the port; the others join it) and serves.
+async fn serve_net(
+    ctx: &ferromq_shards::ShardContext<()>,
+    first: bool,
+    state: &Arc<BrokerState>,
+    handle: &StoreHandle,
+    bound: &OnceLock<Result<SocketAddr, String>>,
+) {
+    let config = &state.config;
+    let listener = if first {
+        let listener = server::bind(config.listen_addr());
+        let outcome = match &listener {
+            Ok(l) => l.local_addr().map_err(|e| e.to_string()),
+            Err(e) => Err(format!("cannot listen on {}: {e}", config.listen_addr())),
+        };
+        let _ = bound.set(outcome);
+        listener.ok()
+    } else {
+        match wait_for(bound).await {
+            Ok(addr) => server::bind(addr)
+                .map_err(|error| tracing::error!(shard = %ctx.id, %error, "cannot listen"))
+                .ok(),
+            Err(_) => None,
+        }
+    };
+    let Some(listener) = listener else {
+        ctx.shutdown.trigger();
+        return;
+    };
+    let long_poll = Rc::new(long_poll::LongPoll::default());
+    let notifier = glommio::spawn_local(long_poll::run_notifier(
+        Rc::clone(&long_poll),
+        handle.shared().subscribe(),
+    ))
+    .detach();
+    let handler = Rc::new(processor::BrokerHandler::new(
+        Arc::clone(state),
+        handle.clone(),
+        long_poll,
+    ));
+    let server_config = ServerConfig {
+        frame_size_max: config.frame_size_max,
+        idle_timeout: config.channel_idle_timeout,
+        connections_max: config.connections_max,
+    };
+    server::serve(
+        ctx.id,
+        listener,
+        handler,
+        server_config,
+        ctx.shutdown.clone(),
+    )
+    .await;
+    drop(notifier);
+}

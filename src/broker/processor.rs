@@ -1,0 +1,673 @@
+//! The broker's request processors (`SendMessageProcessor`, `PullMessageProcessor`,
+//! `ClientManageProcessor`, `ConsumerManageProcessor`, parts of `AdminBrokerProcessor`): one
+//! [`BrokerHandler`] per net shard, answering with Java's response codes and remarks.
+
+use super::long_poll::LongPoll;
+use super::state::{
+    topic_name_problem, BrokerState, HeartbeatData, SubscriptionData, PERM_READ, PERM_WRITE,
+    RETRY_GROUP_TOPIC_PREFIX,
+};
+use crate::remoting::headers::{
+    CreateTopicRequestHeader, GetConsumerListByGroupRequestHeader,
+    GetEarliestMsgStoretimeRequestHeader, GetEarliestMsgStoretimeResponseHeader,
+    GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader, OffsetResponseHeader,
+    PullMessageRequestHeader, PullMessageResponseHeader, QueryConsumerOffsetRequestHeader,
+    QueryConsumerOffsetResponseHeader, SearchOffsetRequestHeader, SendMessageRequestHeader,
+    SendMessageRequestHeaderV2, SendMessageResponseHeader, UnregisterClientRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+};
+use crate::remoting::server::{ConnectionInfo, RequestHandler};
+use crate::remoting::{RemotingCommand, RequestCode, ResponseCode};
+use crate::store::commit_log::PutMessage;
+use crate::store::config_files::TopicConfig;
+use crate::store::consume_queue::tags_code;
+use crate::store::message::offset_msg_id;
+use crate::store::message_store::StoreHandle;
+use crate::store::reader::{GetMessageStatus, PullFilter, StoreReader};
+use crate::store::segment_writer::StoreError;
+use futures::future::select;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// `PullSysFlag` bits.
+const PULL_COMMIT_OFFSET: i32 = 0x1;
+const PULL_SUSPEND: i32 = 0x2;
+const PULL_SUBSCRIPTION: i32 = 0x4;
+
+/// Java's pointer to its FAQ, appended to some remarks (`FAQUrl.suggestTodo`).
+const FAQ: &str = "\nSee http://rocketmq.apache.org/docs/faq/ for further details.";
+
+/// Serves one net shard's connections.
+#[derive(Debug)]
+pub struct BrokerHandler {
+    state: Arc<BrokerState>,
+    store: StoreHandle,
+    reader: StoreReader,
+    long_poll: Rc<LongPoll>,
+    store_host: SocketAddr,
+}
+
+type Response = Option<RemotingCommand>;
+
+fn error(request: &RemotingCommand, code: ResponseCode, remark: impl Into<String>) -> Response {
+    Some(RemotingCommand::response_to(
+        request,
+        code,
+        Some(remark.into()),
+    ))
+}
+
+impl BrokerHandler {
+    /// A handler over the shared state, the store, and this shard's long-poll table.
+    #[must_use]
+    pub fn new(state: Arc<BrokerState>, store: StoreHandle, long_poll: Rc<LongPoll>) -> Self {
+        let store_host = state.config.broker_addr();
+        BrokerHandler {
+            reader: store.reader(),
+            state,
+            store,
+            long_poll,
+            store_host,
+        }
+    }
+
+    async fn process(&self, connection: ConnectionInfo, request: RemotingCommand) -> Response {
+        let code = request.request_code();
+        let answer = match code {
+            RequestCode::SEND_MESSAGE | RequestCode::SEND_MESSAGE_V2 => {
+                self.send(&connection, &request).await
+            }
+            RequestCode::PULL_MESSAGE => self.pull(&request).await,
+            RequestCode::HEART_BEAT => self.heartbeat(&connection, &request),
+            RequestCode::UNREGISTER_CLIENT => self.unregister_client(&connection, &request),
+            RequestCode::GET_CONSUMER_LIST_BY_GROUP => self.consumer_list(&request),
+            RequestCode::QUERY_CONSUMER_OFFSET => self.query_consumer_offset(&request),
+            RequestCode::UPDATE_CONSUMER_OFFSET => self.update_consumer_offset(&request),
+            RequestCode::GET_MAX_OFFSET => self.max_offset(&request),
+            RequestCode::GET_MIN_OFFSET => self.min_offset(&request),
+            RequestCode::GET_EARLIEST_MSG_STORETIME => self.earliest_time(&request).await,
+            RequestCode::SEARCH_OFFSET_BY_TIMESTAMP => self.search_offset(&request).await,
+            RequestCode::UPDATE_AND_CREATE_TOPIC => self.create_topic(&request),
+            _ => error(
+                &request,
+                ResponseCode::REQUEST_CODE_NOT_SUPPORTED,
+                format!(" request type {} not supported", code.0),
+            ),
+        };
+        answer
+    }
+
+    async fn send(&self, connection: &ConnectionInfo, request: &RemotingCommand) -> Response {
+        let header = if request.request_code() == RequestCode::SEND_MESSAGE_V2 {
+            match request.decode_header::<SendMessageRequestHeaderV2>() {
+                Ok(v2) => v1_header(v2),
+                Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+            }
+        } else {
+            match request.decode_header::<SendMessageRequestHeader>() {
+                Ok(header) => header,
+                Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+            }
+        };
+        let config = &self.state.config;
+        if config.broker_permission & PERM_WRITE == 0 {
+            let remark = format!(
+                "the broker[{}] sending message is forbidden",
+                config.broker_ip1
+            );
+            return error(request, ResponseCode::NO_PERMISSION, remark);
+        }
+        if let Some(problem) = topic_name_problem(&header.topic) {
+            return error(request, ResponseCode::SYSTEM_ERROR, problem);
+        }
+        let topic_config = self.state.topic_or_create(
+            &header.topic,
+            &header.default_topic,
+            header.default_topic_queue_nums,
+        );
+        let topic_config = match topic_config {
+            Some(topic) => topic,
+            None if header.topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) => {
+                self.state
+                    .ensure_topic(&header.topic, 1, PERM_READ | PERM_WRITE)
+            }
+            None => {
+                let remark = format!(
+                    "topic[{}] not exist, apply first please!{FAQ}",
+                    header.topic
+                );
+                return error(request, ResponseCode::TOPIC_NOT_EXIST, remark);
+            }
+        };
+        let queue_id = if header.queue_id < 0 {
+            queue_for(request.opaque, topic_config.write_queue_nums)
+        } else {
+            header.queue_id
+        };
+        let valid = topic_config
+            .write_queue_nums
+            .max(topic_config.read_queue_nums);
+        if queue_id >= valid {
+            let remark = format!(
+                "request queueId[{queue_id}] is illegal, {} Producer: {}",
+                describe_topic(&topic_config),
+                connection.peer
+            );
+            return error(request, ResponseCode::SYSTEM_ERROR, remark);
+        }
+        let store_config = &self.state.config.store;
+        let properties = header.properties.clone().unwrap_or_default();
+        if request.body.len() > store_config.max_message_size || properties.len() > 32_767 {
+            let remark = format!(
+                "the message is illegal, maybe msg body or properties length not matched. msg \
+                 body length limit {}B, msg properties length limit 32KB.",
+                store_config.max_message_size
+            );
+            return error(request, ResponseCode::MESSAGE_ILLEGAL, remark);
+        }
+        let mut properties = properties;
+        properties.push_str("CLUSTER\u{1}");
+        properties.push_str(&config.broker_cluster_name);
+        properties.push('\u{2}');
+        let message = PutMessage {
+            topic: header.topic.clone(),
+            queue_id,
+            flag: header.flag,
+            sys_flag: header.sys_flag,
+            born_timestamp: header.born_timestamp,
+            born_host: connection.peer,
+            store_host: self.store_host,
+            reconsume_times: header.reconsume_times.unwrap_or(0),
+            prepared_transaction_offset: 0,
+            body: request.body.clone(),
+            properties: properties.into_bytes(),
+        };
+        match self.store.put(message).await {
+            Ok(appended) => {
+                let physical = i64::try_from(appended.physical_offset).unwrap_or(i64::MAX);
+                let mut response = RemotingCommand::success_to(request);
+                response.set_header(&SendMessageResponseHeader {
+                    msg_id: offset_msg_id(self.store_host, physical),
+                    queue_id,
+                    queue_offset: appended.queue_offset,
+                    transaction_id: None,
+                    batch_uniq_id: None,
+                });
+                if let Some(fields) = response.ext_fields.as_mut() {
+                    fields.insert("MSG_REGION", "DefaultRegion");
+                    fields.insert("TRACE_ON", "true");
+                }
+                Some(response)
+            }
+            Err(failure) => self.put_failed(request, &failure),
+        }
+    }
+
+    fn put_failed(&self, request: &RemotingCommand, failure: &StoreError) -> Response {
+        match failure {
+            StoreError::TooLarge { .. } => {
+                let remark = format!(
+                    "the message is illegal, maybe msg body or properties length not matched. \
+                     msg body length limit {}B, msg properties length limit 32KB.",
+                    self.state.config.store.max_message_size
+                );
+                error(request, ResponseCode::MESSAGE_ILLEGAL, remark)
+            }
+            StoreError::DiskFull { .. }
+            | StoreError::NotWritable
+            | StoreError::ShuttingDown
+            | StoreError::Io(_) => {
+                let used = f64::from(self.store.shared().disk_used_percent()) / 100.0;
+                let remark = format!(
+                    "service not available now. It may be caused by one of the following \
+                     reasons: the broker's disk is full [CL: {used:5.2} CQ: {used:5.2} INDEX: \
+                     {used:5.2}], messages are put to the slave, message store has been shut \
+                     down, etc."
+                );
+                error(request, ResponseCode::SERVICE_NOT_AVAILABLE, remark)
+            }
+            StoreError::Layout(text) => error(request, ResponseCode::SYSTEM_ERROR, text.clone()),
+        }
+    }
+
+    async fn pull(&self, request: &RemotingCommand) -> Response {
+        let header = match request.decode_header::<PullMessageRequestHeader>() {
+            Ok(header) => header,
+            Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+        };
+        let Some(group) = self.state.group_or_create(&header.consumer_group) else {
+            let remark = format!(
+                "subscription group [{}] does not exist, {FAQ}",
+                header.consumer_group
+            );
+            return error(request, ResponseCode::SUBSCRIPTION_GROUP_NOT_EXIST, remark);
+        };
+        if !group.consume_enable {
+            let remark = format!(
+                "subscription group no permission, {}",
+                header.consumer_group
+            );
+            return error(request, ResponseCode::NO_PERMISSION, remark);
+        }
+        let Some(topic) = self.state.topic(&header.topic) else {
+            let remark = format!(
+                "topic[{}] not exist, apply first please!{FAQ}",
+                header.topic
+            );
+            return error(request, ResponseCode::TOPIC_NOT_EXIST, remark);
+        };
+        if topic.perm & PERM_READ == 0 {
+            let remark = format!("the topic[{}] pulling message is forbidden", header.topic);
+            return error(request, ResponseCode::NO_PERMISSION, remark);
+        }
+        if header.queue_id < 0 || header.queue_id >= topic.read_queue_nums {
+            let remark = format!(
+                "queueId[{}] is illegal, topic:[{}] topicConfig.readQueueNums:[{}] consumer:[{}]",
+                header.queue_id, header.topic, topic.read_queue_nums, header.consumer_group
+            );
+            return error(request, ResponseCode::SYSTEM_ERROR, remark);
+        }
+        let codes = if header.sys_flag & PULL_SUBSCRIPTION != 0 {
+            tag_codes(header.subscription.as_deref().unwrap_or("*"))
+        } else {
+            match self
+                .state
+                .subscription(&header.consumer_group, &header.topic)
+            {
+                None => {
+                    let remark = format!("the consumer's subscription not exist{FAQ}");
+                    return error(request, ResponseCode::SUBSCRIPTION_NOT_EXIST, remark);
+                }
+                Some(subscription) if subscription.sub_version < header.sub_version => {
+                    let remark = format!("the consumer's subscription not latest{FAQ}");
+                    return error(request, ResponseCode::SUBSCRIPTION_NOT_LATEST, remark);
+                }
+                Some(subscription) => subscription_codes(&subscription),
+            }
+        };
+        if header.sys_flag & PULL_COMMIT_OFFSET != 0 && header.commit_offset >= 0 {
+            self.state.commit_offset(
+                &header.consumer_group,
+                &header.topic,
+                header.queue_id,
+                header.commit_offset,
+            );
+        }
+        let max = usize::try_from(header.max_msg_nums).unwrap_or(0).max(1);
+        let mut answer = self
+            .pull_once(request, &header, max, codes.as_deref())
+            .await;
+        let not_found = answer
+            .as_ref()
+            .is_some_and(|r| r.code == ResponseCode::PULL_NOT_FOUND.0);
+        if not_found && header.sys_flag & PULL_SUSPEND != 0 {
+            let wait = if self.state.config.long_polling_enable {
+                Duration::from_millis(u64::try_from(header.suspend_timeout_millis).unwrap_or(0))
+            } else {
+                self.state.config.short_polling_time
+            };
+            let woken = self.long_poll.wait(
+                self.store.shared(),
+                &header.topic,
+                header.queue_id,
+                header.queue_offset,
+            );
+            let timer = glommio::timer::sleep(wait);
+            let _ = select(woken, Box::pin(timer)).await;
+            answer = self
+                .pull_once(request, &header, max, codes.as_deref())
+                .await;
+        }
+        answer
+    }
+
+    async fn pull_once(
+        &self,
+        request: &RemotingCommand,
+        header: &PullMessageRequestHeader,
+        max: usize,
+        codes: Option<&[i64]>,
+    ) -> Response {
+        let accepts = |code: i64| codes.is_none_or(|codes| codes.contains(&code));
+        let filter = PullFilter {
+            tags_codes: codes.map(|_| &accepts as &dyn Fn(i64) -> bool),
+        };
+        let result = match self
+            .reader
+            .get_message(
+                &header.topic,
+                header.queue_id,
+                header.queue_offset,
+                max,
+                &filter,
+            )
+            .await
+        {
+            Ok(result) => result,
+            Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+        };
+        let code = match result.status {
+            GetMessageStatus::Found => ResponseCode::SUCCESS,
+            GetMessageStatus::MessageWasRemoving | GetMessageStatus::NoMatchedMessage => {
+                ResponseCode::PULL_RETRY_IMMEDIATELY
+            }
+            GetMessageStatus::NoMatchedLogicQueue | GetMessageStatus::NoMessageInQueue => {
+                if header.queue_offset == 0 {
+                    ResponseCode::PULL_NOT_FOUND
+                } else {
+                    ResponseCode::PULL_OFFSET_MOVED
+                }
+            }
+            GetMessageStatus::OffsetFoundNull | GetMessageStatus::OffsetOverflowOne => {
+                ResponseCode::PULL_NOT_FOUND
+            }
+            GetMessageStatus::OffsetOverflowBadly | GetMessageStatus::OffsetTooSmall => {
+                ResponseCode::PULL_OFFSET_MOVED
+            }
+        };
+        let remark = (code != ResponseCode::SUCCESS).then(|| result.status.java_name().to_owned());
+        let mut response = RemotingCommand::response_to(request, code, remark);
+        response.set_header(&PullMessageResponseHeader {
+            suggest_which_broker_id: 0,
+            next_begin_offset: result.next_begin_offset,
+            min_offset: result.min_offset,
+            max_offset: result.max_offset,
+            offset_delta: None,
+            topic_sys_flag: None,
+            group_sys_flag: None,
+            forbidden_type: None,
+        });
+        response.body = result.body;
+        Some(response)
+    }
+
+    fn heartbeat(&self, connection: &ConnectionInfo, request: &RemotingCommand) -> Response {
+        let data: HeartbeatData = match crate::config::fastjson::parse_lenient(&request.body)
+            .and_then(|v| serde_json::from_value(v).map_err(|e| e.to_string()))
+        {
+            Ok(data) => data,
+            Err(e) => {
+                let remark = format!("heartbeat body is not valid: {e}");
+                return error(request, ResponseCode::SYSTEM_ERROR, remark);
+            }
+        };
+        for consumer in &data.consumer_data_set {
+            if let Some(group) = self.state.group_or_create(&consumer.group_name) {
+                let retry = format!("{RETRY_GROUP_TOPIC_PREFIX}{}", consumer.group_name);
+                self.state.ensure_topic(
+                    &retry,
+                    group.retry_queue_nums.max(1),
+                    PERM_READ | PERM_WRITE,
+                );
+            }
+        }
+        let changed = self.state.heartbeat(connection.id, &data);
+        for group in changed {
+            tracing::info!(
+                group,
+                client = data.client_id,
+                "consumer group membership changed"
+            );
+        }
+        Some(RemotingCommand::success_to(request))
+    }
+
+    fn unregister_client(
+        &self,
+        connection: &ConnectionInfo,
+        request: &RemotingCommand,
+    ) -> Response {
+        let header = match request.decode_header::<UnregisterClientRequestHeader>() {
+            Ok(header) => header,
+            Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+        };
+        for group in [&header.consumer_group, &header.producer_group]
+            .into_iter()
+            .flatten()
+        {
+            self.state.unregister(connection.id, Some(group));
+        }
+        Some(RemotingCommand::success_to(request))
+    }
+
+    fn consumer_list(&self, request: &RemotingCommand) -> Response {
+        let header = match request.decode_header::<GetConsumerListByGroupRequestHeader>() {
+            Ok(header) => header,
+            Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+        };
+        let ids = self.state.consumer_ids(&header.consumer_group);
+        if ids.is_empty() {
+            let remark = format!("no consumer for this group, {}", header.consumer_group);
+            return error(request, ResponseCode::SYSTEM_ERROR, remark);
+        }
+        let mut response = RemotingCommand::success_to(request);
+        response.body = serde_json::json!({ "consumerIdList": ids })
+            .to_string()
+            .into_bytes();
+        Some(response)
+    }
+
+    fn query_consumer_offset(&self, request: &RemotingCommand) -> Response {
+        let header = match request.decode_header::<QueryConsumerOffsetRequestHeader>() {
+            Ok(header) => header,
+            Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+        };
+        let committed =
+            self.state
+                .committed_offset(&header.consumer_group, &header.topic, header.queue_id);
+        let offset = match committed {
+            Some(offset) if offset >= 0 => Some(offset),
+            _ => {
+                // Never consumed: start from 0 if the queue still begins there (Java also
+                // checks that its first message is in memory).
+                let min = self
+                    .reader
+                    .min_offset_in_queue(&header.topic, header.queue_id);
+                (min <= 0 || header.set_zero_if_not_found == Some(true)).then_some(0)
+            }
+        };
+        let Some(offset) = offset else {
+            return error(
+                request,
+                ResponseCode::QUERY_NOT_FOUND,
+                "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first",
+            );
+        };
+        let mut response = RemotingCommand::success_to(request);
+        response.set_header(&QueryConsumerOffsetResponseHeader {
+            offset: Some(offset),
+        });
+        Some(response)
+    }
+
+    fn update_consumer_offset(&self, request: &RemotingCommand) -> Response {
+        let header = match request.decode_header::<UpdateConsumerOffsetRequestHeader>() {
+            Ok(header) => header,
+            Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+        };
+        self.state.commit_offset(
+            &header.consumer_group,
+            &header.topic,
+            header.queue_id,
+            header.commit_offset,
+        );
+        Some(RemotingCommand::success_to(request))
+    }
+
+    fn max_offset(&self, request: &RemotingCommand) -> Response {
+        let header = match request.decode_header::<GetMaxOffsetRequestHeader>() {
+            Ok(header) => header,
+            Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+        };
+        let offset = self
+            .reader
+            .max_offset_in_queue(&header.topic, header.queue_id);
+        offset_response(request, offset)
+    }
+
+    fn min_offset(&self, request: &RemotingCommand) -> Response {
+        let header = match request.decode_header::<GetMinOffsetRequestHeader>() {
+            Ok(header) => header,
+            Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+        };
+        let offset = self
+            .reader
+            .min_offset_in_queue(&header.topic, header.queue_id);
+        offset_response(request, offset)
+    }
+
+    async fn earliest_time(&self, request: &RemotingCommand) -> Response {
+        let header = match request.decode_header::<GetEarliestMsgStoretimeRequestHeader>() {
+            Ok(header) => header,
+            Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+        };
+        let time = match self
+            .reader
+            .earliest_message_time(&header.topic, header.queue_id)
+            .await
+        {
+            Ok(time) => time.unwrap_or(-1),
+            Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+        };
+        let mut response = RemotingCommand::success_to(request);
+        response.set_header(&GetEarliestMsgStoretimeResponseHeader { timestamp: time });
+        Some(response)
+    }
+
+    async fn search_offset(&self, request: &RemotingCommand) -> Response {
+        let header = match request.decode_header::<SearchOffsetRequestHeader>() {
+            Ok(header) => header,
+            Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+        };
+        match self
+            .reader
+            .offset_by_time(&header.topic, header.queue_id, header.timestamp)
+            .await
+        {
+            Ok(offset) => offset_response(request, offset),
+            Err(e) => error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+        }
+    }
+
+    fn create_topic(&self, request: &RemotingCommand) -> Response {
+        let header = match request.decode_header::<CreateTopicRequestHeader>() {
+            Ok(header) => header,
+            Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+        };
+        if let Some(problem) = topic_name_problem(&header.topic) {
+            return error(request, ResponseCode::SYSTEM_ERROR, problem);
+        }
+        if header.topic == self.state.config.broker_cluster_name {
+            let remark = format!("The topic[{}] is conflict with system topic.", header.topic);
+            return error(request, ResponseCode::SYSTEM_ERROR, remark);
+        }
+        self.state.put_topic(TopicConfig {
+            read_queue_nums: header.read_queue_nums,
+            write_queue_nums: header.write_queue_nums,
+            perm: header.perm,
+            topic_filter_type: header.topic_filter_type.clone(),
+            topic_sys_flag: header.topic_sys_flag.unwrap_or(0),
+            order: header.order,
+            ..TopicConfig::named(&header.topic)
+        });
+        Some(RemotingCommand::success_to(request))
+    }
+}
+
+impl RequestHandler for BrokerHandler {
+    async fn handle(&self, connection: ConnectionInfo, request: RemotingCommand) -> Response {
+        self.process(connection, request).await
+    }
+
+    async fn connection_closed(&self, connection: ConnectionInfo) {
+        for group in self.state.unregister(connection.id, None) {
+            tracing::info!(group, peer = %connection.peer, "consumer left with its connection");
+        }
+    }
+}
+
+fn offset_response(request: &RemotingCommand, offset: i64) -> Response {
+    let mut response = RemotingCommand::success_to(request);
+    response.set_header(&OffsetResponseHeader { offset });
+    Some(response)
+}
+
+/// The V1 header of a V2 one (`SendMessageRequestHeaderV2.createSendMessageRequestHeaderV1`).
+fn v1_header(v2: SendMessageRequestHeaderV2) -> SendMessageRequestHeader {
+    SendMessageRequestHeader {
+        producer_group: v2.a,
+        topic: v2.b,
+        default_topic: v2.c,
+        default_topic_queue_nums: v2.d,
+        queue_id: v2.e,
+        sys_flag: v2.f,
+        born_timestamp: v2.g,
+        flag: v2.h,
+        properties: v2.i,
+        reconsume_times: v2.j,
+        unit_mode: v2.k,
+        max_reconsume_times: v2.l,
+        batch: v2.m,
+        broker_name: None,
+    }
+}
+
+fn describe_topic(topic: &TopicConfig) -> String {
+    format!(
+        "TopicConfig [topicName={}, readQueueNums={}, writeQueueNums={}, perm={}, \
+         topicFilterType={}, topicSysFlag={}, order={}]",
+        topic.topic_name,
+        topic.read_queue_nums,
+        topic.write_queue_nums,
+        permission_text(topic.perm),
+        topic.topic_filter_type,
+        topic.topic_sys_flag,
+        topic.order
+    )
+}
+
+fn permission_text(perm: i32) -> String {
+    let bit = |mask: i32, c: char| if perm & mask != 0 { c } else { '-' };
+    format!(
+        "{}{}{}",
+        bit(PERM_READ, 'R'),
+        bit(PERM_WRITE, 'W'),
+        bit(1, 'X')
+    )
+}
+
+/// A queue for a send that named none: spread by request id (Java picks at random).
+fn queue_for(opaque: i32, queues: i32) -> i32 {
+    opaque.rem_euclid(queues.max(1))
+}
+
+/// Tag hash codes of a TAG expression; `None` for "all" (`*` or empty).
+fn tag_codes(expression: &str) -> Option<Vec<i64>> {
+    let expression = expression.trim();
+    if expression.is_empty() || expression == "*" {
+        return None;
+    }
+    Some(
+        expression
+            .split("||")
+            .map(str::trim)
+            .filter(|tag| !tag.is_empty())
+            .map(|tag| tags_code(Some(tag)))
+            .collect(),
+    )
+}
+
+fn subscription_codes(subscription: &SubscriptionData) -> Option<Vec<i64>> {
+    if subscription.code_set.is_empty() {
+        return tag_codes(&subscription.sub_string);
+    }
+    Some(
+        subscription
+            .code_set
+            .iter()
+            .map(|c| i64::from(*c))
+            .collect(),
+    )
+}

@@ -1,0 +1,175 @@
+//! Registration with the name servers (`registerBrokerAll`): at start and every
+//! `registerNameServerPeriod`, the broker sends REGISTER_BROKER with its topic configs to
+//! every name server in `namesrvAddr`; at shutdown, UNREGISTER_BROKER.
+//!
+//! The connection to each name server stays open between registrations, as Java's does: a
+//! name server drops a broker's routes when the connection it registered on closes.
+//!
+//! Runs on its own thread with a small tokio runtime: the remoting client is tokio's, and
+//! registration is slow, rare network work that has no place on a shard.
+
+use super::state::BrokerState;
+use crate::remoting::body::{DataVersion, TopicConfigSerializeWrapper};
+use crate::remoting::client::{connect_tokio, ClientConfig, RemotingClient};
+use crate::remoting::headers::{RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader};
+use crate::remoting::{RemotingCommand, RequestCode, ResponseCode};
+use ferromq_shards::Shutdown;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long one registration may take.
+const REGISTER_TIMEOUT: Duration = Duration::from_secs(6);
+
+/// Starts the registration thread; it unregisters and ends after `shutdown`.
+#[must_use]
+pub fn spawn(
+    state: Arc<BrokerState>,
+    addr: SocketAddr,
+    shutdown: Shutdown,
+) -> std::thread::JoinHandle<()> {
+    std::thread::Builder::new()
+        .name("register".to_owned())
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(error) => {
+                    tracing::error!(%error, "cannot start the registration runtime");
+                    return;
+                }
+            };
+            runtime.block_on(run(&state, addr, &shutdown));
+        })
+        .unwrap_or_else(|error| panic!("cannot start the registration thread: {error}"))
+}
+
+async fn run(state: &BrokerState, addr: SocketAddr, shutdown: &Shutdown) {
+    if state.config.namesrv_addr.is_empty() {
+        tracing::warn!("no namesrvAddr: clients cannot find this broker through a name server");
+        return;
+    }
+    let announced = SocketAddr::new(state.config.broker_ip1, addr.port());
+    let period = state.config.register_name_server_period;
+    let mut connections = Connections::default();
+    loop {
+        for namesrv in &state.config.namesrv_addr {
+            if let Err(error) = register(state, announced, namesrv, &mut connections).await {
+                tracing::warn!(namesrv, %error, "registration failed");
+            }
+        }
+        let next = Instant::now() + period;
+        while Instant::now() < next {
+            if shutdown.is_triggered() {
+                for namesrv in &state.config.namesrv_addr {
+                    let _ = unregister(state, announced, namesrv, &mut connections).await;
+                }
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// One open connection per name server.
+#[derive(Default)]
+struct Connections(HashMap<String, RemotingClient>);
+
+impl Connections {
+    async fn request(
+        &mut self,
+        namesrv: &str,
+        command: RemotingCommand,
+    ) -> Result<RemotingCommand, String> {
+        let client = match self.0.get(namesrv).filter(|c| !c.is_closed()) {
+            Some(client) => client.clone(),
+            None => {
+                let addr: SocketAddr = tokio::net::lookup_host(namesrv)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .next()
+                    .ok_or_else(|| format!("{namesrv} resolves to nothing"))?;
+                let (client, _inbound) = connect_tokio(addr, ClientConfig::default())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                self.0.insert(namesrv.to_owned(), client.clone());
+                client
+            }
+        };
+        let answer = client.request_timeout(command, REGISTER_TIMEOUT).await;
+        if answer.is_err() {
+            self.0.remove(namesrv);
+        }
+        answer.map_err(|e| e.to_string())
+    }
+}
+
+async fn register(
+    state: &BrokerState,
+    announced: SocketAddr,
+    namesrv: &str,
+    connections: &mut Connections,
+) -> Result<(), String> {
+    let config = &state.config;
+    let (version, topics) = state.topics();
+    let mut wrapper = TopicConfigSerializeWrapper {
+        data_version: DataVersion {
+            counter: version.counter,
+            state_version: 0,
+            timestamp: version.timestamp,
+        },
+        ..TopicConfigSerializeWrapper::default()
+    };
+    for (_, topic) in topics {
+        wrapper.insert(topic);
+    }
+    let body = serde_json::json!({
+        "topicConfigSerializeWrapper": wrapper,
+        "filterServerList": [],
+    })
+    .to_string()
+    .into_bytes();
+    let header = RegisterBrokerRequestHeader {
+        broker_name: config.broker_name.clone(),
+        broker_addr: announced.to_string(),
+        cluster_name: config.broker_cluster_name.clone(),
+        ha_server_addr: format!("{}:{}", config.broker_ip1, announced.port() + 1),
+        broker_id: config.broker_id,
+        heartbeat_timeout_millis: None,
+        enable_acting_master: None,
+        compressed: Some(false),
+        body_crc32: Some(crate::bytes::java_crc32(&body)),
+    };
+    let mut command = RemotingCommand::request_with_header(RequestCode::REGISTER_BROKER, &header);
+    command.body = body;
+    let response = connections.request(namesrv, command).await?;
+    if response.code != ResponseCode::SUCCESS.0 {
+        return Err(format!(
+            "code {} {}",
+            response.code,
+            response.remark.unwrap_or_default()
+        ));
+    }
+    tracing::debug!(namesrv, "registered");
+    Ok(())
+}
+
+async fn unregister(
+    state: &BrokerState,
+    announced: SocketAddr,
+    namesrv: &str,
+    connections: &mut Connections,
+) -> Result<(), String> {
+    let config = &state.config;
+    let header = UnregisterBrokerRequestHeader {
+        broker_name: config.broker_name.clone(),
+        broker_addr: announced.to_string(),
+        cluster_name: config.broker_cluster_name.clone(),
+        broker_id: config.broker_id,
+    };
+    let command = RemotingCommand::request_with_header(RequestCode::UNREGISTER_BROKER, &header);
+    connections.request(namesrv, command).await.map(|_| ())
+}

@@ -1,0 +1,558 @@
+//! What a broker knows besides messages: topic configs (`topics.json`), subscription groups
+//! (`subscriptionGroup.json`), committed consumer offsets (`consumerOffset.json`) and the
+//! clients that sent heartbeats (`TopicConfigManager`, `SubscriptionGroupManager`,
+//! `ConsumerOffsetManager`, `ConsumerManager`, `ProducerManager` in Java).
+//!
+//! Shared by every net shard. Reads on the send and pull paths take an immutable snapshot
+//! (`ArcSwap`); changes — rare: admin requests, auto-creation, heartbeats, offset commits —
+//! take a short lock. Files are written atomically (temp file, `.bak`, rename).
+
+use crate::config::broker::BrokerConfig;
+use crate::config::persist::{read_with_backup, write_atomically};
+use crate::remoting::server::ConnectionId;
+use crate::store::config_files::{
+    ConsumerOffsetTable, DataVersion, SubscriptionGroupConfig, TableEntry, TopicConfig,
+    VersionedTable,
+};
+use arc_swap::ArcSwap;
+use serde::Deserialize;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+/// The topic every broker has so that producers can auto-create topics (`TBW102`).
+pub const AUTO_CREATE_TOPIC_KEY_TOPIC: &str = "TBW102";
+/// Prefix of a consumer group's retry topic.
+pub const RETRY_GROUP_TOPIC_PREFIX: &str = "%RETRY%";
+/// Prefix of a consumer group's dead-letter topic.
+pub const DLQ_GROUP_TOPIC_PREFIX: &str = "%DLQ%";
+/// Longest topic name (`TOPIC_MAX_LENGTH`).
+pub const TOPIC_MAX_LENGTH: usize = 127;
+/// Permission bits (`PermName`).
+pub const PERM_READ: i32 = 4;
+/// Write permission.
+pub const PERM_WRITE: i32 = 2;
+/// Inherit permission (templates such as `TBW102`).
+pub const PERM_INHERIT: i32 = 1;
+
+/// Milliseconds since the epoch.
+#[must_use]
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every critical section below leaves its map consistent, so a poisoned lock is usable.
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Why a topic name is refused (`TopicValidator.validateTopic`), with Java's remark.
+#[must_use]
+pub fn topic_name_problem(topic: &str) -> Option<String> {
+    if topic.trim().is_empty() {
+        return Some("The specified topic is blank.".to_owned());
+    }
+    if topic.len() > TOPIC_MAX_LENGTH {
+        return Some(format!(
+            "The specified topic is longer than topic max length {TOPIC_MAX_LENGTH}."
+        ));
+    }
+    let legal = topic
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'%' || b == b'|' || b == b'_' || b == b'-');
+    if !legal {
+        return Some(format!(
+            "The specified topic[{topic}] contains illegal characters, allowing only \
+             ^[%|a-zA-Z0-9_-]+$"
+        ));
+    }
+    None
+}
+
+/// A versioned table kept in a file, with a lock-free snapshot of its entries by name.
+#[derive(Debug)]
+struct PersistedTable<T> {
+    path: PathBuf,
+    table: Mutex<VersionedTable<T>>,
+    snapshot: ArcSwap<HashMap<String, T>>,
+}
+
+impl<T> PersistedTable<T>
+where
+    T: TableEntry + Clone,
+{
+    fn load(path: PathBuf) -> Result<PersistedTable<T>, String> {
+        let accept = |bytes: &[u8]| VersionedTable::<T>::parse(bytes).is_ok();
+        let table = match read_with_backup(&path, accept) {
+            Ok(Some(bytes)) => VersionedTable::<T>::parse(&bytes)
+                .map_err(|e| format!("{}: {e}", path.display()))?,
+            Ok(None) => VersionedTable {
+                data_version: DataVersion::default(),
+                entries: Vec::new(),
+            },
+            Err(error) => return Err(format!("{}: {error}", path.display())),
+        };
+        let snapshot = ArcSwap::from_pointee(table.entries.iter().cloned().collect());
+        Ok(PersistedTable {
+            path,
+            table: Mutex::new(table),
+            snapshot,
+        })
+    }
+
+    fn get(&self, name: &str) -> Option<T> {
+        self.snapshot.load().get(name).cloned()
+    }
+
+    /// Applies `change` (returning whether it changed anything); if so bumps the version,
+    /// publishes the snapshot and writes the file.
+    fn update(&self, change: impl FnOnce(&mut VersionedTable<T>) -> bool) {
+        let mut table = lock(&self.table);
+        if !change(&mut table) {
+            return;
+        }
+        table.data_version.counter += 1;
+        table.data_version.timestamp = now_ms();
+        self.snapshot
+            .store(Arc::new(table.entries.iter().cloned().collect()));
+        if let Err(error) = write_atomically(&self.path, table.to_json().as_bytes()) {
+            tracing::error!(path = %self.path.display(), %error, "cannot persist config");
+        }
+    }
+
+    fn entries(&self) -> (DataVersion, Vec<(String, T)>) {
+        let table = lock(&self.table);
+        (table.data_version, table.entries.clone())
+    }
+}
+
+/// One subscription of a consumer group, from its heartbeat (`SubscriptionData`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SubscriptionData {
+    /// Topic.
+    pub topic: String,
+    /// The expression (`*`, `a || b`).
+    pub sub_string: String,
+    /// Tags of a TAG expression.
+    pub tags_set: Vec<String>,
+    /// Their hash codes.
+    pub code_set: Vec<i32>,
+    /// Version (time of the subscription, ms).
+    pub sub_version: i64,
+    /// `TAG` or `SQL92`; absent means TAG.
+    pub expression_type: Option<String>,
+}
+
+/// One consumer group in a heartbeat (`ConsumerData`).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ConsumerData {
+    /// Group.
+    pub group_name: String,
+    /// `CONSUME_ACTIVELY` (pull) or `CONSUME_PASSIVELY` (push).
+    pub consume_type: Option<String>,
+    /// `CLUSTERING` or `BROADCASTING`.
+    pub message_model: Option<String>,
+    /// Where a new consumer starts.
+    pub consume_from_where: Option<String>,
+    /// Subscriptions.
+    pub subscription_data_set: Vec<SubscriptionData>,
+}
+
+/// One producer group in a heartbeat.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ProducerData {
+    /// Group.
+    pub group_name: String,
+}
+
+/// The body of HEART_BEAT (`HeartbeatData`).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct HeartbeatData {
+    /// Client id.
+    #[serde(rename = "clientID")]
+    pub client_id: String,
+    /// Producer groups.
+    #[serde(rename = "producerDataSet")]
+    pub producer_data_set: Vec<ProducerData>,
+    /// Consumer groups.
+    #[serde(rename = "consumerDataSet")]
+    pub consumer_data_set: Vec<ConsumerData>,
+}
+
+/// A client connection of a group.
+#[derive(Clone, Debug)]
+struct Member {
+    client_id: String,
+    last_seen: Instant,
+}
+
+/// A consumer group's members and subscriptions.
+#[derive(Clone, Debug, Default)]
+struct ConsumerGroup {
+    members: HashMap<ConnectionId, Member>,
+    subscriptions: HashMap<String, SubscriptionData>,
+}
+
+/// Broker-wide state.
+#[derive(Debug)]
+pub struct BrokerState {
+    /// Configuration.
+    pub config: BrokerConfig,
+    topics: PersistedTable<TopicConfig>,
+    groups: PersistedTable<SubscriptionGroupConfig>,
+    offsets_path: PathBuf,
+    offsets: Mutex<BTreeMap<String, BTreeMap<i32, i64>>>,
+    consumers: Mutex<HashMap<String, ConsumerGroup>>,
+    producers: Mutex<HashMap<String, HashMap<ConnectionId, Member>>>,
+}
+
+impl BrokerState {
+    /// Loads the config files under the store's `config/` directory and adds the system
+    /// topics a broker always has.
+    ///
+    /// # Errors
+    /// A file that exists but is not valid (named in the message).
+    pub fn load(config: BrokerConfig) -> Result<BrokerState, String> {
+        let dir = config.store.config_dir();
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let topics = PersistedTable::load(dir.join("topics.json"))?;
+        let groups = PersistedTable::load(dir.join("subscriptionGroup.json"))?;
+        let offsets_path = dir.join("consumerOffset.json");
+        let offsets = load_offsets(&offsets_path)?;
+        let state = BrokerState {
+            config,
+            topics,
+            groups,
+            offsets_path,
+            offsets: Mutex::new(offsets),
+            consumers: Mutex::new(HashMap::new()),
+            producers: Mutex::new(HashMap::new()),
+        };
+        state.add_system_topics();
+        Ok(state)
+    }
+
+    fn add_system_topics(&self) {
+        let name = self.config.broker_cluster_name.clone();
+        let broker = self.config.broker_name.clone();
+        let mut system = vec![
+            (
+                AUTO_CREATE_TOPIC_KEY_TOPIC.to_owned(),
+                self.config.default_topic_queue_nums,
+                PERM_READ | PERM_WRITE | PERM_INHERIT,
+            ),
+            ("SELF_TEST_TOPIC".to_owned(), 1, PERM_READ | PERM_WRITE),
+            ("OFFSET_MOVED_EVENT".to_owned(), 1, PERM_READ | PERM_WRITE),
+            ("SCHEDULE_TOPIC_XXXX".to_owned(), 18, PERM_READ | PERM_WRITE),
+            ("RMQ_SYS_TRACE_TOPIC".to_owned(), 1, PERM_READ | PERM_WRITE),
+            (name, 16, PERM_READ | PERM_WRITE),
+            (broker, 1, PERM_READ | PERM_WRITE),
+        ];
+        if !self.config.auto_create_topic_enable {
+            system.remove(0);
+        }
+        self.topics.update(|table| {
+            let mut changed = false;
+            for (topic, queues, perm) in system {
+                if table.get(&topic).is_none() {
+                    table.insert(TopicConfig {
+                        read_queue_nums: queues,
+                        write_queue_nums: queues,
+                        perm,
+                        ..TopicConfig::named(&topic)
+                    });
+                    changed = true;
+                }
+            }
+            changed
+        });
+    }
+
+    /// A topic's config.
+    #[must_use]
+    pub fn topic(&self, topic: &str) -> Option<TopicConfig> {
+        self.topics.get(topic)
+    }
+
+    /// The config of `topic`, creating it from the `default_topic` template when the broker
+    /// allows it (`createTopicInSendMessageMethod`); `None` if it does not exist and cannot
+    /// be created.
+    pub fn topic_or_create(
+        &self,
+        topic: &str,
+        default_topic: &str,
+        queue_nums: i32,
+    ) -> Option<TopicConfig> {
+        if let Some(config) = self.topics.get(topic) {
+            return Some(config);
+        }
+        let template = self.topics.get(default_topic)?;
+        if template.perm & PERM_INHERIT == 0 {
+            return None;
+        }
+        let queues = queue_nums.clamp(1, template.write_queue_nums.max(1));
+        let created = TopicConfig {
+            read_queue_nums: queues,
+            write_queue_nums: queues,
+            perm: template.perm & !PERM_INHERIT,
+            topic_sys_flag: 0,
+            ..TopicConfig::named(topic)
+        };
+        self.put_topic(created.clone());
+        tracing::info!(topic, queues, "auto-created topic");
+        Some(created)
+    }
+
+    /// Creates `topic` if absent with `queues` queues (retry topics and the like).
+    pub fn ensure_topic(&self, topic: &str, queues: i32, perm: i32) -> TopicConfig {
+        if let Some(config) = self.topics.get(topic) {
+            return config;
+        }
+        let config = TopicConfig {
+            read_queue_nums: queues,
+            write_queue_nums: queues,
+            perm,
+            ..TopicConfig::named(topic)
+        };
+        self.put_topic(config.clone());
+        config
+    }
+
+    /// Adds or replaces a topic's config.
+    pub fn put_topic(&self, config: TopicConfig) {
+        self.topics.update(|table| {
+            if table.get(&config.topic_name) == Some(&config) {
+                return false;
+            }
+            table.insert(config);
+            true
+        });
+    }
+
+    /// Removes a topic's config; whether it existed.
+    pub fn delete_topic(&self, topic: &str) -> bool {
+        let mut existed = false;
+        self.topics.update(|table| {
+            let before = table.entries.len();
+            table.entries.retain(|(name, _)| name != topic);
+            existed = table.entries.len() != before;
+            existed
+        });
+        existed
+    }
+
+    /// Every topic's config with the table's version (for registration and admin).
+    #[must_use]
+    pub fn topics(&self) -> (DataVersion, Vec<(String, TopicConfig)>) {
+        self.topics.entries()
+    }
+
+    /// A subscription group's config, creating it with Java's defaults when
+    /// `autoCreateSubscriptionGroup` allows.
+    pub fn group_or_create(&self, group: &str) -> Option<SubscriptionGroupConfig> {
+        if let Some(config) = self.groups.get(group) {
+            return Some(config);
+        }
+        if !self.config.auto_create_subscription_group {
+            return None;
+        }
+        let config = SubscriptionGroupConfig::new(group);
+        self.put_group(config.clone());
+        Some(config)
+    }
+
+    /// Adds or replaces a subscription group.
+    pub fn put_group(&self, config: SubscriptionGroupConfig) {
+        self.groups.update(|table| {
+            if table.get(&config.group_name) == Some(&config) {
+                return false;
+            }
+            table.insert(config);
+            true
+        });
+    }
+
+    /// Every subscription group with the table's version.
+    #[must_use]
+    pub fn groups(&self) -> (DataVersion, Vec<(String, SubscriptionGroupConfig)>) {
+        self.groups.entries()
+    }
+
+    /// The committed offset of `group` in a queue.
+    #[must_use]
+    pub fn committed_offset(&self, group: &str, topic: &str, queue_id: i32) -> Option<i64> {
+        lock(&self.offsets)
+            .get(&format!("{topic}@{group}"))?
+            .get(&queue_id)
+            .copied()
+    }
+
+    /// Commits `offset` for `group` in a queue (persisted every
+    /// `flushConsumerOffsetInterval`).
+    pub fn commit_offset(&self, group: &str, topic: &str, queue_id: i32, offset: i64) {
+        lock(&self.offsets)
+            .entry(format!("{topic}@{group}"))
+            .or_default()
+            .insert(queue_id, offset);
+    }
+
+    /// `consumerOffset.json` as Java writes it.
+    #[must_use]
+    pub fn offsets_json(&self) -> String {
+        let table = ConsumerOffsetTable {
+            offset_table: lock(&self.offsets)
+                .iter()
+                .map(|(key, queues)| (key.clone(), queues.iter().map(|(q, o)| (*q, *o)).collect()))
+                .collect(),
+        };
+        table.to_json()
+    }
+
+    /// Writes `consumerOffset.json`.
+    ///
+    /// # Errors
+    /// The I/O error.
+    pub fn persist_offsets(&self) -> std::io::Result<()> {
+        write_atomically(&self.offsets_path, self.offsets_json().as_bytes())
+    }
+
+    /// Records a heartbeat from `connection`; returns the consumer groups whose membership
+    /// changed.
+    pub fn heartbeat(&self, connection: ConnectionId, data: &HeartbeatData) -> Vec<String> {
+        let now = Instant::now();
+        let mut changed = Vec::new();
+        {
+            let mut consumers = lock(&self.consumers);
+            for consumer in &data.consumer_data_set {
+                let group = consumers.entry(consumer.group_name.clone()).or_default();
+                let member = Member {
+                    client_id: data.client_id.clone(),
+                    last_seen: now,
+                };
+                if group.members.insert(connection, member).is_none() {
+                    changed.push(consumer.group_name.clone());
+                }
+                for subscription in &consumer.subscription_data_set {
+                    let replace = group
+                        .subscriptions
+                        .get(&subscription.topic)
+                        .is_none_or(|old| old.sub_version < subscription.sub_version);
+                    if replace {
+                        group
+                            .subscriptions
+                            .insert(subscription.topic.clone(), subscription.clone());
+                    }
+                }
+            }
+        }
+        let mut producers = lock(&self.producers);
+        for producer in &data.producer_data_set {
+            producers
+                .entry(producer.group_name.clone())
+                .or_default()
+                .insert(
+                    connection,
+                    Member {
+                        client_id: data.client_id.clone(),
+                        last_seen: now,
+                    },
+                );
+        }
+        changed
+    }
+
+    /// Removes `connection` from a group (UNREGISTER_CLIENT), or from every group when
+    /// `group` is `None` (connection closed); returns consumer groups that changed.
+    pub fn unregister(&self, connection: ConnectionId, group: Option<&str>) -> Vec<String> {
+        let mut changed = Vec::new();
+        let mut consumers = lock(&self.consumers);
+        for (name, members) in consumers.iter_mut() {
+            if group.is_none_or(|g| g == name) && members.members.remove(&connection).is_some() {
+                changed.push(name.clone());
+            }
+        }
+        consumers.retain(|_, g| !g.members.is_empty());
+        drop(consumers);
+        let mut producers = lock(&self.producers);
+        for (name, members) in producers.iter_mut() {
+            if group.is_none_or(|g| g == name) {
+                members.remove(&connection);
+            }
+        }
+        producers.retain(|_, m| !m.is_empty());
+        changed
+    }
+
+    /// Drops members silent for `channelExpiredTimeout`; returns groups that changed.
+    pub fn expire_clients(&self) -> Vec<String> {
+        let timeout = self.config.channel_expired_timeout;
+        let mut changed = Vec::new();
+        let mut consumers = lock(&self.consumers);
+        for (name, group) in consumers.iter_mut() {
+            let before = group.members.len();
+            group.members.retain(|_, m| m.last_seen.elapsed() < timeout);
+            if group.members.len() != before {
+                changed.push(name.clone());
+            }
+        }
+        consumers.retain(|_, g| !g.members.is_empty());
+        changed
+    }
+
+    /// Client ids of a consumer group, sorted.
+    #[must_use]
+    pub fn consumer_ids(&self, group: &str) -> Vec<String> {
+        let consumers = lock(&self.consumers);
+        let mut ids: Vec<String> = consumers
+            .get(group)
+            .map(|g| g.members.values().map(|m| m.client_id.clone()).collect())
+            .unwrap_or_default();
+        ids.sort();
+        ids.dedup();
+        ids
+    }
+
+    /// Connections of a consumer group (to notify them).
+    #[must_use]
+    pub fn consumer_connections(&self, group: &str) -> Vec<ConnectionId> {
+        lock(&self.consumers)
+            .get(group)
+            .map(|g| g.members.keys().copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// The subscription a consumer group registered for `topic`.
+    #[must_use]
+    pub fn subscription(&self, group: &str, topic: &str) -> Option<SubscriptionData> {
+        lock(&self.consumers)
+            .get(group)?
+            .subscriptions
+            .get(topic)
+            .cloned()
+    }
+}
+
+fn load_offsets(path: &Path) -> Result<BTreeMap<String, BTreeMap<i32, i64>>, String> {
+    let accept = |bytes: &[u8]| ConsumerOffsetTable::parse(bytes).is_ok();
+    let table = match read_with_backup(path, accept) {
+        Ok(Some(bytes)) => {
+            ConsumerOffsetTable::parse(&bytes).map_err(|e| format!("{}: {e}", path.display()))?
+        }
+        Ok(None) => ConsumerOffsetTable::default(),
+        Err(error) => return Err(format!("{}: {error}", path.display())),
+    };
+    Ok(table
+        .offset_table
+        .into_iter()
+        .map(|(key, queues)| (key, queues.into_iter().collect()))
+        .collect())
+}

@@ -1,0 +1,455 @@
+//! Broker configuration: `broker.conf` keys (`BrokerConfig`, `MessageStoreConfig` and
+//! `NettyServerConfig` in Java) with Java's defaults. Store keys fill a [`StoreConfig`].
+
+use super::properties::Property;
+use super::{parse_bool, parse_value, ConfigError};
+use crate::limits;
+use crate::store::config::StoreConfig;
+use crate::store::dispatch::DelayLevels;
+use crate::store::flush::FlushDiskType;
+use ferromq_shards::Placement;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// `brokerRole`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BrokerRole {
+    /// `ASYNC_MASTER` (default).
+    AsyncMaster,
+    /// `SYNC_MASTER`.
+    SyncMaster,
+    /// `SLAVE`.
+    Slave,
+}
+
+impl BrokerRole {
+    /// Java's name.
+    #[must_use]
+    pub fn java_name(self) -> &'static str {
+        match self {
+            BrokerRole::AsyncMaster => "ASYNC_MASTER",
+            BrokerRole::SyncMaster => "SYNC_MASTER",
+            BrokerRole::Slave => "SLAVE",
+        }
+    }
+}
+
+/// Broker settings.
+#[derive(Clone, Debug)]
+pub struct BrokerConfig {
+    /// `brokerClusterName` (`DefaultCluster`).
+    pub broker_cluster_name: String,
+    /// `brokerName` (Java: the host name).
+    pub broker_name: String,
+    /// `brokerId` (0: master).
+    pub broker_id: i64,
+    /// `namesrvAddr`: name servers, `;`-separated (default `NAMESRV_ADDR` from the
+    /// environment, else none).
+    pub namesrv_addr: Vec<String>,
+    /// `brokerIP1`: the address the broker tells name servers and clients.
+    pub broker_ip1: IpAddr,
+    /// `bindAddress` (ferromq: where to listen; default all interfaces).
+    pub bind_address: IpAddr,
+    /// `listenPort` (10911); the VIP channel listens on `listenPort - 2`.
+    pub listen_port: u16,
+    /// `brokerRole`.
+    pub broker_role: BrokerRole,
+    /// `brokerPermission` (6: read and write).
+    pub broker_permission: i32,
+    /// `autoCreateTopicEnable` (true).
+    pub auto_create_topic_enable: bool,
+    /// `defaultTopicQueueNums` (8): queues of an auto-created topic.
+    pub default_topic_queue_nums: i32,
+    /// `autoCreateSubscriptionGroup` (true).
+    pub auto_create_subscription_group: bool,
+    /// `longPollingEnable` (true).
+    pub long_polling_enable: bool,
+    /// `shortPollingTimeMills` (1000): how long a pull without suspend flag waits.
+    pub short_polling_time: Duration,
+    /// `registerNameServerPeriod` (30 s).
+    pub register_name_server_period: Duration,
+    /// `flushConsumerOffsetInterval` (5 s).
+    pub flush_consumer_offset_interval: Duration,
+    /// `channelNotActiveInterval`-like expiry of client channels without heartbeat
+    /// (`channelExpiredTimeout`, 120 s).
+    pub channel_expired_timeout: Duration,
+    /// `serverChannelMaxIdleTimeSeconds` (120).
+    pub channel_idle_timeout: Duration,
+    /// `frameMaxLength` (16 MiB).
+    pub frame_size_max: usize,
+    /// `serverMaxConnections` per shard.
+    pub connections_max: usize,
+    /// `shards`: placement of shards on cores.
+    pub shards: Option<Placement>,
+    /// `flushIntervalCommitLog` (500 ms), kept apart so that it applies whichever of it and
+    /// `flushDiskType` comes first in the file.
+    pub flush_interval_commit_log: Duration,
+    /// The store's settings.
+    pub store: StoreConfig,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from);
+        let broker_name = std::fs::read_to_string("/etc/hostname")
+            .ok()
+            .map(|h| h.trim().to_owned())
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "broker-a".to_owned());
+        let namesrv_addr = std::env::var("NAMESRV_ADDR")
+            .map(|value| split_addresses(&value))
+            .unwrap_or_default();
+        BrokerConfig {
+            broker_cluster_name: "DefaultCluster".to_owned(),
+            broker_name,
+            broker_id: 0,
+            namesrv_addr,
+            broker_ip1: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            bind_address: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            listen_port: 10911,
+            broker_role: BrokerRole::AsyncMaster,
+            broker_permission: 6,
+            auto_create_topic_enable: true,
+            default_topic_queue_nums: 8,
+            auto_create_subscription_group: true,
+            long_polling_enable: true,
+            short_polling_time: Duration::from_millis(1000),
+            register_name_server_period: Duration::from_secs(30),
+            flush_consumer_offset_interval: Duration::from_secs(5),
+            channel_expired_timeout: Duration::from_secs(120),
+            channel_idle_timeout: limits::CHANNEL_IDLE_TIMEOUT,
+            frame_size_max: limits::FRAME_SIZE_MAX,
+            connections_max: limits::CONNECTIONS_MAX,
+            shards: None,
+            flush_interval_commit_log: Duration::from_millis(500),
+            store: StoreConfig::new(home.join("store")),
+        }
+    }
+}
+
+/// Java keys read without effect: Netty thread pools and buffers, and features ferromq does
+/// not have.
+const IGNORED_JAVA_KEYS: &[&str] = &[
+    "rocketmqHome",
+    "serverWorkerThreads",
+    "serverCallbackExecutorThreads",
+    "serverSelectorThreads",
+    "serverOnewaySemaphoreValue",
+    "serverAsyncSemaphoreValue",
+    "serverSocketSndBufSize",
+    "serverSocketRcvBufSize",
+    "serverPooledByteBufAllocatorEnable",
+    "useEpollNativeSelector",
+    "sendMessageThreadPoolNums",
+    "pullMessageThreadPoolNums",
+    "queryMessageThreadPoolNums",
+    "adminBrokerThreadPoolNums",
+    "clientManageThreadPoolNums",
+    "consumerManageThreadPoolNums",
+    "heartbeatThreadPoolNums",
+    "endTransactionThreadPoolNums",
+    "useReentrantLockWhenPutMessage",
+    "transientStorePoolEnable",
+    "warmMapedFileEnable",
+    "osPageCacheBusyTimeOutMills",
+    "flushCommitLogLeastPages",
+    "flushConsumeQueueLeastPages",
+    "flushCommitLogThoroughInterval",
+    "flushConsumeQueueThoroughInterval",
+    "commitIntervalCommitLog",
+    "storePathConsumeQueue",
+    "storePathIndex",
+    "storeCheckpoint",
+    "abortFile",
+];
+
+impl BrokerConfig {
+    /// Where the main channel listens.
+    #[must_use]
+    pub fn listen_addr(&self) -> SocketAddr {
+        SocketAddr::new(self.bind_address, self.listen_port)
+    }
+
+    /// The address the broker announces: `brokerIP1:listenPort`.
+    #[must_use]
+    pub fn broker_addr(&self) -> SocketAddr {
+        SocketAddr::new(self.broker_ip1, self.listen_port)
+    }
+
+    /// Applies properties read from `origin` on top of `self`; returns the unknown keys.
+    ///
+    /// # Errors
+    /// [`ConfigError::BadValue`] for the first value that does not parse.
+    #[allow(clippy::too_many_lines)] // one arm per key reads best as one table
+    pub fn apply(
+        &mut self,
+        origin: &str,
+        properties: &[Property],
+    ) -> Result<Vec<String>, ConfigError> {
+        let mut unknown = Vec::new();
+        for property in properties {
+            let at = format!("{origin} line {}", property.line);
+            let (key, value) = (property.key.as_str(), property.value.trim());
+            let store = &mut self.store;
+            match key {
+                "brokerClusterName" => self.broker_cluster_name = value.to_owned(),
+                "brokerName" => self.broker_name = value.to_owned(),
+                "brokerId" => self.broker_id = parse_value(&at, key, value, "an integer")?,
+                "namesrvAddr" => self.namesrv_addr = split_addresses(value),
+                "brokerIP1" => {
+                    self.broker_ip1 = parse_value(&at, key, value, "an IP address")?;
+                }
+                "brokerIP2" | "haListenPort" | "haMasterAddress" => {
+                    tracing::debug!(key, "replication keys are read but not used yet");
+                }
+                "bindAddress" => {
+                    self.bind_address = parse_value(&at, key, value, "an IP address")?;
+                }
+                "listenPort" => {
+                    let port: u16 = parse_value(&at, key, value, "a port 3..=65535")?;
+                    if port < 3 && port != 0 {
+                        return Err(bad(&at, key, value, "a port 3..=65535 (VIP is port - 2)"));
+                    }
+                    self.listen_port = port;
+                }
+                "brokerRole" => {
+                    self.broker_role = match value {
+                        "ASYNC_MASTER" => BrokerRole::AsyncMaster,
+                        "SYNC_MASTER" => BrokerRole::SyncMaster,
+                        "SLAVE" => BrokerRole::Slave,
+                        _ => {
+                            return Err(bad(&at, key, value, "ASYNC_MASTER, SYNC_MASTER or SLAVE"))
+                        }
+                    };
+                }
+                "brokerPermission" => {
+                    self.broker_permission = parse_value(&at, key, value, "permission bits")?;
+                }
+                "autoCreateTopicEnable" => {
+                    self.auto_create_topic_enable = parse_bool(&at, key, value)?;
+                }
+                "defaultTopicQueueNums" => {
+                    self.default_topic_queue_nums = parse_value(&at, key, value, "a queue count")?;
+                }
+                "autoCreateSubscriptionGroup" => {
+                    self.auto_create_subscription_group = parse_bool(&at, key, value)?;
+                }
+                "longPollingEnable" => self.long_polling_enable = parse_bool(&at, key, value)?,
+                "shortPollingTimeMills" => self.short_polling_time = millis(&at, key, value)?,
+                "registerNameServerPeriod" => {
+                    self.register_name_server_period = millis(&at, key, value)?;
+                }
+                "flushConsumerOffsetInterval" => {
+                    self.flush_consumer_offset_interval = millis(&at, key, value)?;
+                }
+                "serverChannelMaxIdleTimeSeconds" => {
+                    let seconds: u64 = parse_value(&at, key, value, "seconds, at least 1")?;
+                    self.channel_idle_timeout = Duration::from_secs(seconds.max(1));
+                }
+                "frameMaxLength" => {
+                    self.frame_size_max = parse_value(&at, key, value, "bytes")?;
+                }
+                "serverMaxConnections" => {
+                    self.connections_max = parse_value(&at, key, value, "a connection count")?;
+                }
+                "shards" => {
+                    let placement: Placement = value
+                        .parse()
+                        .map_err(|e| bad(&at, key, value, &format!("a shard placement ({e})")))?;
+                    self.shards = Some(placement);
+                }
+                "storePathRootDir" => store.store_path_root_dir = PathBuf::from(value),
+                "storePathCommitLog" => store.store_path_commit_log = Some(PathBuf::from(value)),
+                "mappedFileSizeCommitLog" => {
+                    store.mapped_file_size_commit_log =
+                        parse_value(&at, key, value, "bytes, at least 4096")?;
+                    if store.mapped_file_size_commit_log < 4096 {
+                        return Err(bad(&at, key, value, "bytes, at least 4096"));
+                    }
+                }
+                "mappedFileSizeConsumeQueue" => {
+                    let bytes: usize = parse_value(&at, key, value, "bytes, a multiple of 20")?;
+                    if bytes < 20 {
+                        return Err(bad(&at, key, value, "bytes, a multiple of 20"));
+                    }
+                    // Java rounds it to whole units.
+                    store.consume_queue_units_per_file = bytes / 20;
+                }
+                "flushDiskType" => {
+                    store.flush_disk_type = match value {
+                        "SYNC_FLUSH" => FlushDiskType::SyncFlush,
+                        "ASYNC_FLUSH" => FlushDiskType::AsyncFlush {
+                            interval: self.flush_interval_commit_log,
+                        },
+                        _ => return Err(bad(&at, key, value, "SYNC_FLUSH or ASYNC_FLUSH")),
+                    };
+                }
+                "flushIntervalCommitLog" => {
+                    self.flush_interval_commit_log = millis(&at, key, value)?;
+                    if let FlushDiskType::AsyncFlush { interval } = &mut store.flush_disk_type {
+                        *interval = self.flush_interval_commit_log;
+                    }
+                }
+                "flushIntervalConsumeQueue" => {
+                    store.flush_interval_consume_queue = millis(&at, key, value)?;
+                }
+                "checkCRCOnRecover" => store.check_crc_on_recover = parse_bool(&at, key, value)?,
+                "maxMessageSize" => store.max_message_size = parse_value(&at, key, value, "bytes")?,
+                "maxTransferBytesOnMessageInMemory" => {
+                    store.max_transfer_bytes_on_message_in_memory =
+                        parse_value(&at, key, value, "bytes")?;
+                }
+                "maxTransferCountOnMessageInMemory" => {
+                    store.max_transfer_count_on_message_in_memory =
+                        parse_value(&at, key, value, "a count")?;
+                }
+                "maxTransferBytesOnMessageInDisk" => {
+                    store.max_transfer_bytes_on_message_in_disk =
+                        parse_value(&at, key, value, "bytes")?;
+                }
+                "maxTransferCountOnMessageInDisk" => {
+                    store.max_transfer_count_on_message_in_disk =
+                        parse_value(&at, key, value, "a count")?;
+                }
+                "accessMessageInMemoryMaxRatio" => {
+                    store.access_message_in_memory_max_ratio =
+                        parse_value(&at, key, value, "a percentage")?;
+                }
+                "messageIndexEnable" => store.message_index_enable = parse_bool(&at, key, value)?,
+                "maxHashSlotNum" => {
+                    store.max_hash_slot_num = parse_value(&at, key, value, "a slot count")?;
+                }
+                "maxIndexNum" => {
+                    store.max_index_num = parse_value(&at, key, value, "an item count")?;
+                }
+                "defaultQueryMaxNum" => {
+                    store.default_query_max_num = parse_value(&at, key, value, "a count")?;
+                }
+                "messageDelayLevel" => {
+                    store.message_delay_level = DelayLevels::parse(value).map_err(|entry| {
+                        bad(
+                            &at,
+                            key,
+                            value,
+                            &format!("levels like '1s 5m 2h' ({entry})"),
+                        )
+                    })?;
+                }
+                "fileReservedTime" => {
+                    store.file_reserved_time_hours = parse_value(&at, key, value, "hours")?;
+                }
+                "deleteWhen" => store.delete_when = value.to_owned(),
+                "cleanResourceInterval" => {
+                    store.clean_resource_interval = millis(&at, key, value)?;
+                }
+                "diskMaxUsedSpaceRatio" => {
+                    let percent: u32 = parse_value(&at, key, value, "a percentage 10..=95")?;
+                    store.disk_max_used_space_ratio = f64::from(percent.clamp(10, 95)) / 100.0;
+                }
+                "diskSpaceWarningLevelRatio" => {
+                    store.disk_space_warning_level_ratio = ratio(&at, key, value)?;
+                }
+                "diskSpaceCleanForciblyRatio" => {
+                    store.disk_space_clean_forcibly_ratio = ratio(&at, key, value)?;
+                }
+                "cleanFileForciblyEnable" => {
+                    store.clean_file_forcibly_enable = parse_bool(&at, key, value)?;
+                }
+                "deleteCommitLogFilesInterval" => {
+                    let ms: u64 = parse_value(&at, key, value, "milliseconds")?;
+                    store.delete_commit_log_files_interval = Duration::from_millis(ms);
+                }
+                _ if IGNORED_JAVA_KEYS.contains(&key) => {
+                    tracing::debug!(key, "Java broker key has no effect in ferromq");
+                }
+                _ => unknown.push(key.to_owned()),
+            }
+        }
+        Ok(unknown)
+    }
+}
+
+/// Splits `namesrvAddr`: `;`-separated `host:port` entries.
+fn split_addresses(value: &str) -> Vec<String> {
+    value
+        .split(';')
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+fn ratio(origin: &str, key: &str, value: &str) -> Result<f64, ConfigError> {
+    let ratio: f64 = parse_value(origin, key, value, "a fraction 0.0..=1.0")?;
+    if !(0.0..=1.0).contains(&ratio) {
+        return Err(bad(origin, key, value, "a fraction 0.0..=1.0"));
+    }
+    Ok(ratio)
+}
+
+fn millis(origin: &str, key: &str, value: &str) -> Result<Duration, ConfigError> {
+    let ms: u64 = parse_value(origin, key, value, "milliseconds, at least 1")?;
+    if ms == 0 {
+        return Err(bad(origin, key, value, "milliseconds, at least 1"));
+    }
+    Ok(Duration::from_millis(ms))
+}
+
+fn bad(origin: &str, key: &str, value: &str, expected: &str) -> ConfigError {
+    ConfigError::BadValue {
+        origin: origin.to_owned(),
+        key: key.to_owned(),
+        value: value.to_owned(),
+        expected: expected.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::properties::parse;
+
+    #[test]
+    fn java_broker_conf_keys_apply() {
+        let mut config = BrokerConfig::default();
+        let text = "brokerClusterName=C\nbrokerName=b\nbrokerId=0\n\
+                    namesrvAddr=127.0.0.1:9876;10.0.0.1:9876\nbrokerIP1=127.0.0.1\n\
+                    listenPort=10921\nstorePathRootDir=/data/s\nflushIntervalCommitLog=200\n\
+                    flushDiskType=ASYNC_FLUSH\nfileReservedTime=48\n\
+                    mappedFileSizeConsumeQueue=6000\nautoCreateTopicEnable=false\n\
+                    sendMessageThreadPoolNums=4\nmystery=1\n";
+        let unknown = config.apply("broker.conf", &parse(text)).unwrap();
+        assert_eq!(unknown, vec!["mystery".to_owned()]);
+        assert_eq!(config.namesrv_addr, vec!["127.0.0.1:9876", "10.0.0.1:9876"]);
+        assert_eq!(config.listen_port, 10921);
+        assert_eq!(config.store.store_path_root_dir, PathBuf::from("/data/s"));
+        assert_eq!(config.store.consume_queue_units_per_file, 300);
+        assert_eq!(config.store.file_reserved_time_hours, 48);
+        assert!(!config.auto_create_topic_enable);
+        assert_eq!(
+            config.store.flush_disk_type,
+            FlushDiskType::AsyncFlush {
+                interval: Duration::from_millis(200)
+            }
+        );
+    }
+
+    #[test]
+    fn bad_values_name_file_line_key_and_what_is_valid() {
+        let mut config = BrokerConfig::default();
+        let error = config
+            .apply("broker.conf", &parse("flushDiskType=SOMETIMES\n"))
+            .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "broker.conf line 1: flushDiskType = 'SOMETIMES' is invalid: SYNC_FLUSH or ASYNC_FLUSH"
+        );
+        let error = config
+            .apply("broker.conf", &parse("\nbrokerRole=BOSS\n"))
+            .unwrap_err();
+        assert!(error
+            .to_string()
+            .starts_with("broker.conf line 2: brokerRole"));
+    }
+}

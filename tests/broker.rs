@@ -1,0 +1,362 @@
+//! The broker over real sockets: a `ferromq broker` process, driven with the library's
+//! remoting client in both header serializations — sends, pulls, long polling, heartbeats,
+//! consumer offsets, restart, and bad input answered with Java's codes and remarks.
+
+mod common;
+
+use common::{connect, BrokerProcess, TempDir};
+use ferromq::remoting::client::RemotingClient;
+use ferromq::remoting::headers::{
+    GetConsumerListByGroupRequestHeader, GetMaxOffsetRequestHeader, OffsetResponseHeader,
+    PullMessageRequestHeader, PullMessageResponseHeader, QueryConsumerOffsetRequestHeader,
+    QueryConsumerOffsetResponseHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader,
+    UpdateConsumerOffsetRequestHeader,
+};
+use ferromq::remoting::{RemotingCommand, RequestCode, ResponseCode, SerializeType};
+use ferromq::store::message::{decode_record, Record};
+use std::time::{Duration, Instant};
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn send_request(topic: &str, queue_id: i32, body: &[u8], tags: &str) -> RemotingCommand {
+    let header = SendMessageRequestHeaderV2 {
+        a: "test-producer".into(),
+        b: topic.into(),
+        c: "TBW102".into(),
+        d: 4,
+        e: queue_id,
+        f: 0,
+        g: 1_700_000_000_000,
+        h: 0,
+        i: Some(format!("TAGS\u{1}{tags}\u{2}WAIT\u{1}true\u{2}")),
+        j: Some(0),
+        k: Some(false),
+        l: None,
+        m: Some(false),
+        n: None,
+    };
+    let mut request = RemotingCommand::request_with_header(RequestCode::SEND_MESSAGE_V2, &header);
+    request.body = body.to_vec();
+    request
+}
+
+fn pull_request(topic: &str, queue_id: i32, offset: i64, suspend_ms: i64) -> RemotingCommand {
+    let header = PullMessageRequestHeader {
+        consumer_group: "test-group".into(),
+        topic: topic.into(),
+        queue_id,
+        queue_offset: offset,
+        max_msg_nums: 32,
+        // Suspend (0x2) when asked, and the subscription in the request (0x4).
+        sys_flag: 0x4 | if suspend_ms > 0 { 0x2 } else { 0 },
+        commit_offset: 0,
+        suspend_timeout_millis: suspend_ms,
+        subscription: Some("*".into()),
+        sub_version: 0,
+        expression_type: Some("TAG".into()),
+        max_msg_bytes: None,
+        request_source: None,
+        broker_name: None,
+    };
+    RemotingCommand::request_with_header(RequestCode::PULL_MESSAGE, &header)
+}
+
+async fn send(client: &RemotingClient, topic: &str, queue: i32, body: &[u8]) -> RemotingCommand {
+    client
+        .request(send_request(topic, queue, body, "a"))
+        .await
+        .unwrap()
+}
+
+async fn max_offset(client: &RemotingClient, topic: &str, queue_id: i32) -> i64 {
+    let request = RemotingCommand::request_with_header(
+        RequestCode::GET_MAX_OFFSET,
+        &GetMaxOffsetRequestHeader {
+            topic: topic.into(),
+            queue_id,
+            committed: None,
+        },
+    );
+    let response = client.request(request).await.unwrap();
+    let header: OffsetResponseHeader = response.decode_header().unwrap();
+    header.offset
+}
+
+/// Bodies of the records in a pull response.
+fn bodies(response: &RemotingCommand) -> Vec<Vec<u8>> {
+    let mut at = 0;
+    let mut found = Vec::new();
+    while at < response.body.len() {
+        let Ok(Record::Message { record, size }) = decode_record(&response.body[at..], true) else {
+            panic!("pull body is not records at {at}");
+        };
+        found.push(record.body.to_vec());
+        at += size;
+    }
+    found
+}
+
+#[test]
+fn sends_and_pulls_round_trip_in_both_serializations() {
+    let dir = TempDir::on_disk("broker-roundtrip");
+    let broker = BrokerProcess::start(&dir.path().join("store"), "flushDiskType=SYNC_FLUSH");
+    runtime().block_on(async {
+        for (round, serialize) in [SerializeType::Json, SerializeType::RocketMq]
+            .into_iter()
+            .enumerate()
+        {
+            let client = connect(broker.addr, serialize).await;
+            for i in 0..10 {
+                let body = format!("{serialize:?}-{i}").into_bytes();
+                let response = send(&client, "BrokerT", 1, &body).await;
+                assert_eq!(response.code, 0, "{:?}", response.remark);
+                let header: SendMessageResponseHeader = response.decode_header().unwrap();
+                assert_eq!(header.queue_id, 1);
+                assert_eq!(header.queue_offset, (round * 10 + i) as i64);
+                assert_eq!(header.msg_id.len(), 32, "offset msgId of an IPv4 broker");
+                assert!(header.msg_id.starts_with("7F000001"), "{}", header.msg_id);
+            }
+            while max_offset(&client, "BrokerT", 1).await < (round * 10 + 10) as i64 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            let response = client
+                .request(pull_request("BrokerT", 1, (round * 10) as i64, 0))
+                .await
+                .unwrap();
+            assert_eq!(response.code, 0, "{:?}", response.remark);
+            let header: PullMessageResponseHeader = response.decode_header().unwrap();
+            assert_eq!(header.next_begin_offset, (round * 10 + 10) as i64);
+            assert_eq!(header.max_offset, (round * 10 + 10) as i64);
+            let expected: Vec<Vec<u8>> = (0..10)
+                .map(|i| format!("{serialize:?}-{i}").into_bytes())
+                .collect();
+            assert_eq!(bodies(&response), expected);
+        }
+    });
+}
+
+#[test]
+fn a_waiting_pull_returns_as_soon_as_a_message_arrives() {
+    let dir = TempDir::on_disk("broker-longpoll");
+    let broker = BrokerProcess::start(&dir.path().join("store"), "");
+    runtime().block_on(async {
+        let client = connect(broker.addr, SerializeType::Json).await;
+        assert_eq!(send(&client, "PollT", 0, b"first").await.code, 0);
+        // A send is acknowledged when stored; dispatch makes it pullable a moment later.
+        while max_offset(&client, "PollT", 0).await < 1 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        // Nothing at offset 1 yet: the pull waits up to 10 s.
+        let waiting = {
+            let client = client.clone();
+            tokio::spawn(async move {
+                let response = client
+                    .request(pull_request("PollT", 0, 1, 10_000))
+                    .await
+                    .unwrap();
+                (response, Instant::now())
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        if waiting.is_finished() {
+            let (response, _) = waiting.await.unwrap();
+            panic!(
+                "the pull did not wait: {} {:?}",
+                response.code, response.remark
+            );
+        }
+        let sent = send(&client, "PollT", 0, b"second").await;
+        let acked = Instant::now();
+        assert_eq!(sent.code, 0);
+        let (response, returned) = tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("the pull returns long before its 10 s suspend time")
+            .unwrap();
+        assert_eq!(response.code, 0, "{:?}", response.remark);
+        assert_eq!(bodies(&response), vec![b"second".to_vec()]);
+        eprintln!(
+            "long poll answered {:?} after the send was acknowledged",
+            returned.saturating_duration_since(acked)
+        );
+        // With nothing arriving, it answers PULL_NOT_FOUND when the suspend time runs out.
+        let started = Instant::now();
+        let response = client
+            .request(pull_request("PollT", 0, 2, 300))
+            .await
+            .unwrap();
+        assert_eq!(response.code, ResponseCode::PULL_NOT_FOUND.0);
+        assert!(started.elapsed() >= Duration::from_millis(250));
+    });
+}
+
+#[test]
+fn heartbeats_offsets_and_messages_survive_a_restart() {
+    let dir = TempDir::on_disk("broker-restart");
+    let store = dir.path().join("store");
+    let mut broker = BrokerProcess::start(&store, "flushConsumerOffsetInterval=100");
+    runtime().block_on(async {
+        let client = connect(broker.addr, SerializeType::Json).await;
+        let mut heartbeat = RemotingCommand::request(RequestCode::HEART_BEAT);
+        heartbeat.body = br#"{"clientID":"127.0.0.1@test","producerDataSet":[],
+            "consumerDataSet":[{"groupName":"restart-group","consumeType":"CONSUME_PASSIVELY",
+            "messageModel":"CLUSTERING","consumeFromWhere":"CONSUME_FROM_LAST_OFFSET",
+            "subscriptionDataSet":[{"topic":"RestartT","subString":"*","tagsSet":[],
+            "codeSet":[],"subVersion":1}],"unitMode":false}]}"#
+            .to_vec();
+        assert_eq!(client.request(heartbeat).await.unwrap().code, 0);
+        let list = RemotingCommand::request_with_header(
+            RequestCode::GET_CONSUMER_LIST_BY_GROUP,
+            &GetConsumerListByGroupRequestHeader {
+                consumer_group: "restart-group".into(),
+            },
+        );
+        let response = client.request(list).await.unwrap();
+        assert_eq!(response.code, 0);
+        assert_eq!(
+            String::from_utf8(response.body).unwrap(),
+            r#"{"consumerIdList":["127.0.0.1@test"]}"#
+        );
+        for i in 0..5 {
+            assert_eq!(
+                send(&client, "RestartT", 2, format!("m{i}").as_bytes())
+                    .await
+                    .code,
+                0
+            );
+        }
+        let update = RemotingCommand::request_with_header(
+            RequestCode::UPDATE_CONSUMER_OFFSET,
+            &UpdateConsumerOffsetRequestHeader {
+                consumer_group: "restart-group".into(),
+                topic: "RestartT".into(),
+                queue_id: 2,
+                commit_offset: 3,
+            },
+        );
+        assert_eq!(client.request(update).await.unwrap().code, 0);
+    });
+    assert!(broker.terminate().success());
+    let broker = BrokerProcess::start(&store, "");
+    runtime().block_on(async {
+        let client = connect(broker.addr, SerializeType::RocketMq).await;
+        let query = RemotingCommand::request_with_header(
+            RequestCode::QUERY_CONSUMER_OFFSET,
+            &QueryConsumerOffsetRequestHeader {
+                consumer_group: "restart-group".into(),
+                topic: "RestartT".into(),
+                queue_id: 2,
+                set_zero_if_not_found: None,
+            },
+        );
+        let response = client.request(query).await.unwrap();
+        assert_eq!(response.code, 0, "{:?}", response.remark);
+        let header: QueryConsumerOffsetResponseHeader = response.decode_header().unwrap();
+        assert_eq!(header.offset, Some(3));
+        let max = RemotingCommand::request_with_header(
+            RequestCode::GET_MAX_OFFSET,
+            &GetMaxOffsetRequestHeader {
+                topic: "RestartT".into(),
+                queue_id: 2,
+                committed: None,
+            },
+        );
+        let response = client.request(max).await.unwrap();
+        let header: OffsetResponseHeader = response.decode_header().unwrap();
+        assert_eq!(header.offset, 5);
+        let response = client
+            .request(pull_request("RestartT", 2, 3, 0))
+            .await
+            .unwrap();
+        assert_eq!(bodies(&response), vec![b"m3".to_vec(), b"m4".to_vec()]);
+        let next = send(&client, "RestartT", 2, b"m5").await;
+        let header: SendMessageResponseHeader = next.decode_header().unwrap();
+        assert_eq!(
+            header.queue_offset, 5,
+            "queue offsets continue after a restart"
+        );
+    });
+}
+
+#[test]
+fn bad_input_gets_java_codes_and_remarks_and_the_broker_keeps_serving() {
+    let dir = TempDir::on_disk("broker-bad-input");
+    let broker = BrokerProcess::start(&dir.path().join("store"), "maxMessageSize=1024");
+    runtime().block_on(async {
+        let client = connect(broker.addr, SerializeType::Json).await;
+        let big = send(&client, "BadT", 0, &[b'x'; 2048]).await;
+        assert_eq!(big.code, ResponseCode::MESSAGE_ILLEGAL.0);
+        assert!(big.remark.unwrap().contains("msg body length limit 1024B"));
+
+        let bad_topic = send(&client, "bad topic!", 0, b"x").await;
+        assert_eq!(bad_topic.code, ResponseCode::SYSTEM_ERROR.0);
+        assert!(bad_topic
+            .remark
+            .unwrap()
+            .contains("contains illegal characters"));
+
+        assert_eq!(send(&client, "BadT", 0, b"ok").await.code, 0);
+        let bad_queue = send(&client, "BadT", 99, b"x").await;
+        assert_eq!(bad_queue.code, ResponseCode::SYSTEM_ERROR.0);
+        assert!(bad_queue
+            .remark
+            .unwrap()
+            .starts_with("request queueId[99] is illegal"));
+
+        let pull_bad_queue = client
+            .request(pull_request("BadT", 99, 0, 0))
+            .await
+            .unwrap();
+        assert_eq!(pull_bad_queue.code, ResponseCode::SYSTEM_ERROR.0);
+        assert!(pull_bad_queue
+            .remark
+            .unwrap()
+            .starts_with("queueId[99] is illegal"));
+
+        let unknown_topic = client
+            .request(pull_request("NoSuchT", 0, 0, 0))
+            .await
+            .unwrap();
+        assert_eq!(unknown_topic.code, ResponseCode::TOPIC_NOT_EXIST.0);
+        assert!(unknown_topic
+            .remark
+            .unwrap()
+            .starts_with("topic[NoSuchT] not exist"));
+
+        let past_end = client
+            .request(pull_request("BadT", 0, 50, 0))
+            .await
+            .unwrap();
+        assert_eq!(past_end.code, ResponseCode::PULL_OFFSET_MOVED.0);
+        let header: PullMessageResponseHeader = past_end.decode_header().unwrap();
+        assert_eq!(
+            header.next_begin_offset, 0,
+            "Java sends the consumer back to the min"
+        );
+
+        let unknown = client
+            .request(RemotingCommand::request(RequestCode(9999)))
+            .await
+            .unwrap();
+        assert_eq!(unknown.code, ResponseCode::REQUEST_CODE_NOT_SUPPORTED.0);
+        assert_eq!(
+            unknown.remark.as_deref(),
+            Some(" request type 9999 not supported")
+        );
+
+        let missing = client
+            .request(RemotingCommand::request(RequestCode::SEND_MESSAGE_V2))
+            .await
+            .unwrap();
+        assert_eq!(missing.code, ResponseCode::SYSTEM_ERROR.0);
+
+        let after = send(&client, "BadT", 0, b"still serving").await;
+        assert_eq!(after.code, 0);
+        let header: SendMessageResponseHeader = after.decode_header().unwrap();
+        assert_eq!(header.queue_offset, 1);
+    });
+}
