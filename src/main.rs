@@ -208,16 +208,20 @@ fn run_standalone(args: StandaloneArgs) -> anyhow::Result<()> {
     shutdown
         .install_signal_handlers()
         .context("cannot install signal handlers")?;
-    let mut namesrv_config = NamesrvConfig::default();
-    namesrv_config.bind_address = args.namesrv_listen.ip();
-    namesrv_config.listen_port = args.namesrv_listen.port();
-    namesrv_config.kv_config_path = args.data.join("namesrv").join("kvConfig.json");
-    namesrv_config.shards = Some("1".parse().context("one name server shard")?);
+    let namesrv_config = NamesrvConfig {
+        bind_address: args.namesrv_listen.ip(),
+        listen_port: args.namesrv_listen.port(),
+        kv_config_path: args.data.join("namesrv").join("kvConfig.json"),
+        shards: Some("1".parse().context("one name server shard")?),
+        ..NamesrvConfig::default()
+    };
     let namesrv = ferromq::namesrv::start(namesrv_config, shutdown.clone())?;
 
-    let mut config = BrokerConfig::default();
-    config.broker_name = "broker-a".to_owned();
-    config.broker_ip1 = std::net::Ipv4Addr::LOCALHOST.into();
+    let mut config = BrokerConfig {
+        broker_name: "broker-a".to_owned(),
+        broker_ip1: std::net::Ipv4Addr::LOCALHOST.into(),
+        ..BrokerConfig::default()
+    };
     config.store.store_path_root_dir = args.data.join("store");
     broker_config(args.config.as_ref(), &mut config)?;
     config.bind_address = args.broker_listen.ip();

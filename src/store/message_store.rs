@@ -11,9 +11,10 @@
 use super::checkpoint::StoreCheckpoint;
 use super::commit_log::{Appended, CommitLog, PutMessage};
 use super::config::StoreConfig;
-use super::consume_queue::recover_queue;
+use super::consume_queue::{recover_queue, UNIT_SIZE};
 use super::dispatch::{dispatch_entry, DispatchEntry, RecordMeta};
 use super::flush::{run_group_commit_with, CommitObserver, GroupCommitStats, PutRequest};
+use super::index::index_file::index_file_size;
 use super::index::IndexService;
 use super::reader::StoreReader;
 use super::recovery::{
@@ -165,21 +166,33 @@ pub async fn recover_store(
     let min_physical = segments.first().copied().unwrap_or(valid_end);
     shared.set_committed_end(valid_end);
     shared.set_min_physical_offset(min_physical);
+    // What the last run synced stays synced: the checkpoint written at the end of recovery
+    // (and before the first put's sync) must not claim less, or a crash right after this
+    // start would walk and re-dispatch the whole CommitLog.
+    shared.set_synced_store_timestamp(checkpoint.physic_msg_timestamp);
 
     let queues = recover_queues(&shared, valid_end, min_physical).await?;
     let index = if config.message_index_enable {
+        check_index_file_sizes(config)?;
         Some(IndexService::load(
             &config.index_dir(),
             config.max_hash_slot_num,
             config.max_index_num,
             clean,
             checkpoint.index_msg_timestamp,
+            valid_end,
         )?)
     } else {
         None
     };
+    // Files the index dropped may have begun long before the walk's start: re-dispatch from
+    // the end of what it kept, so that every key is indexed again.
+    let index_rebuild_from = index
+        .as_ref()
+        .and_then(IndexService::rebuild_from)
+        .map(|end| u64::try_from(end).unwrap_or(0).max(min_physical));
     let mut reput = Reput::new(Arc::clone(&shared), index, checkpoint).await?;
-    let redispatch_from = match mode {
+    let table_redispatch_from = match mode {
         RecoveryMode::Fresh => valid_end,
         // A clean stop synced the queues and the index: only records after the queues' end
         // (e.g. trailing transaction records, which enter no queue) are looked at again.
@@ -192,6 +205,9 @@ pub async fn recover_store(
             .min(valid_end),
         RecoveryMode::Abnormal | RecoveryMode::AbnormalFromFirst => walk_start_offset,
     };
+    let redispatch_from = index_rebuild_from.map_or(table_redispatch_from, |index_end| {
+        table_redispatch_from.min(index_end)
+    });
     let mut redispatch = Redispatch {
         reput: &mut reput,
         pending: Vec::new(),
@@ -286,10 +302,14 @@ async fn recover_queues(
                 continue;
             };
             let dir = queue_entry.path();
-            let mut starts: Vec<u64> = read_dir(&dir)?
-                .iter()
-                .filter_map(|f| f.file_name().to_str().and_then(parse_segment_name))
-                .collect();
+            let files = read_dir(&dir)?;
+            let mut starts = Vec::with_capacity(files.len());
+            for file in &files {
+                if let Some(start) = file.file_name().to_str().and_then(parse_segment_name) {
+                    check_queue_file_size(file, units)?;
+                    starts.push(start);
+                }
+            }
             starts.sort_unstable();
             let opener = DmaDirectory { dir: dir.clone() };
             let (recovered, beyond) =
@@ -310,6 +330,54 @@ async fn recover_queues(
         }
     }
     Ok(ends)
+}
+
+/// Refuses a ConsumeQueue file whose size says it was written with another
+/// `mappedFileSizeConsumeQueue`: read with ours, it would be misread, extended (its first
+/// block zeroed) or, as a "gap", deleted. One block more is a crash between the padded write
+/// of the last block and the cut back to size.
+fn check_queue_file_size(file: &std::fs::DirEntry, units: usize) -> Result<(), StoreError> {
+    let size = u64::try_from(units * UNIT_SIZE).expect("fits u64");
+    let len = file_len(&file.path())?;
+    if len < size || len > size.next_multiple_of(4096) {
+        return Err(StoreError::Layout(format!(
+            "ConsumeQueue file {} is {len} bytes, but mappedFileSizeConsumeQueue is {size}",
+            file.path().display()
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses IndexFiles of another layout than `maxHashSlotNum` and `maxIndexNum` give: mapped
+/// with ours, they would be resized and their slots misread and overwritten.
+fn check_index_file_sizes(config: &StoreConfig) -> Result<(), StoreError> {
+    let (slots, items) = (config.max_hash_slot_num, config.max_index_num);
+    let size = u64::try_from(index_file_size(slots, items)).expect("fits u64");
+    for file in read_dir(&config.index_dir())? {
+        let is_index = file
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.len() == 17 && n.bytes().all(|b| b.is_ascii_digit()));
+        let len = file_len(&file.path())?;
+        if is_index && len != size {
+            return Err(StoreError::Layout(format!(
+                "IndexFile {} is {len} bytes, but maxHashSlotNum {slots} and maxIndexNum \
+                 {items} make {size}",
+                file.path().display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn file_len(path: &Path) -> Result<u64, StoreError> {
+    let metadata = std::fs::metadata(path).map_err(|source| IoError::File {
+        op: "stat",
+        path: path.to_owned(),
+        offset: 0,
+        source,
+    })?;
+    Ok(metadata.len())
 }
 
 fn read_dir(dir: &Path) -> Result<Vec<std::fs::DirEntry>, StoreError> {

@@ -11,9 +11,10 @@
 //! and in every case: records are checked by magic, size and (`checkCRCOnRecover`) body CRC;
 //! the first that fails ends the valid data; the stale bytes after it are zeroed and later
 //! segments deleted; ConsumeQueue units pointing past the valid end are cut; IndexFiles newer
-//! than the checkpoint are dropped after an unclean stop; what the queues and the index miss
-//! is dispatched again before the store takes puts. The per-queue next offsets come from the
-//! recovered queues.
+//! than the checkpoint (after an unclean stop) or indexing a record at or past the valid end
+//! are dropped, with every later one; what the queues and the index miss is dispatched again
+//! before the store takes puts — from the row's offset, or from the end of the IndexFiles kept
+//! if that is lower. The per-queue next offsets come from the recovered queues.
 
 use super::config::StoreConfig;
 use super::dispatch::RecordMeta;
@@ -287,7 +288,9 @@ pub async fn cut_tail(
         let mut bytes = file
             .read_at(position, usize::try_from(len).expect("fits"))
             .await?;
-        let keep = usize::try_from(valid_end.saturating_sub(position).min(len)).expect("fits");
+        // `position` is within the segment; `valid_end` is a CommitLog offset.
+        let keep =
+            usize::try_from((valid_end - current).saturating_sub(position).min(len)).expect("fits");
         if bytes[keep.min(bytes.len())..].iter().all(|b| *b == 0) {
             break;
         }

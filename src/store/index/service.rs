@@ -24,12 +24,17 @@ pub struct IndexService {
     slot_num: usize,
     item_num: usize,
     files: Vec<IndexFileEntry>,
+    /// Whether [`IndexService::load`] dropped files: their keys must be indexed again.
+    dropped: bool,
 }
 
 impl IndexService {
     /// Loads the files of `dir`, oldest first. After an unclean stop (`clean == false`) a file
     /// whose end time is past `index_checkpoint_ms` may hold entries of records recovery cut,
-    /// so it is deleted and rebuilt by re-dispatch, as Java does.
+    /// so it is deleted, as Java does; so is a file, and every file after it, that indexes a
+    /// record at or past `valid_end` (the CommitLog was cut below its entries: offsets there
+    /// will be reused, and [`IndexService::put`] would skip them). Re-dispatch from
+    /// [`IndexService::rebuild_from`] indexes their records again.
     ///
     /// # Errors
     /// [`IoError`] from listing, mapping or deleting files.
@@ -39,6 +44,7 @@ impl IndexService {
         item_num: usize,
         clean: bool,
         index_checkpoint_ms: i64,
+        valid_end: u64,
     ) -> Result<IndexService, IoError> {
         let io = |op: &'static str, path: &Path| {
             let path = path.to_owned();
@@ -58,14 +64,20 @@ impl IndexService {
             .collect();
         names.sort();
         let size = u64::try_from(index_file_size(slot_num, item_num)).expect("fits u64");
+        let valid_end = i64::try_from(valid_end).unwrap_or(i64::MAX);
         let mut files = Vec::new();
+        let mut dropped = false;
         for name in names {
             let path = dir.join(&name);
             let map = MappedFile::open(&path, size)?;
             let file = IndexFileBuilder::open(map, slot_num, item_num);
-            let keep = file
-                .as_ref()
-                .is_some_and(|file| clean || file.header().end_timestamp <= index_checkpoint_ms);
+            let keep = !dropped
+                && file.as_ref().is_some_and(|file| {
+                    let header = file.header();
+                    let indexes_cut = header.index_count > 1 && header.end_phy_offset >= valid_end;
+                    (clean || header.end_timestamp <= index_checkpoint_ms) && !indexes_cut
+                });
+            dropped |= !keep;
             match file {
                 Some(file) if keep => files.push(IndexFileEntry { name, file }),
                 _ => {
@@ -82,7 +94,15 @@ impl IndexService {
             slot_num,
             item_num,
             files,
+            dropped,
         })
+    }
+
+    /// Where re-dispatch must start for the index to be whole: the end of the files kept (0
+    /// if none), when [`IndexService::load`] dropped any; `None` when it dropped nothing.
+    #[must_use]
+    pub fn rebuild_from(&self) -> Option<i64> {
+        self.dropped.then(|| self.end_phy_offset())
     }
 
     /// CommitLog offset of the newest indexed record (0 when empty): re-dispatch below it
@@ -118,7 +138,14 @@ impl IndexService {
         if keys.is_empty() || (!self.files.is_empty() && phy_offset < self.end_phy_offset()) {
             return Ok(());
         }
+        // The newest indexed record may be indexed in part (a file filled up between its
+        // keys and recovery dropped the next file); re-dispatch brings it again, and only the
+        // keys not there yet go in.
+        let at_end = !self.files.is_empty() && phy_offset == self.end_phy_offset();
         for key in keys {
+            if at_end && self.holds(topic, key, phy_offset) {
+                continue;
+            }
             let put = match self.files.last_mut() {
                 Some(entry) => entry.file.put_key(topic, key, phy_offset, store_timestamp),
                 None => false,
@@ -197,6 +224,19 @@ impl IndexService {
         Ok(deleted)
     }
 
+    /// Whether `topic#key` → `phy_offset` is in a file that ends with that record.
+    fn holds(&self, topic: &str, key: &str, phy_offset: i64) -> bool {
+        self.files
+            .iter()
+            .rev()
+            .take_while(|entry| entry.file.header().end_phy_offset == phy_offset)
+            .any(|entry| {
+                // Nothing was indexed after this record: its entry is the newest match.
+                let newest = entry.file.view().lookup(topic, key, i64::MIN, i64::MAX, 1);
+                newest.first() == Some(&phy_offset)
+            })
+    }
+
     /// Names of the files, oldest first.
     #[must_use]
     pub fn file_names(&self) -> Vec<String> {
@@ -209,9 +249,11 @@ impl IndexService {
         }
         let (end_phy, end_time) = (self.end_phy_offset(), self.end_timestamp());
         let mut name = file_name_for(wall_clock_ms);
-        // Two files in one millisecond (tiny test indexes): keep names unique and ordered.
-        while self.files.last().is_some_and(|entry| entry.name >= name) {
-            let next: u64 = name.parse().unwrap_or(0) + 1;
+        // Names must sort after the newest file: two files in one millisecond (tiny test
+        // indexes), or a store taken over from a Java broker that named files in local time
+        // ahead of UTC. Then the newest name plus one.
+        if let Some(last) = self.files.last().filter(|entry| entry.name >= name) {
+            let next = last.name.parse::<u64>().unwrap_or(0) + 1;
             name = format!("{next:017}");
         }
         let size = u64::try_from(index_file_size(self.slot_num, self.item_num)).expect("fits");
