@@ -167,22 +167,40 @@ impl DmaSegment {
     }
 }
 
-/// Creates `path` with length `size` and a written, synced first block, so that glommio's
-/// poll probe on open reaches the device (see [`DmaSegment::open`]). For anything else that
-/// opens a new file with direct I/O, like the benchmark's raw baseline.
+/// Makes `path` a file of length `size` whose first block is written and synced, so that
+/// glommio's poll probe on open reaches the device (see [`DmaSegment::open`]). For anything
+/// else that opens a new file with direct I/O, like the benchmark's raw baseline.
+///
+/// A new (or empty) file is built under `<path>.tmp` and renamed into place, then the
+/// directory is synced: a crash at any point leaves either no file or a whole one, never a
+/// short segment that recovery would refuse. An existing shorter file is only extended.
 ///
 /// # Errors
 /// The I/O error.
 pub fn create_with_first_block(path: &Path, size: u64) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
+    if std::fs::metadata(path).is_ok_and(|meta| meta.len() > 0) {
+        let file = std::fs::OpenOptions::new().write(true).open(path)?;
+        file.set_len(size)?;
+        return file.sync_all();
+    }
+    let mut temporary = path.as_os_str().to_owned();
+    temporary.push(".tmp");
+    let temporary = PathBuf::from(temporary);
     let file = std::fs::OpenOptions::new()
         .create(true)
-        .truncate(false)
+        .truncate(true)
         .write(true)
-        .open(path)?;
+        .open(&temporary)?;
     file.set_len(size)?;
-    file.write_all_at(&[0; PROBE_BLOCK_SIZE], 0)?;
-    file.sync_data()
+    let first = usize::try_from(size).map_or(PROBE_BLOCK_SIZE, |s| s.min(PROBE_BLOCK_SIZE));
+    file.write_all_at(&vec![0; first], 0)?;
+    file.sync_all()?;
+    std::fs::rename(&temporary, path)?;
+    if let Some(dir) = path.parent() {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
 }
 
 impl SegmentFile for DmaSegment {
