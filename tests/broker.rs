@@ -87,18 +87,59 @@ async fn max_offset(client: &RemotingClient, topic: &str, queue_id: i32) -> i64 
     header.offset
 }
 
-/// Bodies of the records in a pull response.
-fn bodies(response: &RemotingCommand) -> Vec<Vec<u8>> {
+/// (flag, body, properties) of every record in a pull response.
+fn records(response: &RemotingCommand) -> Vec<(i32, Vec<u8>, String)> {
     let mut at = 0;
     let mut found = Vec::new();
     while at < response.body.len() {
         let Ok(Record::Message { record, size }) = decode_record(&response.body[at..], true) else {
             panic!("pull body is not records at {at}");
         };
-        found.push(record.body.to_vec());
+        let properties = String::from_utf8(record.properties.to_vec()).unwrap();
+        found.push((record.flag, record.body.to_vec(), properties));
         at += size;
     }
     found
+}
+
+/// Bodies of the records in a pull response.
+fn bodies(response: &RemotingCommand) -> Vec<Vec<u8>> {
+    records(response)
+        .into_iter()
+        .map(|(_, body, _)| body)
+        .collect()
+}
+
+/// One message of a batch body, as the producer encodes it.
+fn encode(flag: i32, body: &[u8], properties: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    ferromq::broker::batch::BatchEntry {
+        flag,
+        body: body.to_vec(),
+        properties: properties.as_bytes().to_vec(),
+    }
+    .encode(&mut out);
+    out
+}
+
+fn batch_request(topic: &str, queue_id: i32, sys_flag: i32, properties: &str) -> RemotingCommand {
+    let header = SendMessageRequestHeaderV2 {
+        a: "batch-producer".into(),
+        b: topic.into(),
+        c: "TBW102".into(),
+        d: 4,
+        e: queue_id,
+        f: sys_flag,
+        g: 1_700_000_000_000,
+        h: 0,
+        i: Some(properties.into()),
+        j: Some(0),
+        k: Some(false),
+        l: None,
+        m: Some(true),
+        n: None,
+    };
+    RemotingCommand::request_with_header(RequestCode::SEND_BATCH_MESSAGE, &header)
 }
 
 #[test]
@@ -358,5 +399,306 @@ fn bad_input_gets_java_codes_and_remarks_and_the_broker_keeps_serving() {
         assert_eq!(after.code, 0);
         let header: SendMessageResponseHeader = after.decode_header().unwrap();
         assert_eq!(header.queue_offset, 1);
+    });
+}
+
+#[test]
+fn members_of_a_consumer_group_are_told_when_it_changes() {
+    async fn next_notice(
+        inbound: &mut ferromq::remoting::client::InboundRequests,
+    ) -> RemotingCommand {
+        use futures::StreamExt;
+        tokio::time::timeout(Duration::from_secs(5), inbound.next())
+            .await
+            .expect("a notice within 5 s")
+            .unwrap()
+    }
+    use ferromq::remoting::client::{connect_tokio, ClientConfig};
+    let dir = TempDir::on_disk("broker-notify");
+    let broker = BrokerProcess::start(&dir.path().join("store"), "");
+    let heartbeat = |client: &str| {
+        let mut request = RemotingCommand::request(RequestCode::HEART_BEAT);
+        request.body = format!(
+            r#"{{"clientID":"{client}","producerDataSet":[],"consumerDataSet":[{{
+            "groupName":"notify-group","subscriptionDataSet":[{{"topic":"NotifyT",
+            "subString":"*","subVersion":1}}]}}]}}"#
+        )
+        .into_bytes();
+        request
+    };
+    runtime().block_on(async {
+        let (first, mut first_inbound) = connect_tokio(broker.addr, ClientConfig::default())
+            .await
+            .unwrap();
+        // Java notifies every member, the joining one included.
+        assert_eq!(first.request(heartbeat("first")).await.unwrap().code, 0);
+        let joined_self = next_notice(&mut first_inbound).await;
+        assert_eq!(
+            joined_self.request_code(),
+            RequestCode::NOTIFY_CONSUMER_IDS_CHANGED
+        );
+        assert!(joined_self.is_oneway());
+        assert_eq!(joined_self.ext("consumerGroup"), Some("notify-group"));
+        // A heartbeat that changes nothing announces nothing; the second member joining does.
+        assert_eq!(first.request(heartbeat("first")).await.unwrap().code, 0);
+        let second = connect(broker.addr, SerializeType::RocketMq).await;
+        assert_eq!(second.request(heartbeat("second")).await.unwrap().code, 0);
+        let joined = next_notice(&mut first_inbound).await;
+        assert_eq!(
+            joined.request_code(),
+            RequestCode::NOTIFY_CONSUMER_IDS_CHANGED
+        );
+        // The second member leaving (its connection closes) is announced as well.
+        drop(second);
+        let left = next_notice(&mut first_inbound).await;
+        assert_eq!(
+            left.request_code(),
+            RequestCode::NOTIFY_CONSUMER_IDS_CHANGED
+        );
+        let list = RemotingCommand::request_with_header(
+            RequestCode::GET_CONSUMER_LIST_BY_GROUP,
+            &GetConsumerListByGroupRequestHeader {
+                consumer_group: "notify-group".into(),
+            },
+        );
+        let response = first.request(list).await.unwrap();
+        assert_eq!(
+            String::from_utf8(response.body).unwrap(),
+            r#"{"consumerIdList":["first"]}"#
+        );
+    });
+}
+
+#[test]
+fn admin_requests_manage_topics_groups_locks_and_find_messages() {
+    use ferromq::remoting::headers::{
+        CreateTopicRequestHeader, DeleteTopicRequestHeader, QueryMessageRequestHeader,
+        ViewMessageRequestHeader,
+    };
+    let dir = TempDir::on_disk("broker-admin");
+    let broker = BrokerProcess::start(&dir.path().join("store"), "");
+    runtime().block_on(async {
+        let client = connect(broker.addr, SerializeType::Json).await;
+        let create = RemotingCommand::request_with_header(
+            RequestCode::UPDATE_AND_CREATE_TOPIC,
+            &CreateTopicRequestHeader {
+                topic: "AdminT".into(),
+                default_topic: "TBW102".into(),
+                read_queue_nums: 3,
+                write_queue_nums: 3,
+                perm: 6,
+                topic_filter_type: "SINGLE_TAG".into(),
+                topic_sys_flag: Some(0),
+                order: false,
+                attributes: None,
+                force: None,
+            },
+        );
+        assert_eq!(client.request(create).await.unwrap().code, 0);
+        let all = client
+            .request(RemotingCommand::request(RequestCode::GET_ALL_TOPIC_CONFIG))
+            .await
+            .unwrap();
+        let topics: serde_json::Value = serde_json::from_slice(&all.body).unwrap();
+        assert_eq!(topics["topicConfigTable"]["AdminT"]["writeQueueNums"], 3);
+        assert!(topics["topicConfigTable"]["TBW102"].is_object());
+
+        // A message with a key: found by key, and by its offset message id.
+        let mut keyed = send_request("AdminT", 2, b"find me", "t");
+        if let Some(fields) = keyed.ext_fields.as_mut() {
+            fields.insert("i", "KEYS\u{1}order-42\u{2}");
+        }
+        let sent = client.request(keyed).await.unwrap();
+        let header: SendMessageResponseHeader = sent.decode_header().unwrap();
+        let physical = i64::from_str_radix(&header.msg_id[16..], 16).unwrap();
+        let view = RemotingCommand::request_with_header(
+            RequestCode::VIEW_MESSAGE_BY_ID,
+            &ViewMessageRequestHeader {
+                offset: physical,
+                topic: None,
+            },
+        );
+        let viewed = client.request(view).await.unwrap();
+        assert_eq!(viewed.code, 0, "{:?}", viewed.remark);
+        assert_eq!(bodies(&viewed), vec![b"find me".to_vec()]);
+        let query = |key: &str| {
+            RemotingCommand::request_with_header(
+                RequestCode::QUERY_MESSAGE,
+                &QueryMessageRequestHeader {
+                    topic: "AdminT".into(),
+                    key: key.into(),
+                    max_num: 32,
+                    begin_timestamp: 0,
+                    end_timestamp: i64::MAX,
+                },
+            )
+        };
+        let mut found = client.request(query("order-42")).await.unwrap();
+        for _ in 0..100 {
+            if found.code == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            found = client.request(query("order-42")).await.unwrap();
+        }
+        assert_eq!(bodies(&found), vec![b"find me".to_vec()]);
+        let missing = client.request(query("no-such-key")).await.unwrap();
+        assert_eq!(missing.code, ResponseCode::QUERY_NOT_FOUND.0);
+
+        // Subscription groups.
+        let mut group = RemotingCommand::request(RequestCode::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP);
+        group.body = br#"{"groupName":"admin-group","retryMaxTimes":3}"#.to_vec();
+        assert_eq!(client.request(group).await.unwrap().code, 0);
+        let groups = client
+            .request(RemotingCommand::request(
+                RequestCode::GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+            ))
+            .await
+            .unwrap();
+        let groups: serde_json::Value = serde_json::from_slice(&groups.body).unwrap();
+        assert_eq!(
+            groups["subscriptionGroupTable"]["admin-group"]["retryMaxTimes"],
+            3
+        );
+
+        // Queue locks: the first client gets the queue, the second does not.
+        let lock = |client_id: &str| {
+            let mut request = RemotingCommand::request(RequestCode::LOCK_BATCH_MQ);
+            request.body = format!(
+                r#"{{"consumerGroup":"admin-group","clientId":"{client_id}","mqSet":[
+                {{"topic":"AdminT","brokerName":"b","queueId":1}}]}}"#
+            )
+            .into_bytes();
+            request
+        };
+        let first = client.request(lock("c1")).await.unwrap();
+        let first: serde_json::Value = serde_json::from_slice(&first.body).unwrap();
+        assert_eq!(first["lockOKMQSet"].as_array().unwrap().len(), 1);
+        let second = client.request(lock("c2")).await.unwrap();
+        let second: serde_json::Value = serde_json::from_slice(&second.body).unwrap();
+        assert!(second["lockOKMQSet"].as_array().unwrap().is_empty());
+
+        let delete = RemotingCommand::request_with_header(
+            RequestCode::DELETE_TOPIC_IN_BROKER,
+            &DeleteTopicRequestHeader {
+                topic: "AdminT".into(),
+            },
+        );
+        assert_eq!(client.request(delete).await.unwrap().code, 0);
+        let pull = client
+            .request(pull_request("AdminT", 0, 0, 0))
+            .await
+            .unwrap();
+        assert_eq!(pull.code, ResponseCode::TOPIC_NOT_EXIST.0);
+    });
+}
+
+#[test]
+fn a_batch_is_stored_in_order_and_answered_with_every_message_id() {
+    let dir = TempDir::on_disk("broker-batch");
+    let broker = BrokerProcess::start(&dir.path().join("store"), "flushDiskType=SYNC_FLUSH");
+    runtime().block_on(async {
+        for (round, serialize) in [SerializeType::Json, SerializeType::RocketMq]
+            .into_iter()
+            .enumerate()
+        {
+            let client = connect(broker.addr, serialize).await;
+            let mut body = Vec::new();
+            let mut expected = Vec::new();
+            for i in 0..5 {
+                let own = if i == 3 {
+                    // The last pair without its separator: the broker adds one.
+                    format!("TAGS\u{1}T{i}")
+                } else {
+                    format!("TAGS\u{1}T{i}\u{2}KEYS\u{1}K{i}\u{2}")
+                };
+                let message_body = format!("{serialize:?}-{i}").into_bytes();
+                body.extend(encode(i, &message_body, &own));
+                let own = own.trim_end_matches('\u{2}');
+                let stored = format!("{own}\u{2}WAIT\u{1}true\u{2}CLUSTER\u{1}DefaultCluster\u{2}");
+                expected.push((i, message_body, stored));
+            }
+            let mut request = batch_request("BatchT", 2, 0, "WAIT\u{1}true\u{2}");
+            request.body = body;
+            let response = client.request(request).await.unwrap();
+            assert_eq!(response.code, 0, "{:?}", response.remark);
+            let header: SendMessageResponseHeader = response.decode_header().unwrap();
+            assert_eq!(header.queue_id, 2);
+            let first = i64::try_from(round * 5).unwrap();
+            assert_eq!(header.queue_offset, first);
+            let ids: Vec<&str> = header.msg_id.split(',').collect();
+            assert_eq!(ids.len(), 5, "{}", header.msg_id);
+            for id in &ids {
+                assert_eq!(id.len(), 32, "offset msgId of an IPv4 broker: {id}");
+                assert!(id.starts_with("7F000001"), "{id}");
+            }
+            let physical: Vec<u64> = ids
+                .iter()
+                .map(|id| u64::from_str_radix(&id[16..], 16).unwrap())
+                .collect();
+            assert!(physical.windows(2).all(|w| w[0] < w[1]), "{physical:?}");
+
+            while max_offset(&client, "BatchT", 2).await < first + 5 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            let response = client
+                .request(pull_request("BatchT", 2, first, 0))
+                .await
+                .unwrap();
+            assert_eq!(response.code, 0, "{:?}", response.remark);
+            assert_eq!(records(&response), expected);
+        }
+    });
+}
+
+#[test]
+fn bad_batches_get_javas_codes_and_the_broker_keeps_serving() {
+    let dir = TempDir::on_disk("broker-batch-bad");
+    let broker = BrokerProcess::start(&dir.path().join("store"), "");
+    runtime().block_on(async {
+        let client = connect(broker.addr, SerializeType::Json).await;
+        let illegal = "the message is illegal, maybe msg body or properties length not matched.";
+        let good = encode(0, b"fine", "TAGS\u{1}a\u{2}");
+
+        // No message at all.
+        let response = client
+            .request(batch_request("BatchBad", 0, 0, ""))
+            .await
+            .unwrap();
+        assert_eq!(response.code, ResponseCode::MESSAGE_ILLEGAL.0);
+        assert!(response.remark.as_deref().unwrap().starts_with(illegal));
+
+        // The second message cut short.
+        let mut request = batch_request("BatchBad", 0, 0, "");
+        request.body = [good.clone(), good[..good.len() - 3].to_vec()].concat();
+        let response = client.request(request).await.unwrap();
+        assert_eq!(response.code, ResponseCode::SYSTEM_ERROR.0);
+        let remark = response.remark.unwrap();
+        assert!(remark.contains("batch message 1 is truncated"), "{remark}");
+
+        // A delay level, and a transaction flag: not for batches.
+        let mut request = batch_request("BatchBad", 0, 0, "DELAY\u{1}3\u{2}");
+        request.body.clone_from(&good);
+        let response = client.request(request).await.unwrap();
+        assert_eq!(response.code, ResponseCode::MESSAGE_ILLEGAL.0);
+        let mut request = batch_request("BatchBad", 0, 0x4, "");
+        request.body.clone_from(&good);
+        let response = client.request(request).await.unwrap();
+        assert_eq!(response.code, ResponseCode::MESSAGE_ILLEGAL.0);
+
+        // A bad topic name, as for a single send.
+        let mut request = batch_request("bad topic", 0, 0, "");
+        request.body.clone_from(&good);
+        let response = client.request(request).await.unwrap();
+        assert_eq!(response.code, ResponseCode::SYSTEM_ERROR.0);
+
+        // Nothing of the above was stored, and a good batch still is.
+        let mut request = batch_request("BatchBad", 0, 0, "");
+        request.body = [good.clone(), good.clone()].concat();
+        let response = client.request(request).await.unwrap();
+        assert_eq!(response.code, 0, "{:?}", response.remark);
+        let header: SendMessageResponseHeader = response.decode_header().unwrap();
+        assert_eq!(header.queue_offset, 0);
+        assert_eq!(header.msg_id.split(',').count(), 2);
     });
 }

@@ -15,6 +15,8 @@
 //! start. Shutdown: net shards stop accepting, the writer finishes its puts and stops,
 //! dispatch syncs and writes the checkpoint, and the `abort` file goes.
 
+pub mod admin;
+pub mod batch;
 pub mod long_poll;
 pub mod processor;
 pub mod register;

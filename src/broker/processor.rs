@@ -2,6 +2,8 @@
 //! `ClientManageProcessor`, `ConsumerManageProcessor`, parts of `AdminBrokerProcessor`): one
 //! [`BrokerHandler`] per net shard, answering with Java's response codes and remarks.
 
+use super::admin;
+use super::batch::{decode_batch, merge_properties, BatchDecodeError};
 use super::long_poll::LongPoll;
 use super::state::{
     topic_name_problem, BrokerState, HeartbeatData, SubscriptionData, PERM_READ, PERM_WRITE,
@@ -16,7 +18,7 @@ use crate::remoting::headers::{
     SendMessageRequestHeaderV2, SendMessageResponseHeader, UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 };
-use crate::remoting::server::{ConnectionInfo, RequestHandler};
+use crate::remoting::server::{ConnectionInfo, Outbound, RequestHandler};
 use crate::remoting::{RemotingCommand, RequestCode, ResponseCode};
 use crate::store::commit_log::PutMessage;
 use crate::store::config_files::TopicConfig;
@@ -35,6 +37,9 @@ use std::time::Duration;
 const PULL_COMMIT_OFFSET: i32 = 0x1;
 const PULL_SUSPEND: i32 = 0x2;
 const PULL_SUBSCRIPTION: i32 = 0x4;
+
+/// `MessageSysFlag.TRANSACTION_*_TYPE` bits: a batch may not be a transaction message.
+const TRANSACTION_TYPE_MASK: i32 = 0x3 << 2;
 
 /// Java's pointer to its FAQ, appended to some remarks (`FAQUrl.suggestTodo`).
 const FAQ: &str = "\nSee http://rocketmq.apache.org/docs/faq/ for further details.";
@@ -79,7 +84,9 @@ impl BrokerHandler {
             RequestCode::SEND_MESSAGE | RequestCode::SEND_MESSAGE_V2 => {
                 self.send(&connection, &request).await
             }
-            RequestCode::PULL_MESSAGE => self.pull(&request).await,
+            RequestCode::SEND_BATCH_MESSAGE => self.send_batch(&connection, &request).await,
+            // 5.x's lite pull consumer: the same request under its own code, as in Java.
+            RequestCode::PULL_MESSAGE | RequestCode::LITE_PULL_MESSAGE => self.pull(&request).await,
             RequestCode::HEART_BEAT => self.heartbeat(&connection, &request),
             RequestCode::UNREGISTER_CLIENT => self.unregister_client(&connection, &request),
             RequestCode::GET_CONSUMER_LIST_BY_GROUP => self.consumer_list(&request),
@@ -90,25 +97,174 @@ impl BrokerHandler {
             RequestCode::GET_EARLIEST_MSG_STORETIME => self.earliest_time(&request).await,
             RequestCode::SEARCH_OFFSET_BY_TIMESTAMP => self.search_offset(&request).await,
             RequestCode::UPDATE_AND_CREATE_TOPIC => self.create_topic(&request),
+            RequestCode::GET_ALL_TOPIC_CONFIG => admin::all_topic_config(&self.state, &request),
+            RequestCode::DELETE_TOPIC_IN_BROKER => admin::delete_topic(&self.state, &request),
+            RequestCode::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP => {
+                admin::update_subscription_group(&self.state, &request)
+            }
+            RequestCode::DELETE_SUBSCRIPTIONGROUP => {
+                admin::delete_subscription_group(&self.state, &request)
+            }
+            RequestCode::GET_ALL_SUBSCRIPTIONGROUP_CONFIG => {
+                admin::all_subscription_groups(&self.state, &request)
+            }
+            RequestCode::GET_ALL_CONSUMER_OFFSET => {
+                admin::all_consumer_offsets(&self.state, &request)
+            }
+            RequestCode::GET_BROKER_CONFIG => admin::broker_config(&self.state, &request),
+            RequestCode::GET_BROKER_RUNTIME_INFO => {
+                admin::runtime_info(self.store.shared(), &request)
+            }
+            RequestCode::LOCK_BATCH_MQ => admin::lock_batch(&self.state, &request),
+            RequestCode::UNLOCK_BATCH_MQ => admin::unlock_batch(&self.state, &request),
+            RequestCode::VIEW_MESSAGE_BY_ID => admin::view_message(&self.reader, &request).await,
+            RequestCode::QUERY_MESSAGE => {
+                admin::query_message(&self.reader, self.store.shared(), &request).await
+            }
             _ => error(
                 &request,
                 ResponseCode::REQUEST_CODE_NOT_SUPPORTED,
                 format!(" request type {} not supported", code.0),
             ),
         };
+        // Refusals at debug level: what a client asked for and what it was told, for
+        // finding out what a third-party client needs (`RUST_LOG=ferromq=debug`).
+        if let Some(response) = &answer {
+            let refused = response.code != ResponseCode::SUCCESS.0
+                && response.code != ResponseCode::PULL_NOT_FOUND.0;
+            if refused {
+                tracing::debug!(
+                    request = code.0,
+                    response = response.code,
+                    remark = response.remark.as_deref().unwrap_or(""),
+                    peer = %connection.peer,
+                    "request refused"
+                );
+            }
+        }
         answer
     }
 
     async fn send(&self, connection: &ConnectionInfo, request: &RemotingCommand) -> Response {
-        let header = if request.request_code() == RequestCode::SEND_MESSAGE_V2 {
-            match request.decode_header::<SendMessageRequestHeaderV2>() {
-                Ok(v2) => v1_header(v2),
-                Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+        let (header, queue_id) = match self.pre_send(connection, request) {
+            Ok(target) => target,
+            Err(refusal) => return refusal,
+        };
+        let store_config = &self.state.config.store;
+        let properties = header.properties.clone().unwrap_or_default();
+        if request.body.len() > store_config.max_message_size || properties.len() > 32_767 {
+            return self.message_illegal(request);
+        }
+        let mut properties = properties.into_bytes();
+        properties.extend_from_slice(self.cluster_property().as_bytes());
+        let message = PutMessage {
+            body: request.body.clone(),
+            properties,
+            ..self.put_message(connection, &header, queue_id)
+        };
+        match self.store.put(message).await {
+            Ok(appended) => Some(self.send_response(
+                request,
+                offset_msg_id(self.store_host, physical_i64(appended.physical_offset)),
+                queue_id,
+                appended.queue_offset,
+            )),
+            Err(failure) => self.put_failed(request, &failure),
+        }
+    }
+
+    /// SEND_BATCH_MESSAGE (`asyncSendBatchMessage`): the header's checks as for one message,
+    /// then every message of the body stored in the queue, in order.
+    ///
+    /// Java appends a batch in one go, so its queue offsets are consecutive and it is stored
+    /// whole or not at all. The store takes one message per put, so here the puts are queued
+    /// back to back, in order, and ride the same group commit; a put from another connection
+    /// may land between two of them, and a failure part-way leaves the first ones stored (the
+    /// answer is the failure, and a client that retries stores those again).
+    async fn send_batch(&self, connection: &ConnectionInfo, request: &RemotingCommand) -> Response {
+        let (header, queue_id) = match self.pre_send(connection, request) {
+            Ok(target) => target,
+            Err(refusal) => return refusal,
+        };
+        if request.body.len() > self.state.config.store.max_message_size {
+            return self.message_illegal(request);
+        }
+        if header.sys_flag & TRANSACTION_TYPE_MASK != 0 {
+            return self.message_illegal(request);
+        }
+        let entries = match decode_batch(&request.body) {
+            Ok(entries) => entries,
+            Err(BatchDecodeError::Empty) => return self.message_illegal(request),
+            Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+        };
+        let mut batch_properties = header.properties.clone().unwrap_or_default();
+        if has_delay_level(&batch_properties) {
+            return self.message_illegal(request);
+        }
+        batch_properties.push_str(&self.cluster_property());
+        let template = self.put_message(connection, &header, queue_id);
+        let mut puts = Vec::with_capacity(entries.len());
+        for entry in entries {
+            let properties = merge_properties(&entry.properties, batch_properties.as_bytes());
+            if properties.len() > 32_767 {
+                return self.message_illegal(request);
             }
-        } else {
+            puts.push(PutMessage {
+                flag: entry.flag,
+                body: entry.body,
+                properties,
+                ..template.clone()
+            });
+        }
+        // Each put is polled once here, in order, before any is awaited: its first poll
+        // queues the message for the writer (a fresh sender always has a slot in the
+        // channel), so the writer sees them in batch order and can join them in one write.
+        let mut pending = Vec::with_capacity(puts.len());
+        for message in puts {
+            let mut put = Box::pin(self.store.put(message));
+            let first = futures::poll!(put.as_mut());
+            pending.push((put, first));
+        }
+        let mut ids = Vec::with_capacity(pending.len());
+        let mut first_queue_offset = None;
+        for (put, first) in pending {
+            let outcome = match first {
+                std::task::Poll::Ready(outcome) => outcome,
+                std::task::Poll::Pending => put.await,
+            };
+            match outcome {
+                Ok(appended) => {
+                    first_queue_offset.get_or_insert(appended.queue_offset);
+                    let physical = physical_i64(appended.physical_offset);
+                    ids.push(offset_msg_id(self.store_host, physical));
+                }
+                Err(failure) => return self.put_failed(request, &failure),
+            }
+        }
+        Some(self.send_response(
+            request,
+            ids.join(","),
+            queue_id,
+            first_queue_offset.unwrap_or(0),
+        ))
+    }
+
+    /// `AbstractSendMessageProcessor.msgCheck` and the queue choice, shared by the single and
+    /// the batch send: the V1 view of the header and the queue to store in, or the refusal.
+    fn pre_send(
+        &self,
+        connection: &ConnectionInfo,
+        request: &RemotingCommand,
+    ) -> Result<(SendMessageRequestHeader, i32), Response> {
+        let header = if request.request_code() == RequestCode::SEND_MESSAGE {
             match request.decode_header::<SendMessageRequestHeader>() {
                 Ok(header) => header,
-                Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+                Err(e) => return Err(error(request, ResponseCode::SYSTEM_ERROR, e.to_string())),
+            }
+        } else {
+            match request.decode_header::<SendMessageRequestHeaderV2>() {
+                Ok(v2) => v1_header(v2),
+                Err(e) => return Err(error(request, ResponseCode::SYSTEM_ERROR, e.to_string())),
             }
         };
         let config = &self.state.config;
@@ -117,10 +273,10 @@ impl BrokerHandler {
                 "the broker[{}] sending message is forbidden",
                 config.broker_ip1
             );
-            return error(request, ResponseCode::NO_PERMISSION, remark);
+            return Err(error(request, ResponseCode::NO_PERMISSION, remark));
         }
         if let Some(problem) = topic_name_problem(&header.topic) {
-            return error(request, ResponseCode::SYSTEM_ERROR, problem);
+            return Err(error(request, ResponseCode::SYSTEM_ERROR, problem));
         }
         let topic_config = self.state.topic_or_create(
             &header.topic,
@@ -138,7 +294,7 @@ impl BrokerHandler {
                     "topic[{}] not exist, apply first please!{FAQ}",
                     header.topic
                 );
-                return error(request, ResponseCode::TOPIC_NOT_EXIST, remark);
+                return Err(error(request, ResponseCode::TOPIC_NOT_EXIST, remark));
             }
         };
         let queue_id = if header.queue_id < 0 {
@@ -155,23 +311,20 @@ impl BrokerHandler {
                 describe_topic(&topic_config),
                 connection.peer
             );
-            return error(request, ResponseCode::SYSTEM_ERROR, remark);
+            return Err(error(request, ResponseCode::SYSTEM_ERROR, remark));
         }
-        let store_config = &self.state.config.store;
-        let properties = header.properties.clone().unwrap_or_default();
-        if request.body.len() > store_config.max_message_size || properties.len() > 32_767 {
-            let remark = format!(
-                "the message is illegal, maybe msg body or properties length not matched. msg \
-                 body length limit {}B, msg properties length limit 32KB.",
-                store_config.max_message_size
-            );
-            return error(request, ResponseCode::MESSAGE_ILLEGAL, remark);
-        }
-        let mut properties = properties;
-        properties.push_str("CLUSTER\u{1}");
-        properties.push_str(&config.broker_cluster_name);
-        properties.push('\u{2}');
-        let message = PutMessage {
+        Ok((header, queue_id))
+    }
+
+    /// The fields of a put that come from the header and the connection; body and
+    /// properties empty.
+    fn put_message(
+        &self,
+        connection: &ConnectionInfo,
+        header: &SendMessageRequestHeader,
+        queue_id: i32,
+    ) -> PutMessage {
+        PutMessage {
             topic: header.topic.clone(),
             queue_id,
             flag: header.flag,
@@ -181,40 +334,51 @@ impl BrokerHandler {
             store_host: self.store_host,
             reconsume_times: header.reconsume_times.unwrap_or(0),
             prepared_transaction_offset: 0,
-            body: request.body.clone(),
-            properties: properties.into_bytes(),
-        };
-        match self.store.put(message).await {
-            Ok(appended) => {
-                let physical = i64::try_from(appended.physical_offset).unwrap_or(i64::MAX);
-                let mut response = RemotingCommand::success_to(request);
-                response.set_header(&SendMessageResponseHeader {
-                    msg_id: offset_msg_id(self.store_host, physical),
-                    queue_id,
-                    queue_offset: appended.queue_offset,
-                    transaction_id: None,
-                    batch_uniq_id: None,
-                });
-                if let Some(fields) = response.ext_fields.as_mut() {
-                    fields.insert("MSG_REGION", "DefaultRegion");
-                    fields.insert("TRACE_ON", "true");
-                }
-                Some(response)
-            }
-            Err(failure) => self.put_failed(request, &failure),
+            body: Vec::new(),
+            properties: Vec::new(),
         }
+    }
+
+    /// `CLUSTER` = this broker's cluster, as Java adds it to every stored message.
+    fn cluster_property(&self) -> String {
+        format!("CLUSTER\u{1}{}\u{2}", self.state.config.broker_cluster_name)
+    }
+
+    fn send_response(
+        &self,
+        request: &RemotingCommand,
+        msg_id: String,
+        queue_id: i32,
+        queue_offset: i64,
+    ) -> RemotingCommand {
+        let mut response = RemotingCommand::success_to(request);
+        response.set_header(&SendMessageResponseHeader {
+            msg_id,
+            queue_id,
+            queue_offset,
+            transaction_id: None,
+            batch_uniq_id: None,
+        });
+        if let Some(fields) = response.ext_fields.as_mut() {
+            fields.insert("MSG_REGION", "DefaultRegion");
+            fields.insert("TRACE_ON", "true");
+        }
+        response
+    }
+
+    /// MESSAGE_ILLEGAL with Java's remark (`handlePutMessageResult`).
+    fn message_illegal(&self, request: &RemotingCommand) -> Response {
+        let remark = format!(
+            "the message is illegal, maybe msg body or properties length not matched. msg body \
+             length limit {}B, msg properties length limit 32KB.",
+            self.state.config.store.max_message_size
+        );
+        error(request, ResponseCode::MESSAGE_ILLEGAL, remark)
     }
 
     fn put_failed(&self, request: &RemotingCommand, failure: &StoreError) -> Response {
         match failure {
-            StoreError::TooLarge { .. } => {
-                let remark = format!(
-                    "the message is illegal, maybe msg body or properties length not matched. \
-                     msg body length limit {}B, msg properties length limit 32KB.",
-                    self.state.config.store.max_message_size
-                );
-                error(request, ResponseCode::MESSAGE_ILLEGAL, remark)
-            }
+            StoreError::TooLarge { .. } => self.message_illegal(request),
             StoreError::DiskFull { .. }
             | StoreError::NotWritable
             | StoreError::ShuttingDown
@@ -581,11 +745,28 @@ impl RequestHandler for BrokerHandler {
         self.process(connection, request).await
     }
 
+    fn connection_opened(&self, connection: ConnectionInfo, outbound: Outbound) {
+        self.state.connection_opened(connection.id, outbound);
+    }
+
     async fn connection_closed(&self, connection: ConnectionInfo) {
         for group in self.state.unregister(connection.id, None) {
             tracing::info!(group, peer = %connection.peer, "consumer left with its connection");
         }
     }
+}
+
+/// A CommitLog offset as Java's `long` (offsets stay far below `i64::MAX`).
+fn physical_i64(offset: u64) -> i64 {
+    i64::try_from(offset).unwrap_or(i64::MAX)
+}
+
+/// Whether batch properties ask for a delay level (`DELAY` > 0), which a batch may not.
+fn has_delay_level(properties: &str) -> bool {
+    properties
+        .split('\u{2}')
+        .filter_map(|pair| pair.split_once('\u{1}'))
+        .any(|(name, value)| name == "DELAY" && value.trim().parse::<i32>().is_ok_and(|l| l > 0))
 }
 
 fn offset_response(request: &RemotingCommand, offset: i64) -> Response {
@@ -659,15 +840,10 @@ fn tag_codes(expression: &str) -> Option<Vec<i64>> {
     )
 }
 
+/// Tag codes of a heartbeat subscription, from its `subString` as Java's `FilterAPI` builds
+/// them (each tag trimmed). The `codeSet` the client sent is not used: a Java client sends
+/// exactly these codes, while rocketmq-client-rust 1.0.0 hashes the tags untrimmed (for
+/// `TagA || TagC`, the codes of `"TagA "` and `" TagC"`), which would match no message.
 fn subscription_codes(subscription: &SubscriptionData) -> Option<Vec<i64>> {
-    if subscription.code_set.is_empty() {
-        return tag_codes(&subscription.sub_string);
-    }
-    Some(
-        subscription
-            .code_set
-            .iter()
-            .map(|c| i64::from(*c))
-            .collect(),
-    )
+    tag_codes(&subscription.sub_string)
 }

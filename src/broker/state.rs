@@ -9,7 +9,9 @@
 
 use crate::config::broker::BrokerConfig;
 use crate::config::persist::{read_with_backup, write_atomically};
-use crate::remoting::server::ConnectionId;
+use crate::remoting::headers::NotifyConsumerIdsChangedRequestHeader;
+use crate::remoting::server::{ConnectionId, Outbound};
+use crate::remoting::{RemotingCommand, RequestCode};
 use crate::store::config_files::{
     ConsumerOffsetTable, DataVersion, SubscriptionGroupConfig, TableEntry, TopicConfig,
     VersionedTable,
@@ -213,6 +215,9 @@ pub struct BrokerState {
     offsets: Mutex<BTreeMap<String, BTreeMap<i32, i64>>>,
     consumers: Mutex<HashMap<String, ConsumerGroup>>,
     producers: Mutex<HashMap<String, HashMap<ConnectionId, Member>>>,
+    outbounds: Mutex<HashMap<ConnectionId, Outbound>>,
+    /// Queue locks of orderly consumers.
+    pub locks: LockTable,
 }
 
 impl BrokerState {
@@ -236,6 +241,8 @@ impl BrokerState {
             offsets: Mutex::new(offsets),
             consumers: Mutex::new(HashMap::new()),
             producers: Mutex::new(HashMap::new()),
+            outbounds: Mutex::new(HashMap::new()),
+            locks: LockTable::default(),
         };
         state.add_system_topics();
         Ok(state)
@@ -381,6 +388,30 @@ impl BrokerState {
         });
     }
 
+    /// Removes a subscription group; whether it existed.
+    pub fn delete_group(&self, group: &str) -> bool {
+        let mut existed = false;
+        self.groups.update(|table| {
+            let before = table.entries.len();
+            table.entries.retain(|(name, _)| name != group);
+            existed = table.entries.len() != before;
+            existed
+        });
+        existed
+    }
+
+    /// `subscriptionGroup.json` as it stands.
+    #[must_use]
+    pub fn groups_json(&self) -> String {
+        lock(&self.groups.table).to_json()
+    }
+
+    /// `topics.json` as it stands.
+    #[must_use]
+    pub fn topics_json(&self) -> String {
+        lock(&self.topics.table).to_json()
+    }
+
     /// Every subscription group with the table's version.
     #[must_use]
     pub fn groups(&self) -> (DataVersion, Vec<(String, SubscriptionGroupConfig)>) {
@@ -425,8 +456,40 @@ impl BrokerState {
         write_atomically(&self.offsets_path, self.offsets_json().as_bytes())
     }
 
+    /// Remembers how to reach `connection` with requests of the broker's own.
+    pub fn connection_opened(&self, connection: ConnectionId, outbound: Outbound) {
+        lock(&self.outbounds).insert(connection, outbound);
+    }
+
+    /// Tells every member of `group` that its members changed
+    /// (NOTIFY_CONSUMER_IDS_CHANGED, oneway), so that they rebalance at once instead of at
+    /// their next timer (`notifyConsumerIdsChangedEnable`).
+    pub fn notify_consumer_ids_changed(&self, group: &str) {
+        let enabled = self
+            .groups
+            .get(group)
+            .is_none_or(|config| config.notify_consumer_ids_changed_enable);
+        if !enabled {
+            return;
+        }
+        let members = self.consumer_connections(group);
+        let outbounds = lock(&self.outbounds);
+        let header = NotifyConsumerIdsChangedRequestHeader {
+            consumer_group: group.to_owned(),
+        };
+        for member in members {
+            if let Some(outbound) = outbounds.get(&member) {
+                let request = RemotingCommand::request_with_header(
+                    RequestCode::NOTIFY_CONSUMER_IDS_CHANGED,
+                    &header,
+                );
+                outbound.send_oneway(request);
+            }
+        }
+    }
+
     /// Records a heartbeat from `connection`; returns the consumer groups whose membership
-    /// changed.
+    /// changed (their members are notified).
     pub fn heartbeat(&self, connection: ConnectionId, data: &HeartbeatData) -> Vec<String> {
         let now = Instant::now();
         let mut changed = Vec::new();
@@ -467,12 +530,20 @@ impl BrokerState {
                     },
                 );
         }
+        drop(producers);
+        for group in &changed {
+            self.notify_consumer_ids_changed(group);
+        }
         changed
     }
 
     /// Removes `connection` from a group (UNREGISTER_CLIENT), or from every group when
-    /// `group` is `None` (connection closed); returns consumer groups that changed.
+    /// `group` is `None` (connection closed); returns consumer groups that changed (their
+    /// remaining members are notified).
     pub fn unregister(&self, connection: ConnectionId, group: Option<&str>) -> Vec<String> {
+        if group.is_none() {
+            lock(&self.outbounds).remove(&connection);
+        }
         let mut changed = Vec::new();
         let mut consumers = lock(&self.consumers);
         for (name, members) in consumers.iter_mut() {
@@ -489,6 +560,10 @@ impl BrokerState {
             }
         }
         producers.retain(|_, m| !m.is_empty());
+        drop(producers);
+        for group in &changed {
+            self.notify_consumer_ids_changed(group);
+        }
         changed
     }
 
@@ -505,6 +580,10 @@ impl BrokerState {
             }
         }
         consumers.retain(|_, g| !g.members.is_empty());
+        drop(consumers);
+        for group in &changed {
+            self.notify_consumer_ids_changed(group);
+        }
         changed
     }
 
@@ -555,4 +634,72 @@ fn load_offsets(path: &Path) -> Result<BTreeMap<String, BTreeMap<i32, i64>>, Str
         .into_iter()
         .map(|(key, queues)| (key, queues.into_iter().collect()))
         .collect())
+}
+
+/// A message queue as clients name it (`MessageQueue`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageQueue {
+    /// Topic.
+    pub topic: String,
+    /// Broker name.
+    pub broker_name: String,
+    /// Queue id.
+    pub queue_id: i32,
+}
+
+/// How long a queue lock lasts without renewal (`rebalanceLockMaxLiveTime`, 60 s).
+pub const REBALANCE_LOCK_MAX_LIVE_TIME: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Who holds a queue of a group, and since when (`LockEntry`).
+#[derive(Clone, Debug)]
+struct LockEntry {
+    client_id: String,
+    renewed: Instant,
+}
+
+/// The queue locks of orderly consumers (`RebalanceLockManager`).
+#[derive(Debug, Default)]
+pub struct LockTable {
+    groups: Mutex<HashMap<String, HashMap<MessageQueue, LockEntry>>>,
+}
+
+impl LockTable {
+    /// Locks (or renews) each queue free, expired or already held by `client_id`; returns
+    /// the queues `client_id` now holds (`tryLockBatch`).
+    pub fn lock(&self, group: &str, client_id: &str, queues: &[MessageQueue]) -> Vec<MessageQueue> {
+        let mut groups = lock(&self.groups);
+        let table = groups.entry(group.to_owned()).or_default();
+        let now = Instant::now();
+        let mut locked = Vec::new();
+        for queue in queues {
+            let free = table.get(queue).is_none_or(|entry| {
+                entry.client_id == client_id
+                    || now.duration_since(entry.renewed) > REBALANCE_LOCK_MAX_LIVE_TIME
+            });
+            if free {
+                table.insert(
+                    queue.clone(),
+                    LockEntry {
+                        client_id: client_id.to_owned(),
+                        renewed: now,
+                    },
+                );
+                locked.push(queue.clone());
+            }
+        }
+        locked
+    }
+
+    /// Releases the queues `client_id` holds (`unlockBatch`).
+    pub fn unlock(&self, group: &str, client_id: &str, queues: &[MessageQueue]) {
+        let mut groups = lock(&self.groups);
+        if let Some(table) = groups.get_mut(group) {
+            for queue in queues {
+                if table.get(queue).is_some_and(|e| e.client_id == client_id) {
+                    table.remove(queue);
+                }
+            }
+        }
+    }
 }

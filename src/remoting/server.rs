@@ -57,6 +57,38 @@ pub trait RequestHandler: 'static {
 
     /// Called once when a connection ends, for whatever reason.
     fn connection_closed(&self, connection: ConnectionInfo) -> impl Future<Output = ()>;
+
+    /// Called once when a connection opens, with the way to send the peer requests of our
+    /// own (a broker's NOTIFY_CONSUMER_IDS_CHANGED). The default ignores it.
+    fn connection_opened(&self, _connection: ConnectionInfo, _outbound: Outbound) {}
+}
+
+/// Sends requests of the server's own to one peer, from any thread; cheap to clone.
+///
+/// Frames join the connection's responses in its write queue; when the queue is full or the
+/// connection gone, a request is dropped (notifications are hints the peer also polls for).
+#[derive(Clone, Debug)]
+pub struct Outbound {
+    frames: futures::channel::mpsc::Sender<Vec<u8>>,
+    serialize_type: super::SerializeType,
+}
+
+impl Outbound {
+    /// Sends `request` oneway in the connection's header serialization; whether it was
+    /// queued.
+    pub fn send_oneway(&self, mut request: RemotingCommand) -> bool {
+        request.mark_oneway();
+        request.serialize_type = self.serialize_type;
+        let mut frame = Vec::new();
+        encode_frame(&request, &mut frame);
+        self.frames.clone().try_send(frame).is_ok()
+    }
+
+    /// Whether the connection is gone.
+    #[must_use]
+    pub fn is_closed(&self) -> bool {
+        self.frames.is_closed()
+    }
 }
 
 /// Limits of a server.
@@ -164,6 +196,7 @@ async fn run_connection<H: RequestHandler>(
     let permits = Rc::new(glommio::sync::Semaphore::new(REQUESTS_IN_FLIGHT_MAX as u64));
     let mut decoder = FrameDecoder::new(config.frame_size_max);
     let mut chunk = vec![0u8; limits::READ_CHUNK_SIZE];
+    let mut opened = false;
     'connection: loop {
         let read = match select(Box::pin(reader.read(&mut chunk)), Box::pin(shutdown.wait())).await
         {
@@ -191,6 +224,15 @@ async fn run_connection<H: RequestHandler>(
                             "dropping unexpected response");
                         continue;
                     }
+                    if !opened {
+                        // Peers are told of server requests in the serialization they use.
+                        opened = true;
+                        let outbound = Outbound {
+                            frames: responses.clone(),
+                            serialize_type: request.serialize_type,
+                        };
+                        handler.connection_opened(info, outbound);
+                    }
                     let Ok(permit) = permits.acquire_static_permit(1).await else {
                         break 'connection;
                     };
@@ -217,9 +259,10 @@ async fn run_connection<H: RequestHandler>(
             }
         }
     }
-    // Responses already on their way are written; requests still running find the writer
-    // gone and drop theirs.
-    drop(responses);
+    // Responses already queued are written; requests still running, and holders of an
+    // `Outbound`, find the queue closed and drop theirs.
+    let mut responses = responses;
+    responses.close_channel();
     let _ = glommio::timer::timeout(Duration::from_secs(1), async {
         writing.await;
         Ok(())

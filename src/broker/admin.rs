@@ -1,0 +1,273 @@
+//! Admin and lookup requests of a broker (`AdminBrokerProcessor`, `QueryMessageProcessor`):
+//! topic and subscription-group management, config and offset dumps, queue locks of orderly
+//! consumers, and message lookups by key and by offset id. Free functions over the shared
+//! state and a shard's reader, each answering with Java's codes and remarks.
+
+use super::state::{now_ms, topic_name_problem, BrokerState, MessageQueue};
+use crate::config::fastjson::parse_lenient;
+use crate::remoting::headers::{
+    DeleteSubscriptionGroupRequestHeader, DeleteTopicRequestHeader, GetBrokerConfigResponseHeader,
+    QueryMessageRequestHeader, QueryMessageResponseHeader, ViewMessageRequestHeader,
+};
+use crate::remoting::{RemotingCommand, ResponseCode};
+use crate::store::config_files::SubscriptionGroupConfig;
+use crate::store::flush::FlushDiskType;
+use crate::store::reader::StoreReader;
+use crate::store::shared::StoreShared;
+use serde::Deserialize;
+
+/// A response or nothing (oneway).
+pub type Response = Option<RemotingCommand>;
+
+fn error(request: &RemotingCommand, code: ResponseCode, remark: impl Into<String>) -> Response {
+    Some(RemotingCommand::response_to(
+        request,
+        code,
+        Some(remark.into()),
+    ))
+}
+
+fn with_body(request: &RemotingCommand, body: impl Into<Vec<u8>>) -> Response {
+    let mut response = RemotingCommand::success_to(request);
+    response.body = body.into();
+    Some(response)
+}
+
+/// GET_ALL_TOPIC_CONFIG (21): every topic's config with the table's version.
+#[must_use]
+pub fn all_topic_config(state: &BrokerState, request: &RemotingCommand) -> Response {
+    with_body(request, state.topics_json())
+}
+
+/// DELETE_TOPIC_IN_BROKER (215): forgets a topic's config. Its files stay until retention.
+#[must_use]
+pub fn delete_topic(state: &BrokerState, request: &RemotingCommand) -> Response {
+    let header = match request.decode_header::<DeleteTopicRequestHeader>() {
+        Ok(header) => header,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    if let Some(problem) = topic_name_problem(&header.topic) {
+        return error(request, ResponseCode::SYSTEM_ERROR, problem);
+    }
+    state.delete_topic(&header.topic);
+    Some(RemotingCommand::success_to(request))
+}
+
+/// UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200): the body is a `SubscriptionGroupConfig`.
+#[must_use]
+pub fn update_subscription_group(state: &BrokerState, request: &RemotingCommand) -> Response {
+    let config = parse_lenient(&request.body)
+        .and_then(|value| SubscriptionGroupConfig::deserialize(value).map_err(|e| e.to_string()));
+    match config {
+        Ok(config) if !config.group_name.is_empty() => {
+            state.put_group(config);
+            Some(RemotingCommand::success_to(request))
+        }
+        Ok(_) => error(request, ResponseCode::SYSTEM_ERROR, "groupName is empty"),
+        Err(e) => error(request, ResponseCode::SYSTEM_ERROR, e),
+    }
+}
+
+/// DELETE_SUBSCRIPTIONGROUP (207).
+#[must_use]
+pub fn delete_subscription_group(state: &BrokerState, request: &RemotingCommand) -> Response {
+    let header = match request.decode_header::<DeleteSubscriptionGroupRequestHeader>() {
+        Ok(header) => header,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    state.delete_group(&header.group_name);
+    Some(RemotingCommand::success_to(request))
+}
+
+/// GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201).
+#[must_use]
+pub fn all_subscription_groups(state: &BrokerState, request: &RemotingCommand) -> Response {
+    with_body(request, state.groups_json())
+}
+
+/// GET_ALL_CONSUMER_OFFSET (43).
+#[must_use]
+pub fn all_consumer_offsets(state: &BrokerState, request: &RemotingCommand) -> Response {
+    with_body(request, state.offsets_json())
+}
+
+/// GET_BROKER_CONFIG (26): the settings as properties text, with the version header.
+#[must_use]
+pub fn broker_config(state: &BrokerState, request: &RemotingCommand) -> Response {
+    let config = &state.config;
+    let store = &config.store;
+    let flush = match store.flush_disk_type {
+        FlushDiskType::SyncFlush => "SYNC_FLUSH",
+        FlushDiskType::AsyncFlush { .. } => "ASYNC_FLUSH",
+    };
+    let entries = [
+        (
+            "autoCreateSubscriptionGroup",
+            config.auto_create_subscription_group.to_string(),
+        ),
+        (
+            "autoCreateTopicEnable",
+            config.auto_create_topic_enable.to_string(),
+        ),
+        ("brokerClusterName", config.broker_cluster_name.clone()),
+        ("brokerIP1", config.broker_ip1.to_string()),
+        ("brokerId", config.broker_id.to_string()),
+        ("brokerName", config.broker_name.clone()),
+        ("brokerPermission", config.broker_permission.to_string()),
+        ("brokerRole", config.broker_role.java_name().to_owned()),
+        (
+            "defaultTopicQueueNums",
+            config.default_topic_queue_nums.to_string(),
+        ),
+        ("deleteWhen", store.delete_when.clone()),
+        (
+            "fileReservedTime",
+            store.file_reserved_time_hours.to_string(),
+        ),
+        ("flushDiskType", flush.to_owned()),
+        ("listenPort", config.listen_port.to_string()),
+        ("longPollingEnable", config.long_polling_enable.to_string()),
+        (
+            "mappedFileSizeCommitLog",
+            store.mapped_file_size_commit_log.to_string(),
+        ),
+        (
+            "mappedFileSizeConsumeQueue",
+            (store.consume_queue_units_per_file * 20).to_string(),
+        ),
+        ("maxMessageSize", store.max_message_size.to_string()),
+        ("namesrvAddr", config.namesrv_addr.join(";")),
+        (
+            "storePathCommitLog",
+            store.commit_log_dir().display().to_string(),
+        ),
+        (
+            "storePathRootDir",
+            store.store_path_root_dir.display().to_string(),
+        ),
+    ];
+    let text: String = entries
+        .iter()
+        .map(|(key, value)| format!("{key}={value}\n"))
+        .collect();
+    let mut response = RemotingCommand::success_to(request);
+    response.set_header(&GetBrokerConfigResponseHeader {
+        version: format!(r#"{{"counter":0,"timestamp":{}}}"#, now_ms()),
+    });
+    response.body = text.into_bytes();
+    Some(response)
+}
+
+/// GET_BROKER_RUNTIME_INFO (28): a few of Java's runtime keys, as a `KVTable`.
+#[must_use]
+pub fn runtime_info(shared: &StoreShared, request: &RemotingCommand) -> Response {
+    let table = serde_json::json!({ "table": {
+        "brokerVersion": crate::remoting::command::CURRENT_VERSION.to_string(),
+        "commitLogMaxOffset": shared.committed_end().to_string(),
+        "commitLogMinOffset": shared.min_physical_offset().to_string(),
+        "commitLogDiskRatio": format!("{:.2}", f64::from(shared.disk_used_percent()) / 100.0),
+        "queueCount": shared.queues().len().to_string(),
+    }});
+    with_body(request, table.to_string())
+}
+
+/// Body of LOCK_BATCH_MQ and UNLOCK_BATCH_MQ (`LockBatchRequestBody`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct LockBatchBody {
+    consumer_group: String,
+    client_id: String,
+    mq_set: Vec<MessageQueue>,
+}
+
+fn lock_body(request: &RemotingCommand) -> Result<LockBatchBody, String> {
+    parse_lenient(&request.body)
+        .and_then(|value| LockBatchBody::deserialize(value).map_err(|e| e.to_string()))
+}
+
+/// LOCK_BATCH_MQ (41): locks the queues an orderly consumer asks for; answers those it holds.
+#[must_use]
+pub fn lock_batch(state: &BrokerState, request: &RemotingCommand) -> Response {
+    let body = match lock_body(request) {
+        Ok(body) => body,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e),
+    };
+    let locked = state
+        .locks
+        .lock(&body.consumer_group, &body.client_id, &body.mq_set);
+    with_body(
+        request,
+        serde_json::json!({ "lockOKMQSet": locked }).to_string(),
+    )
+}
+
+/// UNLOCK_BATCH_MQ (42).
+#[must_use]
+pub fn unlock_batch(state: &BrokerState, request: &RemotingCommand) -> Response {
+    let body = match lock_body(request) {
+        Ok(body) => body,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e),
+    };
+    state
+        .locks
+        .unlock(&body.consumer_group, &body.client_id, &body.mq_set);
+    Some(RemotingCommand::success_to(request))
+}
+
+/// VIEW_MESSAGE_BY_ID (33): the record at a CommitLog offset (from an offset message id).
+pub async fn view_message(reader: &StoreReader, request: &RemotingCommand) -> Response {
+    let header = match request.decode_header::<ViewMessageRequestHeader>() {
+        Ok(header) => header,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    match reader.record_at(header.offset).await {
+        Ok(Some(bytes)) => with_body(request, bytes),
+        Ok(None) => {
+            let remark = format!("can not find message by the offset, {}", header.offset);
+            error(request, ResponseCode::SYSTEM_ERROR, remark)
+        }
+        Err(e) => error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    }
+}
+
+/// QUERY_MESSAGE (12): records of a topic by key within a time range, newest first.
+pub async fn query_message(
+    reader: &StoreReader,
+    shared: &StoreShared,
+    request: &RemotingCommand,
+) -> Response {
+    let header = match request.decode_header::<QueryMessageRequestHeader>() {
+        Ok(header) => header,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    let max = usize::try_from(header.max_num)
+        .unwrap_or(0)
+        .clamp(1, shared.config.default_query_max_num.max(1) * 64);
+    let found = match reader
+        .query_by_key(
+            &header.topic,
+            &header.key,
+            max,
+            header.begin_timestamp,
+            header.end_timestamp,
+        )
+        .await
+    {
+        Ok(found) => found,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    if found.is_empty() {
+        return error(
+            request,
+            ResponseCode::QUERY_NOT_FOUND,
+            "can not find message, maybe time range not correct",
+        );
+    }
+    let mut response = RemotingCommand::success_to(request);
+    response.set_header(&QueryMessageResponseHeader {
+        index_last_update_timestamp: shared.synced_store_timestamp(),
+        index_last_update_phyoffset: i64::try_from(shared.committed_end()).unwrap_or(i64::MAX),
+    });
+    response.body = found.concat();
+    Some(response)
+}
