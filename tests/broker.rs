@@ -702,3 +702,33 @@ fn bad_batches_get_javas_codes_and_the_broker_keeps_serving() {
         assert_eq!(header.msg_id.split(',').count(), 2);
     });
 }
+
+#[test]
+fn the_vip_channel_two_ports_below_serves_the_same_broker() {
+    // A port whose VIP neighbour is free too (a race with other processes is possible but
+    // harmless: the broker then starts without a VIP channel and this test reports it).
+    let port = (0..50)
+        .find_map(|_| {
+            let main = std::net::TcpListener::bind("127.0.0.1:0").ok()?;
+            let port = main.local_addr().ok()?.port();
+            std::net::TcpListener::bind(("127.0.0.1", port.checked_sub(2)?)).ok()?;
+            Some(port)
+        })
+        .expect("a free port pair");
+    let dir = TempDir::on_disk("broker-vip");
+    let broker =
+        BrokerProcess::start_on(&dir.path().join("store"), "", &format!("127.0.0.1:{port}"));
+    assert_eq!(broker.addr.port(), port);
+    runtime().block_on(async {
+        let vip = std::net::SocketAddr::new(broker.addr.ip(), port - 2);
+        let client = connect(vip, SerializeType::RocketMq).await;
+        let response = send(&client, "VipT", 0, b"through the VIP port").await;
+        assert_eq!(response.code, 0, "{:?}", response.remark);
+        let main = connect(broker.addr, SerializeType::Json).await;
+        while max_offset(&main, "VipT", 0).await < 1 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let pulled = main.request(pull_request("VipT", 0, 0, 0)).await.unwrap();
+        assert_eq!(bodies(&pulled), vec![b"through the VIP port".to_vec()]);
+    });
+}

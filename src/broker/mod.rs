@@ -6,7 +6,8 @@
 //! - **dispatch** recovers the store ([`recover_store`]), then runs dispatch ("reput");
 //! - **writer** runs the CommitLog writer once recovery hands it the valid end;
 //! - **net** (every net shard) serves the remoting protocol on the shared port
-//!   (`SO_REUSEPORT`) and holds its long-polling pulls; connections stay where accepted;
+//!   (`SO_REUSEPORT`) and on the VIP port (`listenPort - 2`), and holds its long-polling
+//!   pulls; connections stay where accepted;
 //! - **control** registers with the name servers every `registerNameServerPeriod`, persists
 //!   consumer offsets, runs retention and expires silent clients.
 //!
@@ -361,6 +362,15 @@ async fn serve_net(
         ctx.shutdown.trigger();
         return;
     };
+    // The VIP channel (`listenPort - 2`): Java 4.x producers send there by default
+    // (`sendMessageWithVIPChannel`). Same requests, same handler.
+    let vip = listener.local_addr().ok().and_then(|addr| {
+        let port = addr.port().checked_sub(2).filter(|p| *p > 0)?;
+        let vip = SocketAddr::new(addr.ip(), port);
+        server::bind(vip)
+            .map_err(|error| tracing::warn!(shard = %ctx.id, %vip, %error, "no VIP channel"))
+            .ok()
+    });
     let long_poll = Rc::new(long_poll::LongPoll::default());
     let notifier = glommio::spawn_local(long_poll::run_notifier(
         Rc::clone(&long_poll),
@@ -377,13 +387,19 @@ async fn serve_net(
         idle_timeout: config.channel_idle_timeout,
         connections_max: config.connections_max,
     };
-    server::serve(
+    let main = server::serve(
         ctx.id,
         listener,
-        handler,
-        server_config,
+        Rc::clone(&handler),
+        server_config.clone(),
         ctx.shutdown.clone(),
-    )
-    .await;
+    );
+    match vip {
+        Some(vip) => {
+            let vip = server::serve(ctx.id, vip, handler, server_config, ctx.shutdown.clone());
+            futures::future::join(main, vip).await;
+        }
+        None => main.await,
+    }
     drop(notifier);
 }

@@ -175,6 +175,11 @@ impl BrokerProcess {
     /// Starts `ferromq broker --listen 127.0.0.1:0` over `store`, with `config` as its
     /// `broker.conf` (written into `store`).
     pub fn start(store: &Path, config: &str) -> BrokerProcess {
+        Self::start_on(store, config, "127.0.0.1:0")
+    }
+
+    /// As [`BrokerProcess::start`], listening on `listen`.
+    pub fn start_on(store: &Path, config: &str, listen: &str) -> BrokerProcess {
         std::fs::create_dir_all(store).unwrap();
         let file = store.join("broker.conf");
         std::fs::write(&file, format!("brokerIP1=127.0.0.1\n{config}\n")).unwrap();
@@ -182,7 +187,7 @@ impl BrokerProcess {
             "-c",
             file.to_str().unwrap(),
             "--listen",
-            "127.0.0.1:0",
+            listen,
             "--store",
             store.to_str().unwrap(),
         ];
