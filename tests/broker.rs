@@ -466,6 +466,17 @@ fn members_of_a_consumer_group_are_told_when_it_changes() {
             String::from_utf8(response.body).unwrap(),
             r#"{"consumerIdList":["first"]}"#
         );
+        let connections = RemotingCommand::request_with_header(
+            RequestCode::GET_CONSUMER_CONNECTION_LIST,
+            &ferromq::remoting::headers::GetConsumerConnectionListRequestHeader {
+                consumer_group: "notify-group".into(),
+            },
+        );
+        let response = first.request(connections).await.unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&response.body).unwrap();
+        assert_eq!(body["connectionSet"][0]["clientId"], "first");
+        assert_eq!(body["connectionSet"][0]["language"], "JAVA");
+        assert_eq!(body["subscriptionTable"]["NotifyT"]["subString"], "*");
     });
 }
 
@@ -577,6 +588,61 @@ fn admin_requests_manage_topics_groups_locks_and_find_messages() {
         let second = client.request(lock("c2")).await.unwrap();
         let second: serde_json::Value = serde_json::from_slice(&second.body).unwrap();
         assert!(second["lockOKMQSet"].as_array().unwrap().is_empty());
+
+        // Stats: the fastjson maps keyed by message queue objects, as Java writes them.
+        use ferromq::remoting::headers::{
+            GetConsumeStatsRequestHeader, GetConsumerConnectionListRequestHeader,
+            GetTopicStatsInfoRequestHeader,
+        };
+        let stats = RemotingCommand::request_with_header(
+            RequestCode::GET_TOPIC_STATS_INFO,
+            &GetTopicStatsInfoRequestHeader {
+                topic: "AdminT".into(),
+            },
+        );
+        let stats = String::from_utf8(client.request(stats).await.unwrap().body).unwrap();
+        assert!(
+            stats.starts_with(r#"{"offsetTable":{{"brokerName":"#),
+            "{stats}"
+        );
+        assert!(stats.contains(r#""queueId":2,"topic":"AdminT"}:{"lastUpdateTimestamp":"#));
+        assert!(stats.contains(r#""maxOffset":1,"minOffset":0}"#), "{stats}");
+        let commit = RemotingCommand::request_with_header(
+            RequestCode::UPDATE_CONSUMER_OFFSET,
+            &UpdateConsumerOffsetRequestHeader {
+                consumer_group: "admin-group".into(),
+                topic: "AdminT".into(),
+                queue_id: 2,
+                commit_offset: 1,
+            },
+        );
+        assert_eq!(client.request(commit).await.unwrap().code, 0);
+        let consume = RemotingCommand::request_with_header(
+            RequestCode::GET_CONSUME_STATS,
+            &GetConsumeStatsRequestHeader {
+                consumer_group: "admin-group".into(),
+                topic: None,
+                topic_list: None,
+            },
+        );
+        let consume = String::from_utf8(client.request(consume).await.unwrap().body).unwrap();
+        assert!(
+            consume
+                .contains(r#""queueId":2,"topic":"AdminT"}:{"brokerOffset":1,"consumerOffset":1"#),
+            "{consume}"
+        );
+        let offline = RemotingCommand::request_with_header(
+            RequestCode::GET_CONSUMER_CONNECTION_LIST,
+            &GetConsumerConnectionListRequestHeader {
+                consumer_group: "nobody".into(),
+            },
+        );
+        let offline = client.request(offline).await.unwrap();
+        assert_eq!(offline.code, ResponseCode::CONSUMER_NOT_ONLINE.0);
+        assert_eq!(
+            offline.remark.as_deref(),
+            Some("the consumer group[nobody] not online")
+        );
 
         let delete = RemotingCommand::request_with_header(
             RequestCode::DELETE_TOPIC_IN_BROKER,

@@ -7,6 +7,8 @@ use super::state::{now_ms, topic_name_problem, BrokerState, MessageQueue};
 use crate::config::fastjson::parse_lenient;
 use crate::remoting::headers::{
     DeleteSubscriptionGroupRequestHeader, DeleteTopicRequestHeader, GetBrokerConfigResponseHeader,
+    GetConsumeStatsRequestHeader, GetConsumerConnectionListRequestHeader,
+    GetProducerConnectionListRequestHeader, GetTopicStatsInfoRequestHeader,
     QueryMessageRequestHeader, QueryMessageResponseHeader, ViewMessageRequestHeader,
 };
 use crate::remoting::{RemotingCommand, ResponseCode};
@@ -270,4 +272,151 @@ pub async fn query_message(
     });
     response.body = found.concat();
     Some(response)
+}
+
+/// GET_CONSUMER_CONNECTION_LIST (203): the members of a consumer group and their settings.
+#[must_use]
+pub fn consumer_connections(state: &BrokerState, request: &RemotingCommand) -> Response {
+    let header = match request.decode_header::<GetConsumerConnectionListRequestHeader>() {
+        Ok(header) => header,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    match state.consumer_connection_json(&header.consumer_group) {
+        Some(body) => with_body(request, body.to_string()),
+        None => error(
+            request,
+            ResponseCode::CONSUMER_NOT_ONLINE,
+            format!("the consumer group[{}] not online", header.consumer_group),
+        ),
+    }
+}
+
+/// GET_PRODUCER_CONNECTION_LIST (204).
+#[must_use]
+pub fn producer_connections(state: &BrokerState, request: &RemotingCommand) -> Response {
+    let header = match request.decode_header::<GetProducerConnectionListRequestHeader>() {
+        Ok(header) => header,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    match state.producer_connection_json(&header.producer_group) {
+        Some(body) => with_body(request, body.to_string()),
+        None => error(
+            request,
+            ResponseCode::SYSTEM_ERROR,
+            format!("the producer group[{}] not exist", header.producer_group),
+        ),
+    }
+}
+
+/// A fastjson map keyed by `MessageQueue` objects, as Java writes `offsetTable`s: the key is
+/// the queue's JSON, unquoted (the Java and fastjson-compatible clients read it so).
+fn queue_keyed_map(entries: &[(MessageQueue, serde_json::Value)]) -> String {
+    let fields: Vec<String> = entries
+        .iter()
+        .map(|(queue, value)| {
+            let key = serde_json::json!({
+                "brokerName": queue.broker_name,
+                "queueId": queue.queue_id,
+                "topic": queue.topic,
+            });
+            format!("{key}:{value}")
+        })
+        .collect();
+    format!("{{{}}}", fields.join(","))
+}
+
+async fn last_store_time(reader: &StoreReader, topic: &str, queue_id: i32, offset: i64) -> i64 {
+    if offset <= 0 {
+        return 0;
+    }
+    reader
+        .store_time_at(topic, queue_id, offset - 1)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or(0)
+}
+
+/// GET_TOPIC_STATS_INFO (202): min and max offsets of every queue of a topic
+/// (`TopicStatsTable`).
+pub async fn topic_stats(
+    state: &BrokerState,
+    reader: &StoreReader,
+    request: &RemotingCommand,
+) -> Response {
+    let header = match request.decode_header::<GetTopicStatsInfoRequestHeader>() {
+        Ok(header) => header,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    let Some(topic) = state.topic(&header.topic) else {
+        let remark = format!("topic[{}] not exist", header.topic);
+        return error(request, ResponseCode::TOPIC_NOT_EXIST, remark);
+    };
+    let mut entries = Vec::new();
+    for queue_id in 0..topic.write_queue_nums {
+        let max = reader.max_offset_in_queue(&header.topic, queue_id);
+        let value = serde_json::json!({
+            "lastUpdateTimestamp": last_store_time(reader, &header.topic, queue_id, max).await,
+            "maxOffset": max,
+            "minOffset": reader.min_offset_in_queue(&header.topic, queue_id),
+        });
+        let queue = MessageQueue {
+            topic: header.topic.clone(),
+            broker_name: state.config.broker_name.clone(),
+            queue_id,
+        };
+        entries.push((queue, value));
+    }
+    with_body(
+        request,
+        format!(r#"{{"offsetTable":{}}}"#, queue_keyed_map(&entries)),
+    )
+}
+
+/// GET_CONSUME_STATS (208): per queue, the broker's max offset and the group's committed
+/// offset (`ConsumeStats`), for the given topic or every topic the group committed in.
+pub async fn consume_stats(
+    state: &BrokerState,
+    reader: &StoreReader,
+    request: &RemotingCommand,
+) -> Response {
+    let header = match request.decode_header::<GetConsumeStatsRequestHeader>() {
+        Ok(header) => header,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    let topics = match header.topic.as_deref().filter(|t| !t.trim().is_empty()) {
+        Some(topic) => vec![topic.to_owned()],
+        None => state.topics_of_group(&header.consumer_group),
+    };
+    let mut entries = Vec::new();
+    for name in topics {
+        let Some(topic) = state.topic(&name) else {
+            continue;
+        };
+        for queue_id in 0..topic.read_queue_nums {
+            let broker_offset = reader.max_offset_in_queue(&name, queue_id);
+            let consumer_offset = state
+                .committed_offset(&header.consumer_group, &name, queue_id)
+                .unwrap_or(0)
+                .max(0);
+            let value = serde_json::json!({
+                "brokerOffset": broker_offset,
+                "consumerOffset": consumer_offset,
+                "lastTimestamp": last_store_time(reader, &name, queue_id, consumer_offset).await,
+            });
+            let queue = MessageQueue {
+                topic: name.clone(),
+                broker_name: state.config.broker_name.clone(),
+                queue_id,
+            };
+            entries.push((queue, value));
+        }
+    }
+    with_body(
+        request,
+        format!(
+            r#"{{"consumeTps":0.0,"offsetTable":{}}}"#,
+            queue_keyed_map(&entries)
+        ),
+    )
 }

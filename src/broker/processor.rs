@@ -6,8 +6,8 @@ use super::admin;
 use super::batch::{decode_batch, merge_properties, BatchDecodeError};
 use super::long_poll::LongPoll;
 use super::state::{
-    topic_name_problem, BrokerState, HeartbeatData, SubscriptionData, PERM_READ, PERM_WRITE,
-    RETRY_GROUP_TOPIC_PREFIX,
+    topic_name_problem, BrokerState, ClientChannel, HeartbeatData, SubscriptionData, PERM_READ,
+    PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX,
 };
 use crate::remoting::headers::{
     CreateTopicRequestHeader, GetConsumerListByGroupRequestHeader,
@@ -116,6 +116,18 @@ impl BrokerHandler {
                 admin::runtime_info(self.store.shared(), &request)
             }
             RequestCode::LOCK_BATCH_MQ => admin::lock_batch(&self.state, &request),
+            RequestCode::GET_CONSUMER_CONNECTION_LIST => {
+                admin::consumer_connections(&self.state, &request)
+            }
+            RequestCode::GET_PRODUCER_CONNECTION_LIST => {
+                admin::producer_connections(&self.state, &request)
+            }
+            RequestCode::GET_TOPIC_STATS_INFO => {
+                admin::topic_stats(&self.state, &self.reader, &request).await
+            }
+            RequestCode::GET_CONSUME_STATS => {
+                admin::consume_stats(&self.state, &self.reader, &request).await
+            }
             RequestCode::UNLOCK_BATCH_MQ => admin::unlock_batch(&self.state, &request),
             RequestCode::VIEW_MESSAGE_BY_ID => admin::view_message(&self.reader, &request).await,
             RequestCode::QUERY_MESSAGE => {
@@ -567,7 +579,13 @@ impl BrokerHandler {
                 );
             }
         }
-        let changed = self.state.heartbeat(connection.id, &data);
+        let client = ClientChannel {
+            connection: connection.id,
+            addr: connection.peer,
+            language: request.language.name().unwrap_or("OTHER").to_owned(),
+            version: request.version,
+        };
+        let changed = self.state.heartbeat(&client, &data);
         for group in changed {
             tracing::info!(
                 group,

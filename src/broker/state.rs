@@ -194,7 +194,21 @@ pub struct HeartbeatData {
 #[derive(Clone, Debug)]
 struct Member {
     client_id: String,
+    client: ClientChannel,
     last_seen: Instant,
+}
+
+/// Where a client connects from and what it runs (`ClientChannelInfo`).
+#[derive(Clone, Debug)]
+pub struct ClientChannel {
+    /// The connection.
+    pub connection: ConnectionId,
+    /// The peer's address.
+    pub addr: std::net::SocketAddr,
+    /// Its language name (`JAVA`, `RUST`, …).
+    pub language: String,
+    /// Its `MQVersion` ordinal.
+    pub version: i32,
 }
 
 /// A consumer group's members and subscriptions.
@@ -202,6 +216,9 @@ struct Member {
 struct ConsumerGroup {
     members: HashMap<ConnectionId, Member>,
     subscriptions: HashMap<String, SubscriptionData>,
+    consume_type: Option<String>,
+    message_model: Option<String>,
+    consume_from_where: Option<String>,
 }
 
 /// Broker-wide state.
@@ -490,7 +507,8 @@ impl BrokerState {
 
     /// Records a heartbeat from `connection`; returns the consumer groups whose membership
     /// changed (their members are notified).
-    pub fn heartbeat(&self, connection: ConnectionId, data: &HeartbeatData) -> Vec<String> {
+    pub fn heartbeat(&self, client: &ClientChannel, data: &HeartbeatData) -> Vec<String> {
+        let connection = client.connection;
         let now = Instant::now();
         let mut changed = Vec::new();
         {
@@ -499,8 +517,14 @@ impl BrokerState {
                 let group = consumers.entry(consumer.group_name.clone()).or_default();
                 let member = Member {
                     client_id: data.client_id.clone(),
+                    client: client.clone(),
                     last_seen: now,
                 };
+                group.consume_type.clone_from(&consumer.consume_type);
+                group.message_model.clone_from(&consumer.message_model);
+                group
+                    .consume_from_where
+                    .clone_from(&consumer.consume_from_where);
                 if group.members.insert(connection, member).is_none() {
                     changed.push(consumer.group_name.clone());
                 }
@@ -526,6 +550,7 @@ impl BrokerState {
                     connection,
                     Member {
                         client_id: data.client_id.clone(),
+                        client: client.clone(),
                         last_seen: now,
                     },
                 );
@@ -598,6 +623,54 @@ impl BrokerState {
         ids.sort();
         ids.dedup();
         ids
+    }
+
+    /// The consumer group's connections and settings as JSON (`ConsumerConnection`), `None`
+    /// when no member is online.
+    #[must_use]
+    pub fn consumer_connection_json(&self, group: &str) -> Option<serde_json::Value> {
+        let consumers = lock(&self.consumers);
+        let group = consumers.get(group).filter(|g| !g.members.is_empty())?;
+        let connections: Vec<serde_json::Value> =
+            group.members.values().map(connection_json).collect();
+        let subscriptions: serde_json::Map<String, serde_json::Value> = group
+            .subscriptions
+            .iter()
+            .map(|(topic, s)| {
+                let value = serde_json::json!({
+                    "topic": s.topic, "subString": s.sub_string, "tagsSet": s.tags_set,
+                    "codeSet": s.code_set, "subVersion": s.sub_version,
+                    "expressionType": s.expression_type.as_deref().unwrap_or("TAG"),
+                });
+                (topic.clone(), value)
+            })
+            .collect();
+        Some(serde_json::json!({
+            "connectionSet": connections,
+            "consumeFromWhere": group.consume_from_where,
+            "consumeType": group.consume_type,
+            "messageModel": group.message_model,
+            "subscriptionTable": subscriptions,
+        }))
+    }
+
+    /// The producer group's connections as JSON (`ProducerConnection`), `None` when none.
+    #[must_use]
+    pub fn producer_connection_json(&self, group: &str) -> Option<serde_json::Value> {
+        let producers = lock(&self.producers);
+        let members = producers.get(group).filter(|m| !m.is_empty())?;
+        let connections: Vec<serde_json::Value> = members.values().map(connection_json).collect();
+        Some(serde_json::json!({ "connectionSet": connections }))
+    }
+
+    /// Topics `group` has committed offsets in (`whichTopicByConsumer`).
+    #[must_use]
+    pub fn topics_of_group(&self, group: &str) -> Vec<String> {
+        let suffix = format!("@{group}");
+        lock(&self.offsets)
+            .keys()
+            .filter_map(|key| key.strip_suffix(&suffix).map(str::to_owned))
+            .collect()
     }
 
     /// Connections of a consumer group (to notify them).
@@ -702,4 +775,13 @@ impl LockTable {
             }
         }
     }
+}
+
+fn connection_json(member: &Member) -> serde_json::Value {
+    serde_json::json!({
+        "clientAddr": member.client.addr.to_string(),
+        "clientId": member.client_id,
+        "language": member.client.language,
+        "version": member.client.version,
+    })
 }
