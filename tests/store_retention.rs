@@ -116,6 +116,16 @@ fn forcible_cleaning_deletes_the_oldest_segments_never_the_newest() {
         let before = segments(&root);
         assert!(before.len() >= 14, "{}", before.len());
         let disk = FakeDisk(Cell::new(0.60));
+        // A reader that read the oldest segment holds it open.
+        let early_reader = handle.reader();
+        while early_reader.max_offset_in_queue("Q", 0) < 900 {
+            glommio::timer::sleep(Duration::from_millis(2)).await;
+        }
+        let first = early_reader
+            .get_message("Q", 0, 0, 1, &NO_FILTER)
+            .await
+            .unwrap();
+        assert_eq!(first.status, GetMessageStatus::Found);
 
         // Young files, not the hour, disk below every ratio: nothing goes.
         let pass = run_pass(&handle, &disk, SystemTime::now(), false)
@@ -171,6 +181,21 @@ fn forcible_cleaning_deletes_the_oldest_segments_never_the_newest() {
             .unwrap();
         assert_eq!(kept.status, GetMessageStatus::Found);
         assert_eq!(kept.messages[0].queue_offset, first_kept);
+        // The early reader's next read lets go of the deleted segment, so its space returns.
+        let again = early_reader
+            .get_message("Q", 0, first_kept, 1, &NO_FILTER)
+            .await
+            .unwrap();
+        assert_eq!(again.status, GetMessageStatus::Found);
+        let root_text = root.display().to_string();
+        let held_deleted: Vec<String> = std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+            .map(|target| target.display().to_string())
+            .filter(|target| target.starts_with(&root_text) && target.contains("commitlog"))
+            .filter(|target| target.ends_with("(deleted)"))
+            .collect();
+        assert!(held_deleted.is_empty(), "{held_deleted:?}");
         // And the store keeps taking puts at the next offsets.
         let next = handle
             .put(store_message("Q", 0, b"more", None, None))

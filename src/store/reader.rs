@@ -7,7 +7,8 @@
 //! The bytes it returns are the stored records, back to back — a pull response body as is.
 //!
 //! Retention may unlink a segment while a reader holds it open; the open handle keeps the
-//! data readable until the reader drops it, so a read in flight never fails for that.
+//! data readable until the reader drops it, so a read in flight never fails for that. The
+//! reader drops its handles of deleted files when it sees the CommitLog's minimum move.
 
 use super::consume_queue::{CqUnit, UNIT_SIZE};
 use super::message::{decode_record, parse_properties, Record};
@@ -120,6 +121,7 @@ pub struct StoreReader {
     shared: Arc<StoreShared>,
     handle: StoreHandle,
     files: RefCell<HashMap<PathBuf, Rc<DmaSegment>>>,
+    seen_min: std::cell::Cell<u64>,
 }
 
 impl StoreReader {
@@ -130,6 +132,7 @@ impl StoreReader {
             shared,
             handle,
             files: RefCell::new(HashMap::new()),
+            seen_min: std::cell::Cell::new(0),
         }
     }
 
@@ -523,6 +526,7 @@ impl StoreReader {
     }
 
     async fn file(&self, path: PathBuf) -> Result<Rc<DmaSegment>, IoError> {
+        self.forget_deleted_files();
         if let Some(file) = self.files.borrow().get(&path) {
             return Ok(Rc::clone(file));
         }
@@ -535,8 +539,15 @@ impl StoreReader {
         Ok(file)
     }
 
-    /// Forgets open handles of files below `min` (after retention) so they close.
-    pub fn forget_files_below(&self) {
+    /// Closes the handles of files retention deleted, once per move of the CommitLog's
+    /// minimum: an open handle keeps a deleted segment's blocks allocated, and a reader that
+    /// kept them all would stop retention from giving space back.
+    fn forget_deleted_files(&self) {
+        let min = self.shared.min_physical_offset();
+        if min == self.seen_min.get() {
+            return;
+        }
+        self.seen_min.set(min);
         self.files.borrow_mut().retain(|path, _| path.exists());
     }
 }
