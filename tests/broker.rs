@@ -798,3 +798,74 @@ fn the_vip_channel_two_ports_below_serves_the_same_broker() {
         assert_eq!(bodies(&pulled), vec![b"through the VIP port".to_vec()]);
     });
 }
+
+/// The README's run command: `ferromq standalone` gives a name server that routes clients
+/// to its broker, which stores and serves; SIGTERM stops both cleanly.
+#[test]
+fn standalone_routes_clients_to_its_broker_and_stops_cleanly() {
+    use ferromq::remoting::headers::GetRouteInfoRequestHeader;
+    let dir = TempDir::on_disk("standalone");
+    let data = dir.path().join("data");
+    let args = [
+        "--data",
+        data.to_str().unwrap(),
+        "--namesrv-listen",
+        "127.0.0.1:0",
+        "--broker-listen",
+        "127.0.0.1:0",
+    ];
+    // The name server reports its address first.
+    let (mut child, namesrv, _log, _early) = common::spawn_server("standalone", &args);
+    runtime().block_on(async {
+        let lookup = connect(namesrv, SerializeType::Json).await;
+        let route_request = || {
+            RemotingCommand::request_with_header(
+                RequestCode::GET_ROUTEINFO_BY_TOPIC,
+                &GetRouteInfoRequestHeader {
+                    topic: "TBW102".into(),
+                    accept_standard_json_only: Some(true),
+                },
+            )
+        };
+        // The broker registers right after it listens.
+        let mut route = lookup.request(route_request()).await.unwrap();
+        for _ in 0..500 {
+            if route.code == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            route = lookup.request(route_request()).await.unwrap();
+        }
+        assert_eq!(route.code, 0, "{:?}", route.remark);
+        let route: serde_json::Value = serde_json::from_slice(&route.body).unwrap();
+        let broker = route["brokerDatas"][0]["brokerAddrs"]["0"]
+            .as_str()
+            .expect("a master address")
+            .parse()
+            .unwrap();
+        let client = connect(broker, SerializeType::Json).await;
+        let sent = send(&client, "StandaloneT", 0, b"hello standalone").await;
+        assert_eq!(sent.code, 0, "{:?}", sent.remark);
+        while max_offset(&client, "StandaloneT", 0).await < 1 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let pulled = client
+            .request(pull_request("StandaloneT", 0, 0, 0))
+            .await
+            .unwrap();
+        assert_eq!(bodies(&pulled), vec![b"hello standalone".to_vec()]);
+    });
+    let pid = child.id().to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status();
+    assert!(killed.unwrap().success());
+    let status = common::wait_exit(&mut child, Duration::from_secs(20)).expect("exits on SIGTERM");
+    assert!(status.success(), "{status:?}");
+    assert!(data.join("store/commitlog").is_dir());
+    assert!(
+        !data.join("store/abort").exists(),
+        "a clean stop removes the abort file"
+    );
+    assert!(data.join("store/config/topics.json").is_file());
+}
