@@ -82,7 +82,7 @@ impl BrokerHandler {
         let code = request.request_code();
         let answer = match code {
             RequestCode::SEND_MESSAGE | RequestCode::SEND_MESSAGE_V2 => {
-                self.send(&connection, &request).await
+                self.send(&connection, request).await
             }
             RequestCode::SEND_BATCH_MESSAGE => self.send_batch(&connection, &request).await,
             // 5.x's lite pull consumer: the same request under its own code, as in Java.
@@ -157,20 +157,24 @@ impl BrokerHandler {
         answer
     }
 
-    async fn send(&self, connection: &ConnectionInfo, request: &RemotingCommand) -> Response {
+    /// SEND_MESSAGE and SEND_MESSAGE_V2; the request is taken so that its body moves into
+    /// the put without a copy.
+    async fn send(&self, connection: &ConnectionInfo, mut request: RemotingCommand) -> Response {
+        let request_body = std::mem::take(&mut request.body);
+        let request = &request;
         let (header, queue_id) = match self.pre_send(connection, request) {
             Ok(target) => target,
             Err(refusal) => return refusal,
         };
         let store_config = &self.state.config.store;
         let properties = header.properties.clone().unwrap_or_default();
-        if request.body.len() > store_config.max_message_size || properties.len() > 32_767 {
+        if request_body.len() > store_config.max_message_size || properties.len() > 32_767 {
             return self.message_illegal(request);
         }
         let mut properties = properties.into_bytes();
         properties.extend_from_slice(self.cluster_property().as_bytes());
         let message = PutMessage {
-            body: request.body.clone(),
+            body: request_body,
             properties,
             ..self.put_message(connection, &header, queue_id)
         };
