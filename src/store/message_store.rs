@@ -78,17 +78,7 @@ impl StoreLock {
     /// [`StoreError::Layout`] if another process holds it; [`StoreError::Io`] otherwise.
     pub fn acquire(root: &Path) -> Result<StoreLock, StoreError> {
         let path = root.join("lock");
-        let io = |op: &'static str| {
-            let path = path.clone();
-            move |source| {
-                StoreError::Io(IoError::File {
-                    op,
-                    path,
-                    offset: 0,
-                    source,
-                })
-            }
-        };
+        let io = |op| IoError::on(op, &path);
         std::fs::create_dir_all(root).map_err(io("create directory"))?;
         let mut file = std::fs::OpenOptions::new()
             .read(true)
@@ -316,12 +306,7 @@ async fn recover_queues(
                 recover_queue(&opener, units, &starts, valid_end, min_physical).await?;
             for start in beyond {
                 let path = dir.join(super::segment::segment_name(start));
-                std::fs::remove_file(&path).map_err(|source| IoError::File {
-                    op: "delete",
-                    path,
-                    offset: 0,
-                    source,
-                })?;
+                std::fs::remove_file(&path).map_err(IoError::on("delete", &path))?;
             }
             let state = shared.queue_or_insert(&topic, queue_id);
             state.set_max_offset(recovered.max_offset);
@@ -371,36 +356,21 @@ fn check_index_file_sizes(config: &StoreConfig) -> Result<(), StoreError> {
 }
 
 fn file_len(path: &Path) -> Result<u64, StoreError> {
-    let metadata = std::fs::metadata(path).map_err(|source| IoError::File {
-        op: "stat",
-        path: path.to_owned(),
-        offset: 0,
-        source,
-    })?;
+    let metadata = std::fs::metadata(path).map_err(IoError::on("stat", path))?;
     Ok(metadata.len())
 }
 
 fn read_dir(dir: &Path) -> Result<Vec<std::fs::DirEntry>, StoreError> {
-    let entries = std::fs::read_dir(dir).map_err(|source| IoError::File {
-        op: "list",
-        path: dir.to_owned(),
-        offset: 0,
-        source,
-    })?;
+    let entries = std::fs::read_dir(dir).map_err(IoError::on("list", dir))?;
     let mut all: Vec<_> = entries.filter_map(Result::ok).collect();
     all.sort_by_key(std::fs::DirEntry::file_name);
     Ok(all)
 }
 
 fn create_dir(dir: &Path) -> Result<(), StoreError> {
-    std::fs::create_dir_all(dir).map_err(|source| {
-        StoreError::Io(IoError::File {
-            op: "create directory",
-            path: dir.to_owned(),
-            offset: 0,
-            source,
-        })
-    })
+    std::fs::create_dir_all(dir)
+        .map_err(|source| IoError::file("create directory", dir, source))?;
+    Ok(())
 }
 
 /// The writer side's view of commits: the disk gate, the dispatch entries, the hand-over.
@@ -607,14 +577,8 @@ impl StoreChannels {
 pub fn create_abort_file(config: &StoreConfig) -> Result<(), StoreError> {
     let path = config.root_file("abort");
     let file = File::create(&path).and_then(|f| f.sync_all());
-    file.map_err(|source| {
-        StoreError::Io(IoError::File {
-            op: "create",
-            path,
-            offset: 0,
-            source,
-        })
-    })
+    file.map_err(IoError::on("create", &path))?;
+    Ok(())
 }
 
 /// A store whose writer and dispatch run on the current executor.
@@ -692,12 +656,7 @@ impl LocalStore {
         let stats = writer.await.ok_or(StoreError::ShuttingDown)??;
         let _reput = reput.await;
         let abort = handle.shared.config.root_file("abort");
-        std::fs::remove_file(&abort).map_err(|source| IoError::File {
-            op: "delete",
-            path: abort,
-            offset: 0,
-            source,
-        })?;
+        std::fs::remove_file(&abort).map_err(IoError::on("delete", &abort))?;
         drop(lock);
         Ok(stats)
     }

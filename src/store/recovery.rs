@@ -64,17 +64,7 @@ impl WalkVisitor for FindEnd {
 /// [`StoreError::Io`] listing the directory; [`StoreError::Layout`] for a segment of the wrong
 /// size or a gap between segments.
 pub fn list_segments(dir: &Path, segment_size: u64) -> Result<Vec<u64>, StoreError> {
-    let io = |op: &'static str| {
-        let path = dir.to_owned();
-        move |source| {
-            StoreError::Io(IoError::File {
-                op,
-                path,
-                offset: 0,
-                source,
-            })
-        }
-    };
+    let io = |op| IoError::on(op, dir);
     let mut starts = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(io("list"))? {
         let entry = entry.map_err(io("list"))?;
@@ -265,12 +255,7 @@ pub async fn cut_tail(
                 segment = %path.display(),
                 "deleting CommitLog segment past the valid end"
             );
-            std::fs::remove_file(&path).map_err(|source| IoError::File {
-                op: "delete",
-                path,
-                offset: 0,
-                source,
-            })?;
+            std::fs::remove_file(&path).map_err(IoError::on("delete", &path))?;
         } else {
             kept.push(start);
         }

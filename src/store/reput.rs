@@ -213,12 +213,8 @@ impl Reput {
     ) -> Result<ConsumeQueueWriter<DmaDirectory>, StoreError> {
         let config = &self.shared.config;
         let dir = config.queue_dir(topic, queue_id);
-        std::fs::create_dir_all(&dir).map_err(|source| ferromq_uring::IoError::File {
-            op: "create directory",
-            path: dir.clone(),
-            offset: 0,
-            source,
-        })?;
+        std::fs::create_dir_all(&dir)
+            .map_err(ferromq_uring::IoError::on("create directory", &dir))?;
         let max = self
             .shared
             .queue(topic, queue_id)

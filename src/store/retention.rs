@@ -95,7 +95,7 @@ pub async fn run_pass(
     }
     let reserved = Duration::from_secs(config.file_reserved_time_hours * 3600);
     let mut starts: Vec<u64> = std::fs::read_dir(&dir)
-        .map_err(|source| io_error("list", &dir, source))?
+        .map_err(|source| IoError::file("list", &dir, source))?
         .filter_map(Result::ok)
         .filter_map(|e| e.file_name().to_str().and_then(parse_segment_name))
         .collect();
@@ -106,14 +106,14 @@ pub async fn run_pass(
         let path = dir.join(segment_name(start));
         let modified = std::fs::metadata(&path)
             .and_then(|m| m.modified())
-            .map_err(|source| io_error("stat", &path, source))?;
+            .map_err(|source| IoError::file("stat", &path, source))?;
         let expired = now
             .duration_since(modified)
             .is_ok_and(|age| age >= reserved);
         if !expired && !clean_immediately {
             break;
         }
-        std::fs::remove_file(&path).map_err(|source| io_error("delete", &path, source))?;
+        std::fs::remove_file(&path).map_err(|source| IoError::file("delete", &path, source))?;
         tracing::info!(
             segment = %path.display(),
             expired,
@@ -189,7 +189,7 @@ pub async fn delete_queue_files_below(
             if !below {
                 break;
             }
-            std::fs::remove_file(&path).map_err(|source| io_error("delete", &path, source))?;
+            std::fs::remove_file(&path).map_err(|source| IoError::file("delete", &path, source))?;
             let next_first = i64::try_from((start + file_size) / UNIT_SIZE as u64).unwrap_or(0);
             if state.min_offset() < next_first {
                 state.set_min_offset(next_first);
@@ -233,20 +233,11 @@ pub async fn delete_queue_files_below(
 }
 
 fn read_unit(path: &Path, at: u64) -> Result<Option<CqUnit>, StoreError> {
-    let file = std::fs::File::open(path).map_err(|source| io_error("open", path, source))?;
+    let file = std::fs::File::open(path).map_err(|source| IoError::file("open", path, source))?;
     let mut bytes = [0u8; UNIT_SIZE];
     match file.read_exact_at(&mut bytes, at) {
         Ok(()) => Ok(CqUnit::decode(&bytes).filter(CqUnit::is_written)),
         Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => Ok(None),
-        Err(source) => Err(io_error("read", path, source).into()),
-    }
-}
-
-fn io_error(op: &'static str, path: &Path, source: std::io::Error) -> IoError {
-    IoError::File {
-        op,
-        path: path.to_owned(),
-        offset: 0,
-        source,
+        Err(source) => Err(IoError::file("read", path, source).into()),
     }
 }

@@ -10,12 +10,8 @@ use std::path::Path;
 /// # Errors
 /// [`IoError::File`] if `statvfs` fails.
 pub fn used_ratio(path: &Path) -> Result<f64, IoError> {
-    let stat = rustix::fs::statvfs(path).map_err(|errno| IoError::File {
-        op: "statvfs",
-        path: path.to_owned(),
-        offset: 0,
-        source: errno.into(),
-    })?;
+    let stat =
+        rustix::fs::statvfs(path).map_err(|errno| IoError::file("statvfs", path, errno.into()))?;
     let total = stat.f_blocks.saturating_mul(stat.f_frsize);
     let free = stat.f_bfree.saturating_mul(stat.f_frsize);
     if total == 0 {

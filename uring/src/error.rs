@@ -2,7 +2,7 @@
 //! `EnhancedIoError`: a log line must say what failed, on what, and what to do.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// An I/O operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -56,4 +56,23 @@ pub enum IoError {
         /// The operation that failed.
         op: &'static str,
     },
+}
+
+impl IoError {
+    /// `op` on `path` failed with `source` (no offset applies).
+    #[must_use]
+    pub fn file(op: &'static str, path: &Path, source: std::io::Error) -> IoError {
+        IoError::File {
+            op,
+            path: path.to_owned(),
+            offset: 0,
+            source,
+        }
+    }
+
+    /// The error mapper for `op` on `path`, for `map_err`:
+    /// `std::fs::remove_file(p).map_err(IoError::on("delete", p))`.
+    pub fn on<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> IoError + 'a {
+        move |source| IoError::file(op, path, source)
+    }
 }

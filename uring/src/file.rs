@@ -87,12 +87,7 @@ impl DmaSegment {
         // accepted.
         let is_new = std::fs::metadata(path).map_or(true, |meta| meta.len() < size);
         if is_new {
-            create_with_first_block(path, size).map_err(|source| IoError::File {
-                op: "create",
-                path: path.to_owned(),
-                offset: 0,
-                source,
-            })?;
+            create_with_first_block(path, size).map_err(IoError::on("create", path))?;
         }
         let file = OpenOptions::new()
             .read(true)
@@ -121,12 +116,7 @@ impl DmaSegment {
     /// [`IoError::File`], e.g. not found.
     pub async fn open_existing(path: &Path) -> Result<DmaSegment, IoError> {
         let size = std::fs::metadata(path)
-            .map_err(|source| IoError::File {
-                op: "stat",
-                path: path.to_owned(),
-                offset: 0,
-                source,
-            })?
+            .map_err(IoError::on("stat", path))?
             .len();
         let file = OpenOptions::new()
             .read(true)

@@ -23,15 +23,7 @@ impl MappedFile {
     /// # Errors
     /// [`IoError::File`] naming the step that failed.
     pub fn open(path: &Path, size: u64) -> Result<MappedFile, IoError> {
-        let error = |op: &'static str| {
-            let path = path.to_owned();
-            move |source: std::io::Error| IoError::File {
-                op,
-                path,
-                offset: 0,
-                source,
-            }
-        };
+        let error = |op| IoError::on(op, path);
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -63,12 +55,7 @@ impl MappedFile {
     /// # Errors
     /// [`IoError::File`].
     pub fn flush(&self) -> Result<(), IoError> {
-        self.map.flush().map_err(|source| IoError::File {
-            op: "msync",
-            path: self.path.clone(),
-            offset: 0,
-            source,
-        })
+        self.map.flush().map_err(IoError::on("msync", &self.path))
     }
 }
 

@@ -46,15 +46,7 @@ impl IndexService {
         index_checkpoint_ms: i64,
         valid_end: u64,
     ) -> Result<IndexService, IoError> {
-        let io = |op: &'static str, path: &Path| {
-            let path = path.to_owned();
-            move |source| IoError::File {
-                op,
-                path,
-                offset: 0,
-                source,
-            }
-        };
+        let io = IoError::on;
         std::fs::create_dir_all(dir).map_err(io("create directory", dir))?;
         let mut names: Vec<String> = std::fs::read_dir(dir)
             .map_err(io("list", dir))?
@@ -213,12 +205,7 @@ impl IndexService {
             let entry = self.files.remove(0);
             let path = entry.file.storage().path().to_owned();
             drop(entry);
-            std::fs::remove_file(&path).map_err(|source| IoError::File {
-                op: "delete",
-                path,
-                offset: 0,
-                source,
-            })?;
+            std::fs::remove_file(&path).map_err(IoError::on("delete", &path))?;
             deleted += 1;
         }
         Ok(deleted)
