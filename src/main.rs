@@ -3,10 +3,11 @@
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use ferromq::config::broker::BrokerConfig;
+use ferromq::config::broker::{split_addresses, BrokerConfig};
 use ferromq::config::namesrv::NamesrvConfig;
 use ferromq::config::properties;
-use ferromq_shards::Shutdown;
+use ferromq::config::ConfigError;
+use ferromq_shards::{Placement, Shutdown};
 use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -130,31 +131,52 @@ fn init_tracing(filter: Option<&str>) {
         .init();
 }
 
+/// Reads the Java properties file at `path`, if any, and applies it with `apply`; unknown
+/// keys are logged as warnings.
+fn apply_config_file(
+    path: Option<&PathBuf>,
+    server: &str,
+    apply: impl FnOnce(&str, &[properties::Property]) -> Result<Vec<String>, ConfigError>,
+) -> anyhow::Result<()> {
+    let Some(path) = path else {
+        return Ok(());
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read config file {}", path.display()))?;
+    let origin = path.display().to_string();
+    for key in apply(&origin, &properties::parse(&text))? {
+        tracing::warn!(file = %origin, %key, "unknown {server} config key ignored");
+    }
+    Ok(())
+}
+
+fn parse_shards(spec: &str) -> anyhow::Result<Placement> {
+    spec.parse()
+        .with_context(|| format!("bad --shards `{spec}`"))
+}
+
+/// The stop signal, tied to SIGINT and SIGTERM.
+fn signal_shutdown() -> anyhow::Result<Shutdown> {
+    let shutdown = Shutdown::new();
+    shutdown
+        .install_signal_handlers()
+        .context("cannot install signal handlers")?;
+    Ok(shutdown)
+}
+
 fn run_namesrv(args: NamesrvArgs) -> anyhow::Result<()> {
     let mut config = NamesrvConfig::default();
-    if let Some(path) = &args.config {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read config file {}", path.display()))?;
-        let origin = path.display().to_string();
-        let unknown = config.apply(&origin, &properties::parse(&text))?;
-        for key in unknown {
-            tracing::warn!(file = %origin, %key, "unknown name server config key ignored");
-        }
-    }
+    apply_config_file(args.config.as_ref(), "name server", |origin, properties| {
+        config.apply(origin, properties)
+    })?;
     if let Some(addr) = args.listen {
         config.bind_address = addr.ip();
         config.listen_port = addr.port();
     }
     if let Some(spec) = &args.shards {
-        config.shards = Some(
-            spec.parse()
-                .with_context(|| format!("bad --shards `{spec}`"))?,
-        );
+        config.shards = Some(parse_shards(spec)?);
     }
-    let shutdown = Shutdown::new();
-    shutdown
-        .install_signal_handlers()
-        .context("cannot install signal handlers")?;
+    let shutdown = signal_shutdown()?;
     let namesrv = ferromq::namesrv::start(config, shutdown)?;
     namesrv.wait()?;
     tracing::info!("name server stopped");
@@ -162,16 +184,9 @@ fn run_namesrv(args: NamesrvArgs) -> anyhow::Result<()> {
 }
 
 fn broker_config(path: Option<&PathBuf>, config: &mut BrokerConfig) -> anyhow::Result<()> {
-    if let Some(path) = path {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read config file {}", path.display()))?;
-        let origin = path.display().to_string();
-        let unknown = config.apply(&origin, &properties::parse(&text))?;
-        for key in unknown {
-            tracing::warn!(file = %origin, %key, "unknown broker config key ignored");
-        }
-    }
-    Ok(())
+    apply_config_file(path, "broker", |origin, properties| {
+        config.apply(origin, properties)
+    })
 }
 
 fn run_broker(args: BrokerArgs) -> anyhow::Result<()> {
@@ -182,21 +197,15 @@ fn run_broker(args: BrokerArgs) -> anyhow::Result<()> {
         config.listen_port = addr.port();
     }
     if let Some(namesrv) = &args.namesrv {
-        config.namesrv_addr = namesrv.split(';').map(str::to_owned).collect();
+        config.namesrv_addr = split_addresses(namesrv);
     }
     if let Some(store) = args.store {
         config.store.store_path_root_dir = store;
     }
     if let Some(spec) = &args.shards {
-        config.shards = Some(
-            spec.parse()
-                .with_context(|| format!("bad --shards `{spec}`"))?,
-        );
+        config.shards = Some(parse_shards(spec)?);
     }
-    let shutdown = Shutdown::new();
-    shutdown
-        .install_signal_handlers()
-        .context("cannot install signal handlers")?;
+    let shutdown = signal_shutdown()?;
     let broker = ferromq::broker::start(config, shutdown)?;
     broker.wait()?;
     tracing::info!("broker stopped");
@@ -204,10 +213,7 @@ fn run_broker(args: BrokerArgs) -> anyhow::Result<()> {
 }
 
 fn run_standalone(args: StandaloneArgs) -> anyhow::Result<()> {
-    let shutdown = Shutdown::new();
-    shutdown
-        .install_signal_handlers()
-        .context("cannot install signal handlers")?;
+    let shutdown = signal_shutdown()?;
     let namesrv_config = NamesrvConfig {
         bind_address: args.namesrv_listen.ip(),
         listen_port: args.namesrv_listen.port(),

@@ -2,7 +2,7 @@
 //! `NettyServerConfig` in Java) with Java's defaults. Store keys fill a [`StoreConfig`].
 
 use super::properties::Property;
-use super::{parse_bool, parse_value, ConfigError};
+use super::{bad_value as bad, parse_bool, parse_millis as millis, parse_value, ConfigError};
 use crate::limits;
 use crate::store::config::StoreConfig;
 use crate::store::dispatch::DelayLevels;
@@ -371,7 +371,8 @@ impl BrokerConfig {
 }
 
 /// Splits `namesrvAddr`: `;`-separated `host:port` entries.
-fn split_addresses(value: &str) -> Vec<String> {
+#[must_use]
+pub fn split_addresses(value: &str) -> Vec<String> {
     value
         .split(';')
         .map(str::trim)
@@ -386,23 +387,6 @@ fn ratio(origin: &str, key: &str, value: &str) -> Result<f64, ConfigError> {
         return Err(bad(origin, key, value, "a fraction 0.0..=1.0"));
     }
     Ok(ratio)
-}
-
-fn millis(origin: &str, key: &str, value: &str) -> Result<Duration, ConfigError> {
-    let ms: u64 = parse_value(origin, key, value, "milliseconds, at least 1")?;
-    if ms == 0 {
-        return Err(bad(origin, key, value, "milliseconds, at least 1"));
-    }
-    Ok(Duration::from_millis(ms))
-}
-
-fn bad(origin: &str, key: &str, value: &str, expected: &str) -> ConfigError {
-    ConfigError::BadValue {
-        origin: origin.to_owned(),
-        key: key.to_owned(),
-        value: value.to_owned(),
-        expected: expected.to_owned(),
-    }
 }
 
 #[cfg(test)]

@@ -46,12 +46,10 @@ pub(crate) fn parse_value<T: std::str::FromStr>(
     value: &str,
     expected: &str,
 ) -> Result<T, ConfigError> {
-    value.trim().parse().map_err(|_| ConfigError::BadValue {
-        origin: origin.to_owned(),
-        key: key.to_owned(),
-        value: value.to_owned(),
-        expected: expected.to_owned(),
-    })
+    value
+        .trim()
+        .parse()
+        .map_err(|_| bad_value(origin, key, value, expected))
 }
 
 /// Parses a Java boolean strictly (`true` / `false`, any case): a typo in a config file is
@@ -60,11 +58,29 @@ pub(crate) fn parse_bool(origin: &str, key: &str, value: &str) -> Result<bool, C
     match value.trim().to_ascii_lowercase().as_str() {
         "true" => Ok(true),
         "false" => Ok(false),
-        _ => Err(ConfigError::BadValue {
-            origin: origin.to_owned(),
-            key: key.to_owned(),
-            value: value.to_owned(),
-            expected: "true or false".to_owned(),
-        }),
+        _ => Err(bad_value(origin, key, value, "true or false")),
+    }
+}
+
+/// Parses a duration in milliseconds, at least 1.
+pub(crate) fn parse_millis(
+    origin: &str,
+    key: &str,
+    value: &str,
+) -> Result<std::time::Duration, ConfigError> {
+    let ms: u64 = parse_value(origin, key, value, "milliseconds, at least 1")?;
+    if ms == 0 {
+        return Err(bad_value(origin, key, value, "milliseconds, at least 1"));
+    }
+    Ok(std::time::Duration::from_millis(ms))
+}
+
+/// The error for `value` of `key` at `origin`, saying what a valid value looks like.
+pub(crate) fn bad_value(origin: &str, key: &str, value: &str, expected: &str) -> ConfigError {
+    ConfigError::BadValue {
+        origin: origin.to_owned(),
+        key: key.to_owned(),
+        value: value.to_owned(),
+        expected: expected.to_owned(),
     }
 }

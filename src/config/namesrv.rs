@@ -2,7 +2,7 @@
 //! in Java) with Java's defaults (`reference/namesrv.md` §9).
 
 use super::properties::Property;
-use super::{parse_bool, parse_value, ConfigError};
+use super::{bad_value as bad, parse_bool, parse_millis as millis, parse_value, ConfigError};
 use crate::limits;
 use ferromq_shards::Placement;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -204,23 +204,6 @@ impl NamesrvConfig {
         self.config_black_list
             .split(';')
             .any(|listed| listed.trim() == key)
-    }
-}
-
-fn millis(origin: &str, key: &str, value: &str) -> Result<Duration, ConfigError> {
-    let ms: u64 = parse_value(origin, key, value, "milliseconds, at least 1")?;
-    if ms == 0 {
-        return Err(bad(origin, key, value, "milliseconds, at least 1"));
-    }
-    Ok(Duration::from_millis(ms))
-}
-
-fn bad(origin: &str, key: &str, value: &str, expected: &str) -> ConfigError {
-    ConfigError::BadValue {
-        origin: origin.to_owned(),
-        key: key.to_owned(),
-        value: value.to_owned(),
-        expected: expected.to_owned(),
     }
 }
 
