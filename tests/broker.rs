@@ -855,12 +855,7 @@ fn standalone_routes_clients_to_its_broker_and_stops_cleanly() {
             .unwrap();
         assert_eq!(bodies(&pulled), vec![b"hello standalone".to_vec()]);
     });
-    let pid = child.id().to_string();
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status();
-    assert!(killed.unwrap().success());
-    let status = common::wait_exit(&mut child, Duration::from_secs(20)).expect("exits on SIGTERM");
+    let status = common::terminate(&mut child, Duration::from_secs(20));
     assert!(status.success(), "{status:?}");
     assert!(data.join("store/commitlog").is_dir());
     assert!(

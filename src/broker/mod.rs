@@ -155,7 +155,7 @@ pub fn start(config: BrokerConfig, shutdown: Shutdown) -> Result<BrokerHandle, B
     let placement = config.shards.clone().unwrap_or_else(Placement::detect);
     let first_net = placement.owner_of(Role::Net);
     let ready: Arc<OnceLock<Result<(), String>>> = Arc::new(OnceLock::new());
-    let bound: Arc<OnceLock<Result<SocketAddr, String>>> = Arc::new(OnceLock::new());
+    let bound: Arc<server::BoundAddr> = Arc::new(OnceLock::new());
     let shard_state = Arc::clone(&state);
     let shard_ready = Arc::clone(&ready);
     let shard_bound = Arc::clone(&bound);
@@ -339,25 +339,10 @@ async fn serve_net(
     first: bool,
     state: &Arc<BrokerState>,
     handle: &StoreHandle,
-    bound: &OnceLock<Result<SocketAddr, String>>,
+    bound: &server::BoundAddr,
 ) {
     let config = &state.config;
-    let listener = if first {
-        let listener = server::bind(config.listen_addr());
-        let outcome = match &listener {
-            Ok(l) => l.local_addr().map_err(|e| e.to_string()),
-            Err(e) => Err(format!("cannot listen on {}: {e}", config.listen_addr())),
-        };
-        let _ = bound.set(outcome);
-        listener.ok()
-    } else {
-        match wait_for(bound).await {
-            Ok(addr) => server::bind(addr)
-                .map_err(|error| tracing::error!(shard = %ctx.id, %error, "cannot listen"))
-                .ok(),
-            Err(_) => None,
-        }
-    };
+    let listener = server::bind_shared(ctx.id, first, config.listen_addr(), bound).await;
     let Some(listener) = listener else {
         ctx.shutdown.trigger();
         return;

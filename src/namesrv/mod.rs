@@ -115,7 +115,7 @@ pub fn start(config: NamesrvConfig, shutdown: Shutdown) -> Result<NamesrvHandle,
         .only_roles(roles);
     let first_net = placement.owner_of(Role::Net);
     let kv = Arc::new(Mutex::new(Some(kv)));
-    let bound: Arc<OnceLock<Result<SocketAddr, String>>> = Arc::new(OnceLock::new());
+    let bound: Arc<server::BoundAddr> = Arc::new(OnceLock::new());
     let config = Arc::new(config);
     let shard_bound = bound.clone();
     let snapshot = RouteSnapshot::shared();
@@ -155,26 +155,9 @@ pub fn start(config: NamesrvConfig, shutdown: Shutdown) -> Result<NamesrvHandle,
                     )));
                 }
                 if ctx.roles.contains(Role::Net) {
-                    let listener = if ctx.id == first_net {
-                        let listener = server::bind(config.listen_addr());
-                        let outcome = match &listener {
-                            Ok(l) => l.local_addr().map_err(|e| e.to_string()),
-                            Err(e) => Err(e.to_string()),
-                        };
-                        let _ = bound.set(outcome);
-                        listener.ok()
-                    } else {
-                        match wait_for_bound(&bound).await {
-                            Some(addr) => match server::bind(addr) {
-                                Ok(listener) => Some(listener),
-                                Err(error) => {
-                                    tracing::error!(shard = %ctx.id, %error, "cannot listen");
-                                    None
-                                }
-                            },
-                            None => None,
-                        }
-                    };
+                    let first = ctx.id == first_net;
+                    let listener =
+                        server::bind_shared(ctx.id, first, config.listen_addr(), &bound).await;
                     if let Some(listener) = listener {
                         let handler = Rc::new(NetHandler {
                             mesh: mesh.clone(),
@@ -220,17 +203,6 @@ pub fn start(config: NamesrvConfig, shutdown: Shutdown) -> Result<NamesrvHandle,
             let _ = shards.join();
             Err(NamesrvError::Listen(error))
         }
-    }
-}
-
-/// Waits until the first net shard has bound, then returns its address (with the real port).
-async fn wait_for_bound(bound: &OnceLock<Result<SocketAddr, String>>) -> Option<SocketAddr> {
-    // Start-up only: a few milliseconds of polling at most.
-    loop {
-        if let Some(outcome) = bound.get() {
-            return outcome.as_ref().ok().copied();
-        }
-        glommio::timer::sleep(Duration::from_millis(1)).await;
     }
 }
 

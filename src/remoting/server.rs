@@ -290,6 +290,40 @@ async fn write_responses<W: futures_lite::AsyncWrite + Unpin>(
     let _ = writer.close().await;
 }
 
+/// What the first net shard of a server bound (the real address when port 0 was asked for),
+/// or why it could not; the other net shards wait for it at start-up.
+pub type BoundAddr = std::sync::OnceLock<Result<SocketAddr, String>>;
+
+/// Binds a server's listener on one of its net shards: the `first` binds `addr` and
+/// publishes what it got in `bound`; the others wait for that and bind the same address
+/// (`SO_REUSEPORT`), so every shard accepts on one port. `None` when binding failed.
+pub async fn bind_shared(
+    shard: ShardId,
+    first: bool,
+    addr: SocketAddr,
+    bound: &BoundAddr,
+) -> Option<TcpListener> {
+    if first {
+        let listener = bind(addr);
+        let outcome = match &listener {
+            Ok(l) => l.local_addr().map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        let _ = bound.set(outcome);
+        return listener.ok();
+    }
+    // Start-up only: a few milliseconds of polling at most.
+    let addr = loop {
+        if let Some(outcome) = bound.get() {
+            break outcome.as_ref().ok().copied()?;
+        }
+        glommio::timer::sleep(Duration::from_millis(1)).await;
+    };
+    bind(addr)
+        .map_err(|error| tracing::error!(%shard, %error, "cannot listen"))
+        .ok()
+}
+
 /// Binds `addr` on this shard with `SO_REUSEPORT`.
 ///
 /// # Errors

@@ -118,18 +118,28 @@ impl NamesrvProcess {
 
     /// Sends SIGTERM and waits (bounded) for the exit status.
     pub fn terminate(&mut self) -> std::process::ExitStatus {
-        let pid = self.child.id().to_string();
-        let status = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-        assert!(status.success());
-        wait_exit(&mut self.child, Duration::from_secs(10)).expect("namesrv exits after SIGTERM")
+        terminate(&mut self.child, Duration::from_secs(10))
     }
 }
 
 impl Drop for NamesrvProcess {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        kill(&mut self.child);
     }
+}
+
+/// Sends SIGTERM to a server process and waits up to `timeout` for its exit status.
+pub fn terminate(child: &mut Child, timeout: Duration) -> std::process::ExitStatus {
+    let pid = child.id().to_string();
+    let status = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(status.success());
+    wait_exit(child, timeout).expect("the server exits after SIGTERM")
+}
+
+/// Kills a server process (SIGKILL) and reaps it.
+pub fn kill(child: &mut Child) {
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// Spawns `ferromq <subcommand> <args>`, echoes its log, and waits for its "listening
@@ -197,17 +207,13 @@ impl BrokerProcess {
 
     /// Sends SIGTERM and waits (bounded) for the exit status.
     pub fn terminate(&mut self) -> std::process::ExitStatus {
-        let pid = self.child.id().to_string();
-        let status = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-        assert!(status.success());
-        wait_exit(&mut self.child, Duration::from_secs(20)).expect("broker exits after SIGTERM")
+        terminate(&mut self.child, Duration::from_secs(20))
     }
 }
 
 impl Drop for BrokerProcess {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        kill(&mut self.child);
     }
 }
 
