@@ -211,25 +211,23 @@ impl StoreReader {
     ) -> Result<(), IoError> {
         let config = &self.shared.config;
         let units_per_file = i64::try_from(config.consume_queue_units_per_file).expect("fits");
-        let file_first = offset - offset % units_per_file;
-        let in_file_end = (file_first + units_per_file).min(result.max_offset);
+        let slot = self.queue_slot(topic, queue_id, offset);
+        let in_file_end = (slot.file_first + units_per_file).min(result.max_offset);
         let scan_units = (FILTER_SCAN_BYTES_MIN / UNIT_SIZE).max(max_msg_nums);
         let units_wanted = usize::try_from(in_file_end - offset)
             .unwrap_or(0)
             .min(scan_units);
-        let path = config.queue_dir(topic, queue_id).join(segment_name(
-            u64::try_from(file_first).expect("non-negative") * UNIT_SIZE as u64,
-        ));
-        let file = match self.file(path).await {
+        let file = match self.file(slot.path).await {
             Ok(file) => file,
             Err(_) => {
                 result.status = GetMessageStatus::OffsetFoundNull;
-                result.next_begin_offset = file_first + units_per_file;
+                result.next_begin_offset = slot.file_first + units_per_file;
                 return Ok(());
             }
         };
-        let position = u64::try_from(offset - file_first).expect("non-negative") * UNIT_SIZE as u64;
-        let bytes = file.read_at(position, units_wanted * UNIT_SIZE).await?;
+        let bytes = file
+            .read_at(slot.position, units_wanted * UNIT_SIZE)
+            .await?;
         let max_physical = self.shared.committed_end();
         let min_physical = self.shared.min_physical_offset();
         let memory = memory_budget(config.access_message_in_memory_max_ratio);
@@ -494,23 +492,27 @@ impl StoreReader {
         {
             return Ok(None);
         }
-        let units_per_file =
-            i64::try_from(self.shared.config.consume_queue_units_per_file).expect("fits");
-        let file_first = queue_offset - queue_offset % units_per_file;
-        let path = self
-            .shared
-            .config
-            .queue_dir(topic, queue_id)
-            .join(segment_name(
-                u64::try_from(file_first).expect("non-negative") * UNIT_SIZE as u64,
-            ));
-        let Ok(file) = self.file(path).await else {
+        let slot = self.queue_slot(topic, queue_id, queue_offset);
+        let Ok(file) = self.file(slot.path).await else {
             return Ok(None);
         };
-        let position =
-            u64::try_from(queue_offset - file_first).expect("non-negative") * UNIT_SIZE as u64;
-        let bytes = file.read_at(position, UNIT_SIZE).await?;
+        let bytes = file.read_at(slot.position, UNIT_SIZE).await?;
         Ok(CqUnit::decode(&bytes).filter(CqUnit::is_written))
+    }
+
+    /// Where the unit at logical `offset` (non-negative) of a queue lives.
+    fn queue_slot(&self, topic: &str, queue_id: i32, offset: i64) -> QueueSlot {
+        let config = &self.shared.config;
+        let units_per_file = i64::try_from(config.consume_queue_units_per_file).expect("fits");
+        let file_first = offset - offset % units_per_file;
+        let byte = |units: i64| u64::try_from(units).expect("non-negative") * UNIT_SIZE as u64;
+        QueueSlot {
+            file_first,
+            path: config
+                .queue_dir(topic, queue_id)
+                .join(segment_name(byte(file_first))),
+            position: byte(offset - file_first),
+        }
     }
 
     async fn read_commit_log(&self, offset: u64, len: usize) -> Result<Vec<u8>, IoError> {
@@ -550,6 +552,13 @@ impl StoreReader {
         self.seen_min.set(min);
         self.files.borrow_mut().retain(|path, _| path.exists());
     }
+}
+
+/// A ConsumeQueue unit's place: its file (by first logical offset and path) and position.
+struct QueueSlot {
+    file_first: i64,
+    path: PathBuf,
+    position: u64,
 }
 
 /// Whether the batch is full before taking a record of `size` (`isTheBatchFull`).

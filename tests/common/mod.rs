@@ -18,26 +18,19 @@ pub struct TempDir(PathBuf);
 
 impl TempDir {
     pub fn new(name: &str) -> TempDir {
-        let parent = std::env::var_os("FERROMQ_TEST_DATA_DIR")
-            .map_or_else(std::env::temp_dir, PathBuf::from);
-        let unique = format!(
-            "ferromq-{name}-{}-{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos()
-        );
-        let path = parent.join(unique);
-        std::fs::create_dir_all(&path).unwrap();
-        TempDir(path)
+        Self::under(name, std::env::temp_dir())
     }
 
     /// A directory on the build's own disk (`CARGO_TARGET_TMPDIR`): store tests need a
     /// filesystem with O_DIRECT, which a tmpfs `/tmp` is not.
     pub fn on_disk(name: &str) -> TempDir {
-        let parent = std::env::var_os("FERROMQ_TEST_DATA_DIR")
-            .map_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")), PathBuf::from);
+        Self::under(name, PathBuf::from(env!("CARGO_TARGET_TMPDIR")))
+    }
+
+    /// A fresh directory under `FERROMQ_TEST_DATA_DIR`, else under `default_parent`.
+    fn under(name: &str, default_parent: PathBuf) -> TempDir {
+        let parent =
+            std::env::var_os("FERROMQ_TEST_DATA_DIR").map_or(default_parent, PathBuf::from);
         let unique = format!(
             "ferromq-{name}-{}-{}",
             std::process::id(),
