@@ -220,14 +220,13 @@ pub async fn recover_queue<O: SegmentOpener>(
     let mut beyond: Vec<u64> = file_starts[contiguous..].to_vec();
     let mut end = file_starts.first().copied().unwrap_or(0);
     let mut max_physical_end = 0u64;
+    // The first file's units as they stand after the cut, when the walk read it already
+    // (most queues have one file): the minimum is found in them without a second read.
+    let mut first_units: Option<Vec<CqUnit>> = None;
     for (position, &start) in file_starts[..contiguous].iter().enumerate().rev() {
         let file = opener.open(start, file_size_u64).await?;
         let bytes = file.read_at(0, file_size).await?;
-        let units: Vec<CqUnit> = bytes
-            .chunks_exact(UNIT_SIZE)
-            .filter_map(CqUnit::decode)
-            .take_while(CqUnit::is_written)
-            .collect();
+        let mut units = written_units(&bytes);
         let keep = units
             .iter()
             .position(|unit| {
@@ -253,21 +252,25 @@ pub async fn recover_queue<O: SegmentOpener>(
                 u64::try_from(unit.physical_offset).unwrap_or(0)
                     + u64::try_from(unit.size).unwrap_or(0)
             });
+        if position == 0 {
+            units.truncate(keep);
+            first_units = Some(units);
+        }
         break;
     }
     let max_offset = i64::try_from(end / UNIT_SIZE as u64).expect("fits i64");
     let mut min_offset = max_offset;
     if let Some(&first) = file_starts.first().filter(|_| max_offset > 0) {
-        let file = opener.open(first, file_size_u64).await?;
-        let bytes = file.read_at(0, file_size).await?;
-        let first_kept = bytes
-            .chunks_exact(UNIT_SIZE)
-            .filter_map(CqUnit::decode)
-            .take_while(CqUnit::is_written)
-            .position(|unit| {
-                unit != BLANK_UNIT
-                    && u64::try_from(unit.physical_offset).unwrap_or(0) >= commit_log_min
-            });
+        let units = match first_units {
+            Some(units) => units,
+            None => {
+                let file = opener.open(first, file_size_u64).await?;
+                written_units(&file.read_at(0, file_size).await?)
+            }
+        };
+        let first_kept = units.into_iter().position(|unit| {
+            unit != BLANK_UNIT && u64::try_from(unit.physical_offset).unwrap_or(0) >= commit_log_min
+        });
         if let Some(index) = first_kept {
             let first_offset = i64::try_from(first / UNIT_SIZE as u64).expect("fits i64");
             min_offset = (first_offset + i64::try_from(index).expect("fits")).min(max_offset);
@@ -281,6 +284,15 @@ pub async fn recover_queue<O: SegmentOpener>(
         },
         beyond,
     ))
+}
+
+/// The units of a file's bytes up to the first unwritten one.
+fn written_units(bytes: &[u8]) -> Vec<CqUnit> {
+    bytes
+        .chunks_exact(UNIT_SIZE)
+        .filter_map(CqUnit::decode)
+        .take_while(CqUnit::is_written)
+        .collect()
 }
 
 /// Zeroes units `[from, to)` of a file, rewriting the aligned blocks that hold them.
