@@ -224,10 +224,27 @@ fn a_waiting_pull_returns_as_soon_as_a_message_arrives() {
             "long poll answered {:?} after the send was acknowledged",
             returned.saturating_duration_since(acked)
         );
+        // An absurd suspend time is served like a long one, not a crash.
+        let absurd = {
+            let client = client.clone();
+            tokio::spawn(async move {
+                client
+                    .request(pull_request("PollT", 0, 2, i64::MAX))
+                    .await
+                    .unwrap()
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(send(&client, "PollT", 0, b"third").await.code, 0);
+        let response = tokio::time::timeout(Duration::from_secs(5), absurd)
+            .await
+            .expect("woken by the send")
+            .unwrap();
+        assert_eq!(bodies(&response), vec![b"third".to_vec()]);
         // With nothing arriving, it answers PULL_NOT_FOUND when the suspend time runs out.
         let started = Instant::now();
         let response = client
-            .request(pull_request("PollT", 0, 2, 300))
+            .request(pull_request("PollT", 0, 3, 300))
             .await
             .unwrap();
         assert_eq!(response.code, ResponseCode::PULL_NOT_FOUND.0);
