@@ -29,7 +29,8 @@ pub struct UpdateSubGroupArgs {
     #[arg(short = 'c', long = "clusterName")]
     pub cluster: Option<String>,
     /// Whether the group may consume.
-    #[arg(short = 's', long = "consumeEnable", default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(short = 's', long = "consumeEnable", default_value_t = true,
+        action = clap::ArgAction::Set)]
     pub consume_enable: bool,
     /// Whether a new consumer may start from the min offset.
     #[arg(short = 'm', long = "consumeFromMinEnable", default_value_t = true,

@@ -251,7 +251,12 @@ mod tests {
 
     #[test]
     fn queue_keyed_maps_read_with_object_keys() {
-        let body = br#"{"consumeTps":0.0,"offsetTable":{{"brokerName":"b","queueId":1,"topic":"T"}:{"maxOffset":3},{"brokerName":"b","queueId":0,"topic":"T"}:{"maxOffset":0}}}"#;
+        let body = concat!(
+            r#"{"consumeTps":0.0,"offsetTable":{"#,
+            r#"{"brokerName":"b","queueId":1,"topic":"T"}:{"maxOffset":3},"#,
+            r#"{"brokerName":"b","queueId":0,"topic":"T"}:{"maxOffset":0}}}"#
+        )
+        .as_bytes();
         let entries = queue_keyed_map(body, "offsetTable").unwrap();
         assert_eq!(entries.len(), 2);
         assert_eq!(entries[0].0["queueId"], 1);
