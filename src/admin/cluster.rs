@@ -18,7 +18,8 @@ pub struct ClusterListArgs {
     pub cluster: Option<String>,
 }
 
-/// Flags of the commands aimed at one broker or at every master of a cluster.
+/// `-b addr | -c cluster`: the target of the commands aimed at one broker or at every master
+/// of a cluster.
 #[derive(Debug, clap::Args)]
 #[command(group(clap::ArgGroup::new("target").required(true).args(["broker", "cluster"])))]
 pub struct BrokerTargetArgs {
@@ -28,6 +29,16 @@ pub struct BrokerTargetArgs {
     /// Every master of this cluster.
     #[arg(short = 'c', long = "clusterName")]
     pub cluster: Option<String>,
+}
+
+impl BrokerTargetArgs {
+    /// The broker's address, or the addresses of every master of the cluster.
+    ///
+    /// # Errors
+    /// As [`AdminClient::targets`].
+    pub fn resolve(&self, client: &mut AdminClient) -> Result<Vec<String>, AdminError> {
+        client.targets(self.broker.as_deref(), self.cluster.as_deref())
+    }
 }
 
 /// GET_BROKER_RUNTIME_INFO of `addr`.
@@ -126,7 +137,7 @@ pub fn broker_status(
     client: &mut AdminClient,
     args: &BrokerTargetArgs,
 ) -> Result<Report, AdminError> {
-    let targets = client.targets(args.broker.as_deref(), args.cluster.as_deref())?;
+    let targets = args.resolve(client)?;
     let several = targets.len() > 1;
     let mut text = String::new();
     let mut json = Vec::new();
@@ -156,7 +167,7 @@ pub fn broker_config(
     client: &mut AdminClient,
     args: &BrokerTargetArgs,
 ) -> Result<Report, AdminError> {
-    let targets = client.targets(args.broker.as_deref(), args.cluster.as_deref())?;
+    let targets = args.resolve(client)?;
     let mut text = String::new();
     let mut json = Vec::new();
     for addr in targets {

@@ -3,6 +3,7 @@
 //! (`tools/.../command/consumer/*`, `connection/*`, `offset/ResetOffsetByTimeOldCommand`).
 
 use super::client::{bad_body, route_masters};
+use super::cluster::BrokerTargetArgs;
 use super::output::{human_time, int, parse_timestamp, queue_keyed_map, text, Report, Table};
 use super::{AdminClient, AdminError};
 use crate::config::fastjson::parse_lenient;
@@ -17,17 +18,13 @@ use serde_json::{json, Value};
 
 /// Flags of `updateSubGroup`; the defaults are those of a new `SubscriptionGroupConfig`.
 #[derive(Debug, clap::Args)]
-#[command(group(clap::ArgGroup::new("target").required(true).args(["broker", "cluster"])))]
 pub struct UpdateSubGroupArgs {
     /// Group name.
     #[arg(short = 'g', long = "groupName")]
     pub group: String,
-    /// The broker to create it on (`host:port`).
-    #[arg(short = 'b', long = "brokerAddr")]
-    pub broker: Option<String>,
-    /// The cluster whose every master gets it.
-    #[arg(short = 'c', long = "clusterName")]
-    pub cluster: Option<String>,
+    /// The broker, or every master of the cluster.
+    #[command(flatten)]
+    pub target: BrokerTargetArgs,
     /// Whether the group may consume.
     #[arg(short = 's', long = "consumeEnable", default_value_t = true,
         action = clap::ArgAction::Set)]
@@ -62,19 +59,16 @@ pub struct UpdateSubGroupArgs {
     pub notify_consumer_ids_changed: bool,
 }
 
-/// Flags of `deleteSubGroup`.
+/// Flags of `deleteSubGroup`. With a cluster, the group's retry and dead-letter topics go
+/// too.
 #[derive(Debug, clap::Args)]
-#[command(group(clap::ArgGroup::new("target").required(true).args(["broker", "cluster"])))]
 pub struct DeleteSubGroupArgs {
     /// Group name.
     #[arg(short = 'g', long = "groupName")]
     pub group: String,
-    /// The broker to delete it from.
-    #[arg(short = 'b', long = "brokerAddr")]
-    pub broker: Option<String>,
-    /// Every master of this cluster; the group's retry and dead-letter topics go too.
-    #[arg(short = 'c', long = "clusterName")]
-    pub cluster: Option<String>,
+    /// The broker, or every master of the cluster.
+    #[command(flatten)]
+    pub target: BrokerTargetArgs,
     /// Also remove the group's committed offsets.
     #[arg(short = 'r', long = "removeOffset", default_value_t = false,
         action = clap::ArgAction::Set)]
@@ -148,7 +142,7 @@ pub fn update_sub_group(
     client: &mut AdminClient,
     args: &UpdateSubGroupArgs,
 ) -> Result<Report, AdminError> {
-    let targets = client.targets(args.broker.as_deref(), args.cluster.as_deref())?;
+    let targets = args.target.resolve(client)?;
     let config = json!({
         "groupName": args.group,
         "consumeEnable": args.consume_enable,
@@ -184,7 +178,7 @@ pub fn delete_sub_group(
     client: &mut AdminClient,
     args: &DeleteSubGroupArgs,
 ) -> Result<Report, AdminError> {
-    let targets = client.targets(args.broker.as_deref(), args.cluster.as_deref())?;
+    let targets = args.target.resolve(client)?;
     let header = DeleteSubscriptionGroupRequestHeader {
         group_name: args.group.clone(),
         remove_offset: Some(args.remove_offset),
@@ -199,7 +193,7 @@ pub fn delete_sub_group(
         ));
     }
     let mut topics = Vec::new();
-    if let Some(cluster) = &args.cluster {
+    if let Some(cluster) = &args.target.cluster {
         for prefix in ["%RETRY%", "%DLQ%"] {
             let topic = format!("{prefix}{}", args.group);
             super::topic::delete_in_cluster(client, &topic, cluster)?;

@@ -2,6 +2,7 @@
 //! (`tools/.../command/topic/*SubCommand`).
 
 use super::client::{bad_body, route_masters};
+use super::cluster::BrokerTargetArgs;
 use super::output::{human_time, int, queue_keyed_map, text, Report, Table};
 use super::{AdminClient, AdminError};
 use crate::remoting::body::{JsonFlavour, TopicList};
@@ -14,17 +15,13 @@ use serde_json::json;
 
 /// Flags of `updateTopic`.
 #[derive(Debug, clap::Args)]
-#[command(group(clap::ArgGroup::new("target").required(true).args(["broker", "cluster"])))]
 pub struct UpdateTopicArgs {
     /// Topic name.
     #[arg(short = 't', long = "topic")]
     pub topic: String,
-    /// The broker to create it on (`host:port`).
-    #[arg(short = 'b', long = "brokerAddr")]
-    pub broker: Option<String>,
-    /// The cluster whose every master gets it.
-    #[arg(short = 'c', long = "clusterName")]
-    pub cluster: Option<String>,
+    /// The broker, or every master of the cluster.
+    #[command(flatten)]
+    pub target: BrokerTargetArgs,
     /// Readable queues.
     #[arg(short = 'r', long = "readQueueNums", default_value_t = 8)]
     pub read_queue_nums: i32,
@@ -81,7 +78,7 @@ pub fn update_topic(
     client: &mut AdminClient,
     args: &UpdateTopicArgs,
 ) -> Result<Report, AdminError> {
-    let targets = client.targets(args.broker.as_deref(), args.cluster.as_deref())?;
+    let targets = args.target.resolve(client)?;
     let header = CreateTopicRequestHeader {
         topic: args.topic.clone(),
         default_topic: "TBW102".to_owned(),
@@ -100,7 +97,7 @@ pub fn update_topic(
         text.push_str(&format!("create topic to {addr} success.\n"));
     }
     let mut order_conf = None;
-    if let (true, Some(cluster)) = (args.order, args.cluster.as_deref()) {
+    if let (true, Some(cluster)) = (args.order, args.target.cluster.as_deref()) {
         let conf = client
             .cluster_masters(cluster)?
             .iter()
