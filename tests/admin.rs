@@ -356,16 +356,30 @@ fn admin_commands_manage_and_inspect_a_running_broker() {
     );
     assert_eq!(consumers["messageModel"], "CLUSTERING");
     assert_eq!(consumers["subscriptionTable"][TOPIC]["subString"], "tag-a");
-    let table = text(
-        ns,
-        &[
-            "consumerConnection",
-            "-g",
-            "admin-consumer",
-            "-b",
-            &broker_addr,
-        ],
+    let summary = poll(
+        "the consumer's retry topic to reach the name server",
+        || {
+            let all = json(ns, &["consumerProgress"]);
+            let found = all
+                .as_array()?
+                .iter()
+                .find(|g| g["group"] == "admin-consumer")?;
+            Some(found.clone())
+        },
     );
+    assert_eq!(summary["count"], 1);
+    assert_eq!(summary["consumeType"], "PUSH");
+    assert_eq!(summary["messageModel"], "CLUSTERING");
+    let table = text(ns, &["consumerProgress"]);
+    assert!(table.starts_with("#Group"), "{table}");
+    let cells = row(&table, "admin-consumer", "1");
+    assert_eq!(
+        cells[2..],
+        ["479", "PUSH", "CLUSTERING", "0", "0"],
+        "{table}"
+    );
+    let connection = ["consumerConnection", "-g", "admin-consumer", "-b"];
+    let table = text(ns, &[&connection[..], &[broker_addr.as_str()]].concat());
     assert!(table.contains("127.0.0.1@admin-test"), "{table}");
     assert_eq!(row(&table, TOPIC, "tag-a").len(), 2, "{table}");
     assert!(table.contains("MessageModel: CLUSTERING"), "{table}");

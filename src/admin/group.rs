@@ -78,9 +78,9 @@ pub struct DeleteSubGroupArgs {
 /// Flags of `consumerProgress`.
 #[derive(Debug, clap::Args)]
 pub struct ConsumerProgressArgs {
-    /// Consumer group.
+    /// Consumer group; without it, one summary line per group that has a retry topic.
     #[arg(short = 'g', long = "groupName")]
-    pub group: String,
+    pub group: Option<String>,
     /// Only this topic (its route's brokers are asked); else every master is asked.
     #[arg(short = 't', long = "topicName")]
     pub topic: Option<String>,
@@ -274,18 +274,20 @@ pub fn consumer_progress(
     client: &mut AdminClient,
     args: &ConsumerProgressArgs,
 ) -> Result<Report, AdminError> {
+    let Some(group) = &args.group else {
+        return all_groups_progress(client, args.cluster.as_deref());
+    };
     let brokers = group_brokers(client, args.topic.as_deref(), args.cluster.as_deref())?;
     let mut tps_total = 0.0;
     let mut queues = Vec::new();
     for (_, addr) in brokers {
-        let (tps, found) = consume_stats(client, &addr, &args.group, args.topic.as_deref())?;
+        let (tps, found) = consume_stats(client, &addr, group, args.topic.as_deref())?;
         tps_total += tps;
         queues.extend(found);
     }
     if queues.is_empty() {
         return Err(AdminError::NotFound(format!(
-            "no consume stats of group [{}]: it has committed no offset{}",
-            args.group,
+            "no consume stats of group [{group}]: it has committed no offset{}",
             args.topic
                 .as_ref()
                 .map(|t| format!(" in topic [{t}]"))
@@ -319,12 +321,88 @@ pub fn consumer_progress(
         table.render()
     );
     let json = json!({
-        "group": args.group,
+        "group": group,
         "consumeTps": tps_total,
         "diffTotal": diff_total,
         "queues": queues,
     });
     Ok(Report { json, text })
+}
+
+/// `consumerProgress` without a group: every group with a `%RETRY%` topic, its online
+/// members, how they consume, and its total difference (`GroupConsumeInfo`). A group whose
+/// stats a broker refuses counts as having none there.
+fn all_groups_progress(
+    client: &mut AdminClient,
+    cluster: Option<&str>,
+) -> Result<Report, AdminError> {
+    let topics = super::topic::all_topics(client)?;
+    let brokers: Vec<String> = group_brokers(client, None, cluster)?
+        .into_iter()
+        .map(|(_, addr)| addr)
+        .collect();
+    let mut groups = Vec::new();
+    for group in topics.iter().filter_map(|t| t.strip_prefix("%RETRY%")) {
+        let (mut tps, mut diff) = (0.0, 0);
+        for addr in &brokers {
+            if let Ok((found_tps, queues)) = consume_stats(client, addr, group, None) {
+                tps += found_tps;
+                diff += queues.iter().map(|q| int(q, "diff")).sum::<i64>();
+            }
+        }
+        let request = RemotingCommand::request_with_header(
+            RequestCode::GET_CONSUMER_CONNECTION_LIST,
+            &GetConsumerConnectionListRequestHeader {
+                consumer_group: group.to_owned(),
+            },
+        );
+        let members = first_answer(client, &brokers, &request).unwrap_or(Value::Null);
+        let connections = members["connectionSet"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let version = connections.iter().map(|c| int(c, "version")).min();
+        let consume_type = match members["consumeType"].as_str() {
+            Some("CONSUME_PASSIVELY") => "PUSH",
+            Some("CONSUME_ACTIVELY") => "PULL",
+            _ => "",
+        };
+        groups.push(json!({
+            "group": group,
+            "count": connections.len(),
+            "version": version,
+            "consumeType": consume_type,
+            "messageModel": members["messageModel"].as_str().unwrap_or_default(),
+            "consumeTps": tps,
+            "diffTotal": diff,
+        }));
+    }
+    let mut table = Table::new(&[
+        "#Group",
+        "#Count",
+        "#Version",
+        "#Type",
+        "#Model",
+        "#TPS",
+        "#Diff Total",
+    ]);
+    for group in &groups {
+        table.row(vec![
+            text(group, "group"),
+            int(group, "count").to_string(),
+            group["version"]
+                .as_i64()
+                .map_or_else(|| "OFFLINE".to_owned(), |v| v.to_string()),
+            text(group, "consumeType"),
+            text(group, "messageModel"),
+            format!("{:.0}", group["consumeTps"].as_f64().unwrap_or(0.0)),
+            int(group, "diffTotal").to_string(),
+        ]);
+    }
+    Ok(Report {
+        json: groups.into(),
+        text: table.render(),
+    })
 }
 
 /// Asks `brokers` in turn; the first success, else the last refusal.

@@ -192,17 +192,26 @@ pub fn delete_in_cluster(
 /// # Errors
 /// The name server's refusal.
 pub fn topic_list(client: &mut AdminClient, _args: &TopicListArgs) -> Result<Report, AdminError> {
+    let topics = all_topics(client)?;
+    let text: String = topics.iter().map(|t| format!("{t}\n")).collect();
+    Ok(Report {
+        json: json!({ "topicList": topics }),
+        text,
+    })
+}
+
+/// Every topic the name server knows, sorted.
+///
+/// # Errors
+/// The name server's refusal.
+pub fn all_topics(client: &mut AdminClient) -> Result<Vec<String>, AdminError> {
     let response = client.namesrv_call(RemotingCommand::request(
         RequestCode::GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
     ))?;
     let mut list: TopicList = serde_json::from_slice(&response.body)
         .map_err(|e| bad_body("name server", e.to_string()))?;
     list.topic_list.sort();
-    let text: String = list.topic_list.iter().map(|t| format!("{t}\n")).collect();
-    Ok(Report {
-        json: json!({ "topicList": list.topic_list }),
-        text,
-    })
+    Ok(list.topic_list)
 }
 
 /// `topicRoute`: the route as a table (mqadmin's `-l` form); `--json` gives the route
