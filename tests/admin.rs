@@ -290,13 +290,15 @@ fn admin_commands_manage_and_inspect_a_running_broker() {
     let cells: Vec<&str> = line.split_whitespace().collect();
     assert_eq!(cells[3..6], ["3", "1", "2"], "{table}");
 
-    // resetOffsetByTime: back to the start (time 0), then forward to the newest message.
+    // resetOffsetByTime (by commits: ferromq does not serve INVOKE_BROKER_TO_RESET_OFFSET):
+    // back to the start (time 0), then forward to the end (`now`).
     let reset = json(
         ns,
         &["resetOffsetByTime", "-g", group, "-t", TOPIC, "-s", "0"],
     );
     assert_eq!(queue(&reset, 1)["consumerOffset"], 1);
     assert_eq!(queue(&reset, 1)["rollbackOffset"], 0);
+    assert_eq!(reset["mode"], "commit");
     let progress = json(ns, &["consumerProgress", "-g", group, "-t", TOPIC]);
     assert_eq!(queue(&progress, 1)["consumerOffset"], 0);
     let table = text(
@@ -306,11 +308,30 @@ fn admin_commands_manage_and_inspect_a_running_broker() {
     assert!(table.contains("#rollbackOffset"), "{table}");
     assert_eq!(
         row(&table, BROKER_NAME, "1")[2..],
-        ["3", "0", "2", "2"],
+        ["3", "0", "3", "3"],
         "{table}"
     );
     let progress = json(ns, &["consumerProgress", "-g", group, "-t", TOPIC]);
-    assert_eq!(queue(&progress, 1)["consumerOffset"], 2);
+    assert_eq!(queue(&progress, 1)["consumerOffset"], 3);
+    assert_eq!(progress["diffTotal"], 0);
+    // One queue only.
+    let one = [
+        "resetOffsetByTime",
+        "-g",
+        group,
+        "-t",
+        TOPIC,
+        "-s",
+        "0",
+        "-q",
+        "5",
+    ];
+    let reset = json(ns, &one);
+    assert_eq!(reset["queues"].as_array().unwrap().len(), 1);
+    assert_eq!(queue(&reset, 5)["rollbackOffset"], 0);
+    let progress = json(ns, &["consumerProgress", "-g", group, "-t", TOPIC]);
+    assert_eq!(queue(&progress, 5)["consumerOffset"], 0);
+    assert_eq!(queue(&progress, 1)["consumerOffset"], 3);
 
     let deleted = text(ns, &["deleteSubGroup", "-g", group, "-b", &broker_addr]);
     assert!(deleted.contains("success"), "{deleted}");

@@ -2,18 +2,18 @@
 //! consumerConnection, producerConnection, resetOffsetByTime
 //! (`tools/.../command/consumer/*`, `connection/*`, `offset/ResetOffsetByTimeOldCommand`).
 
-use super::client::{bad_body, route_masters};
+use super::client::{bad_body, check, route_masters};
 use super::cluster::BrokerTargetArgs;
 use super::output::{human_time, int, parse_timestamp, queue_keyed_map, text, Report, Table};
 use super::{AdminClient, AdminError};
 use crate::config::fastjson::parse_lenient;
 use crate::remoting::headers::{
     DeleteSubscriptionGroupRequestHeader, GetConsumeStatsRequestHeader,
-    GetConsumerConnectionListRequestHeader, GetProducerConnectionListRequestHeader,
-    GetTopicStatsInfoRequestHeader, OffsetResponseHeader, SearchOffsetRequestHeader,
-    UpdateConsumerOffsetRequestHeader,
+    GetConsumerConnectionListRequestHeader, GetMaxOffsetRequestHeader,
+    GetProducerConnectionListRequestHeader, GetTopicStatsInfoRequestHeader, OffsetResponseHeader,
+    ResetOffsetRequestHeader, SearchOffsetRequestHeader, UpdateConsumerOffsetRequestHeader,
 };
-use crate::remoting::{RemotingCommand, RequestCode};
+use crate::remoting::{RemotingCommand, RequestCode, ResponseCode};
 use serde_json::{json, Value};
 
 /// Flags of `updateSubGroup`; the defaults are those of a new `SubscriptionGroupConfig`.
@@ -120,7 +120,7 @@ pub struct ResetOffsetByTimeArgs {
     /// Topic.
     #[arg(short = 't', long = "topic")]
     pub topic: String,
-    /// `now`, epoch milliseconds, or `yyyy-MM-dd#HH:mm:ss:SSS` (UTC).
+    /// `now` (the max offsets), epoch milliseconds, or `yyyy-MM-dd#HH:mm:ss:SSS` (UTC).
     #[arg(short = 's', long = "timestamp")]
     pub timestamp: String,
     /// Also move offsets forward (else only back to the time).
@@ -511,12 +511,13 @@ fn offset_of(response: &RemotingCommand, addr: &str) -> Result<i64, AdminError> 
         .map_err(|e| bad_body(addr, e.to_string()))
 }
 
-/// `resetOffsetByTime` the way mqadmin's old path does it (`resetOffsetByTimestampOld`),
-/// which needs no help from online consumers: per queue of the topic, SEARCH_OFFSET_BY_
-/// TIMESTAMP, then UPDATE_CONSUMER_OFFSET when forced or when that moves the offset back.
-/// Queues the group never committed in start from their min offset.
-///
-/// Online consumers keep their own offsets and may commit over the reset; stop them first.
+/// `resetOffsetByTime`, as mqadmin does it: first INVOKE_BROKER_TO_RESET_OFFSET on every
+/// master of the topic, which resets the group's online consumers too; when a broker
+/// answers CONSUMER_NOT_ONLINE (no member online) or does not serve that request (ferromq
+/// does not yet), the old path (`resetOffsetByTimestampOld`): per queue, SEARCH_OFFSET_BY_
+/// TIMESTAMP (GET_MAX_OFFSET for `now`), then UPDATE_CONSUMER_OFFSET when forced or when
+/// that moves the offset back. On the old path, online consumers keep their own offsets and
+/// may commit over the reset; stop them first.
 ///
 /// # Errors
 /// A bad timestamp, or a broker's refusal.
@@ -524,80 +525,51 @@ pub fn reset_offset_by_time(
     client: &mut AdminClient,
     args: &ResetOffsetByTimeArgs,
 ) -> Result<Report, AdminError> {
-    let now = crate::broker::state::now_ms();
-    let timestamp = parse_timestamp(&args.timestamp, now).map_err(AdminError::Usage)?;
-    let brokers: Vec<(String, String)> = route_masters(&client.topic_route(&args.topic)?)
+    // mqadmin sends -1 for `now`, which brokers read as "the max offset".
+    let timestamp = match args.timestamp.trim() {
+        "now" => -1,
+        other => parse_timestamp(other, 0).map_err(AdminError::Usage)?,
+    };
+    let brokers: Vec<String> = route_masters(&client.topic_route(&args.topic)?)
         .into_iter()
-        .filter(|(_, addr)| args.broker.as_ref().is_none_or(|b| b == addr))
+        .map(|(_, addr)| addr)
+        .filter(|addr| args.broker.as_ref().is_none_or(|b| b == addr))
         .collect();
-    let mut rows = Vec::new();
-    for (_, addr) in brokers {
-        let (_, mut queues) = consume_stats(client, &addr, &args.group, Some(&args.topic))?;
-        queues.retain(|q| text(q, "topic") == args.topic);
-        if queues.is_empty() {
-            queues = never_consumed(client, &addr, &args.topic)?;
-        }
-        for queue in queues {
-            let queue_id = i32::try_from(int(&queue, "queueId")).unwrap_or(-1);
-            if args.queue.is_some_and(|q| q != queue_id) {
-                continue;
-            }
-            let consumer_offset = int(&queue, "consumerOffset");
-            let header = SearchOffsetRequestHeader {
-                topic: args.topic.clone(),
-                queue_id,
-                timestamp,
-                boundary_type: None,
-            };
-            let response =
-                client.request(&addr, RequestCode::SEARCH_OFFSET_BY_TIMESTAMP, &header)?;
-            let timestamp_offset = offset_of(&response, &addr)?;
-            let mut rollback_offset = consumer_offset;
-            if args.force || timestamp_offset <= consumer_offset {
-                rollback_offset = timestamp_offset;
-                let header = UpdateConsumerOffsetRequestHeader {
-                    consumer_group: args.group.clone(),
-                    topic: args.topic.clone(),
-                    queue_id,
-                    commit_offset: timestamp_offset,
-                };
-                client.request(&addr, RequestCode::UPDATE_CONSUMER_OFFSET, &header)?;
-            }
-            rows.push(json!({
-                "brokerName": text(&queue, "brokerName"),
-                "queueId": queue_id,
-                "brokerOffset": int(&queue, "brokerOffset"),
-                "consumerOffset": consumer_offset,
-                "timestampOffset": timestamp_offset,
-                "rollbackOffset": rollback_offset,
-            }));
-        }
-    }
-    rows.sort_by_key(|r| (text(r, "brokerName"), int(r, "queueId")));
-    let mut table = Table::new(&[
-        "#brokerName",
-        "#queueId",
-        "#brokerOffset",
-        "#consumerOffset",
-        "#timestampOffset",
-        "#rollbackOffset",
-    ]);
-    for row in &rows {
-        table.row(
-            [
+    // Brokers before 5.x ignore a queue id in the request and would reset every queue.
+    let by_broker = match args.queue {
+        Some(_) => None,
+        None => reset_by_broker(client, &brokers, args, timestamp)?,
+    };
+    let (mode, rows, columns) = match by_broker {
+        Some(rows) => (
+            "broker",
+            rows,
+            &["brokerName", "queueId", "rollbackOffset"][..],
+        ),
+        None => (
+            "commit",
+            reset_by_commit(client, &brokers, args, timestamp)?,
+            &[
+                "brokerName",
+                "queueId",
                 "brokerOffset",
                 "consumerOffset",
                 "timestampOffset",
                 "rollbackOffset",
-            ]
-            .iter()
-            .fold(
-                vec![text(row, "brokerName"), int(row, "queueId").to_string()],
-                |mut v, f| {
-                    v.push(int(row, f).to_string());
-                    v
-                },
-            ),
+            ][..],
+        ),
+    };
+    let headers: Vec<String> = columns.iter().map(|c| format!("#{c}")).collect();
+    let mut table = Table::new(&headers.iter().map(String::as_str).collect::<Vec<_>>());
+    for row in &rows {
+        table.row(
+            columns
+                .iter()
+                .map(|c| match &row[*c] {
+                    Value::String(text) => text.clone(),
+                    other => other.to_string(),
+                })
+                .collect(),
         );
     }
     let text = format!(
@@ -614,9 +586,117 @@ pub fn reset_offset_by_time(
         "topic": args.topic,
         "timestamp": timestamp,
         "force": args.force,
+        "mode": mode,
         "queues": rows,
     });
     Ok(Report { json, text })
+}
+
+/// INVOKE_BROKER_TO_RESET_OFFSET on every broker: the new offset of each queue, or `None`
+/// when a broker cannot do it (no member online, or the request is not served).
+fn reset_by_broker(
+    client: &mut AdminClient,
+    brokers: &[String],
+    args: &ResetOffsetByTimeArgs,
+    timestamp: i64,
+) -> Result<Option<Vec<Value>>, AdminError> {
+    let header = ResetOffsetRequestHeader {
+        topic: args.topic.clone(),
+        group: args.group.clone(),
+        timestamp,
+        is_force: args.force,
+        queue_id: None,
+        offset: None,
+    };
+    let mut rows = Vec::new();
+    for addr in brokers {
+        let request = RemotingCommand::request_with_header(
+            RequestCode::INVOKE_BROKER_TO_RESET_OFFSET,
+            &header,
+        );
+        let response = client.call(addr, request)?;
+        let code = ResponseCode(response.code);
+        if code == ResponseCode::CONSUMER_NOT_ONLINE
+            || code == ResponseCode::REQUEST_CODE_NOT_SUPPORTED
+        {
+            return Ok(None);
+        }
+        let response = check(addr, RequestCode::INVOKE_BROKER_TO_RESET_OFFSET, response)?;
+        let entries =
+            queue_keyed_map(&response.body, "offsetTable").map_err(|r| bad_body(addr, r))?;
+        rows.extend(entries.into_iter().map(|(queue, offset)| {
+            json!({
+                "brokerName": text(&queue, "brokerName"),
+                "queueId": int(&queue, "queueId"),
+                "rollbackOffset": offset.as_i64().unwrap_or(0),
+            })
+        }));
+    }
+    rows.sort_by_key(|r| (text(r, "brokerName"), int(r, "queueId")));
+    Ok(Some(rows))
+}
+
+/// The old path: the offsets found by time (or the max offsets for -1), committed per
+/// queue. Queues the group never committed in start from their min offset.
+fn reset_by_commit(
+    client: &mut AdminClient,
+    brokers: &[String],
+    args: &ResetOffsetByTimeArgs,
+    timestamp: i64,
+) -> Result<Vec<Value>, AdminError> {
+    let mut rows = Vec::new();
+    for addr in brokers {
+        let (_, mut queues) = consume_stats(client, addr, &args.group, Some(&args.topic))?;
+        queues.retain(|q| text(q, "topic") == args.topic);
+        if queues.is_empty() {
+            queues = never_consumed(client, addr, &args.topic)?;
+        }
+        for queue in queues {
+            let queue_id = i32::try_from(int(&queue, "queueId")).unwrap_or(-1);
+            if args.queue.is_some_and(|q| q != queue_id) {
+                continue;
+            }
+            let consumer_offset = int(&queue, "consumerOffset");
+            let response = if timestamp == -1 {
+                let header = GetMaxOffsetRequestHeader {
+                    topic: args.topic.clone(),
+                    queue_id,
+                    committed: None,
+                };
+                client.request(addr, RequestCode::GET_MAX_OFFSET, &header)?
+            } else {
+                let header = SearchOffsetRequestHeader {
+                    topic: args.topic.clone(),
+                    queue_id,
+                    timestamp,
+                    boundary_type: None,
+                };
+                client.request(addr, RequestCode::SEARCH_OFFSET_BY_TIMESTAMP, &header)?
+            };
+            let timestamp_offset = offset_of(&response, addr)?;
+            let mut rollback_offset = consumer_offset;
+            if args.force || timestamp_offset <= consumer_offset {
+                rollback_offset = timestamp_offset;
+                let header = UpdateConsumerOffsetRequestHeader {
+                    consumer_group: args.group.clone(),
+                    topic: args.topic.clone(),
+                    queue_id,
+                    commit_offset: timestamp_offset,
+                };
+                client.request(addr, RequestCode::UPDATE_CONSUMER_OFFSET, &header)?;
+            }
+            rows.push(json!({
+                "brokerName": text(&queue, "brokerName"),
+                "queueId": queue_id,
+                "brokerOffset": int(&queue, "brokerOffset"),
+                "consumerOffset": consumer_offset,
+                "timestampOffset": timestamp_offset,
+                "rollbackOffset": rollback_offset,
+            }));
+        }
+    }
+    rows.sort_by_key(|r| (text(r, "brokerName"), int(r, "queueId")));
+    Ok(rows)
 }
 
 /// Queues of `topic` at `addr` for a group that never committed there: broker offset the

@@ -85,7 +85,7 @@ pub fn human_time(millis: i64) -> String {
     )
 }
 
-/// Parses mqadmin's timestamp forms: `now`, epoch milliseconds, or
+/// Parses mqadmin's timestamp forms: `now` (`now_ms`), epoch milliseconds, or
 /// `yyyy-MM-dd#HH:mm:ss:SSS` (read as UTC).
 ///
 /// # Errors
