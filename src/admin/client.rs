@@ -88,15 +88,21 @@ impl AdminClient {
         let client = match self.connections.get(addr).filter(|c| !c.is_closed()) {
             Some(client) => client.clone(),
             None => {
-                let target: SocketAddr = addr
-                    .parse()
-                    .map_err(|e| failed(format!("not a host:port address ({e})")))?;
-                let connect = connect_tokio(target, ClientConfig::default());
+                let connect = async {
+                    let target: SocketAddr = tokio::net::lookup_host(addr)
+                        .await
+                        .map_err(|e| format!("not a host:port address ({e})"))?
+                        .next()
+                        .ok_or_else(|| "resolves to no address".to_owned())?;
+                    connect_tokio(target, ClientConfig::default())
+                        .await
+                        .map_err(|e| e.to_string())
+                };
                 let (client, _inbound) = self
                     .runtime
                     .block_on(async { tokio::time::timeout(timeout, connect).await })
                     .map_err(|_| failed(format!("no connection within {timeout:?}")))?
-                    .map_err(|e| failed(e.to_string()))?;
+                    .map_err(failed)?;
                 self.connections.insert(addr.to_owned(), client.clone());
                 client
             }

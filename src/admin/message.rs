@@ -420,3 +420,64 @@ pub fn query_by_offset(
     }
     Ok(messages_report(&found))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::message::{body_crc32, encode_record, MessageRecord, MessageVersion};
+    use std::io::Write;
+
+    fn record(body: &[u8], sys_flag: i32, properties: &[u8], out: &mut Vec<u8>) {
+        encode_record(
+            &MessageRecord {
+                version: MessageVersion::for_topic("T"),
+                body_crc: body_crc32(body),
+                queue_id: 2,
+                flag: 0,
+                queue_offset: 7,
+                physical_offset: 4096,
+                sys_flag,
+                born_timestamp: 1_700_000_000_000,
+                born_host: "10.0.0.1:5000".parse().unwrap(),
+                store_timestamp: 1_700_000_000_123,
+                store_host: "10.0.0.2:10911".parse().unwrap(),
+                reconsume_times: 1,
+                prepared_transaction_offset: 0,
+                body,
+                topic: "T",
+                properties,
+            },
+            out,
+        );
+    }
+
+    #[test]
+    fn records_decode_with_inflated_bodies_and_both_ids() {
+        let mut zlib = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        zlib.write_all(&[b'x'; 5000]).unwrap();
+        let compressed = zlib.finish().unwrap();
+        let mut body = Vec::new();
+        record(
+            &compressed,
+            COMPRESSED_FLAG,
+            b"UNIQ_KEY\x01ABC\x02TAGS\x01t\x02",
+            &mut body,
+        );
+        record(b"plain", 0, b"", &mut body);
+        let views = decode_messages(&body).unwrap();
+        assert_eq!(views.len(), 2);
+        assert_eq!(views[0].body, vec![b'x'; 5000]);
+        assert_eq!(views[0].msg_id, "ABC");
+        assert_eq!(views[0].offset_msg_id, "0A00000200002A9F0000000000001000");
+        assert_eq!(views[1].msg_id, views[1].offset_msg_id);
+        assert_eq!(views[1].body_preview(3), "pla... (5 bytes)");
+        let text = views[0].to_text();
+        assert!(text.contains("Tags:                [t]\n"), "{text}");
+        assert!(
+            text.contains("Store Timestamp:     2023-11-14 22:13:20,123\n"),
+            "{text}"
+        );
+        assert_eq!(views[0].to_json()["bodySize"], 5000);
+        assert!(decode_messages(&body[..body.len() - 1]).is_err());
+    }
+}

@@ -75,8 +75,8 @@ pub enum AdminCommand {
     ConsumerConnection(group::ConsumerConnectionArgs),
     /// The connected producers of a producer group.
     ProducerConnection(group::ProducerConnectionArgs),
-    /// Reset a group's committed offsets of a topic to the first message stored at or after a
-    /// time.
+    /// Reset a group's offsets of a topic to a time (the message stored nearest it), or to
+    /// the end with `-s now`.
     ResetOffsetByTime(group::ResetOffsetByTimeArgs),
     /// A message by its id: the UNIQ_KEY id (needs -t) or the offset id.
     QueryMsgById(message::QueryMsgByIdArgs),
