@@ -40,6 +40,9 @@ enum Command {
     ///
     /// Stops cleanly on SIGINT (Ctrl-C) or SIGTERM.
     Standalone(StandaloneArgs),
+    /// Operator commands with mqadmin's names and flags: topics, groups, offsets, messages,
+    /// brokers (`ferromq admin -n 127.0.0.1:9876 topicList`).
+    Admin(ferromq::admin::AdminArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -110,12 +113,33 @@ struct NamesrvArgs {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    init_tracing(cli.log.as_deref());
+    // The admin tool prints its answers on stdout; only warnings go to the log.
+    init_tracing(cli.log.as_deref().or(match cli.command {
+        Command::Admin(_) => Some("warn"),
+        _ => None,
+    }));
     match cli.command {
+        Command::Admin(args) => run_admin(args),
         Command::Namesrv(args) => run_namesrv(args),
         Command::Broker(args) => run_broker(args),
         Command::Standalone(args) => run_standalone(args),
     }
+}
+
+fn run_admin(args: ferromq::admin::AdminArgs) -> anyhow::Result<()> {
+    use std::io::Write;
+    let text = match ferromq::admin::run(args) {
+        Ok(text) => text,
+        Err(error) => {
+            // A refusal is an answer, not a crash: its code and remark, and no backtrace.
+            eprintln!("ferromq admin: {error}");
+            std::process::exit(1);
+        }
+    };
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(text.as_bytes())?;
+    stdout.flush()?;
+    Ok(())
 }
 
 fn init_tracing(filter: Option<&str>) {

@@ -1,0 +1,275 @@
+//! What the admin commands print: left-aligned tables with mqadmin's `#Column` headers,
+//! times as `yyyy-MM-dd HH:mm:ss,SSS` (UTC), and the readers of the broker bodies that are
+//! not plain JSON (fastjson maps keyed by `MessageQueue` objects).
+
+use serde_json::Value;
+
+/// A command's result: the JSON for `--json` and the text for people.
+#[derive(Debug)]
+pub struct Report {
+    /// Stable JSON object or array.
+    pub json: Value,
+    /// The human form, ending with a newline.
+    pub text: String,
+}
+
+/// A table printed with every column padded to its widest cell, two spaces apart.
+#[derive(Debug, Default)]
+pub struct Table {
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// A table with these headers (mqadmin's `#Name` form).
+    #[must_use]
+    pub fn new(headers: &[&str]) -> Table {
+        Table {
+            rows: vec![headers.iter().map(|h| (*h).to_owned()).collect()],
+        }
+    }
+
+    /// Adds a row.
+    pub fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    /// The aligned text, one line per row.
+    #[must_use]
+    pub fn render(&self) -> String {
+        let columns = self.rows.iter().map(Vec::len).max().unwrap_or(0);
+        let widths: Vec<usize> = (0..columns)
+            .map(|c| {
+                self.rows
+                    .iter()
+                    .filter_map(|row| row.get(c))
+                    .map(|cell| cell.chars().count())
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let mut out = String::new();
+        for row in &self.rows {
+            let mut line = String::new();
+            for (c, cell) in row.iter().enumerate() {
+                if c + 1 == row.len() {
+                    line.push_str(cell);
+                } else {
+                    let pad = widths[c].saturating_sub(cell.chars().count());
+                    line.push_str(cell);
+                    line.push_str(&" ".repeat(pad + 2));
+                }
+            }
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// `yyyy-MM-dd HH:mm:ss,SSS` in UTC (mqadmin's `timeMillisToHumanString2`, which uses the
+/// local zone); `N/A` for 0 or less.
+#[must_use]
+pub fn human_time(millis: i64) -> String {
+    if millis <= 0 {
+        return "N/A".to_owned();
+    }
+    let days = millis.div_euclid(86_400_000);
+    let in_day = millis.rem_euclid(86_400_000);
+    let (year, month, day) = civil_from_days(days);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02},{:03}",
+        in_day / 3_600_000,
+        in_day / 60_000 % 60,
+        in_day / 1000 % 60,
+        in_day % 1000
+    )
+}
+
+/// Parses mqadmin's timestamp forms: `now` (`now_ms`), epoch milliseconds, or
+/// `yyyy-MM-dd#HH:mm:ss:SSS` (read as UTC).
+///
+/// # Errors
+/// A message naming the accepted forms.
+pub fn parse_timestamp(text: &str, now_ms: i64) -> Result<i64, String> {
+    let text = text.trim();
+    if text == "now" {
+        return Ok(now_ms);
+    }
+    if let Ok(millis) = text.parse::<i64>() {
+        return Ok(millis);
+    }
+    let bad = || format!("bad timestamp `{text}`: use now, epoch ms or yyyy-MM-dd#HH:mm:ss:SSS");
+    let (date, time) = text.split_once('#').ok_or_else(bad)?;
+    let numbers = |part: &str, sep: char| -> Result<Vec<i64>, String> {
+        part.split(sep)
+            .map(|n| n.parse::<i64>().map_err(|_| bad()))
+            .collect()
+    };
+    let date = numbers(date, '-')?;
+    let time = numbers(time, ':')?;
+    let [year, month, day] = date[..] else {
+        return Err(bad());
+    };
+    let [hour, minute, second, millis] = time[..] else {
+        return Err(bad());
+    };
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 {
+        return Err(bad());
+    }
+    let days = days_from_civil(year, month, day);
+    Ok(((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000 + millis)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let month_index = (month + 9) % 12;
+    let day_of_year = (153 * month_index + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
+}
+
+/// The date of a day count since 1970-01-01; the inverse of [`days_from_civil`].
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z - era * 146_097;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+/// The entries of a fastjson map whose keys are `MessageQueue` objects, found under `field`
+/// of the body's top object (`{"offsetTable":{{"brokerName":..}:{..},..}}`), as
+/// (key, value) pairs. Standard JSON with string keys holding the queue JSON reads too.
+///
+/// # Errors
+/// What is malformed, as text.
+pub fn queue_keyed_map(body: &[u8], field: &str) -> Result<Vec<(Value, Value)>, String> {
+    let needle = format!("\"{field}\"");
+    let start = find(body, needle.as_bytes()).ok_or_else(|| format!("no {field} in body"))?;
+    let mut at = skip_space(body, start + needle.len());
+    at = expect(body, at, b':')?;
+    at = expect(body, at, b'{')?;
+    let mut entries = Vec::new();
+    for _ in 0..body.len() {
+        if body.get(at) == Some(&b'}') {
+            return Ok(entries);
+        }
+        let (key, next) = next_value(body, at)?;
+        let key = match key {
+            Value::String(text) => serde_json::from_str(&text).map_err(|e| e.to_string())?,
+            other => other,
+        };
+        at = expect(body, next, b':')?;
+        let (value, next) = next_value(body, at)?;
+        entries.push((key, value));
+        at = skip_space(body, next);
+        match body.get(at) {
+            Some(b',') => at = skip_space(body, at + 1),
+            Some(b'}') => {}
+            _ => return Err(format!("expected , or }} at byte {at} of {field}")),
+        }
+    }
+    Err(format!("{field} does not end"))
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+fn skip_space(body: &[u8], mut at: usize) -> usize {
+    while body.get(at).is_some_and(u8::is_ascii_whitespace) {
+        at += 1;
+    }
+    at
+}
+
+fn expect(body: &[u8], at: usize, byte: u8) -> Result<usize, String> {
+    let at = skip_space(body, at);
+    if body.get(at) == Some(&byte) {
+        Ok(skip_space(body, at + 1))
+    } else {
+        Err(format!("expected `{}` at byte {at}", char::from(byte)))
+    }
+}
+
+/// One JSON value starting at `at`, and the position after it.
+fn next_value(body: &[u8], at: usize) -> Result<(Value, usize), String> {
+    let rest = body.get(at..).ok_or("body ends early")?;
+    let mut stream = serde_json::Deserializer::from_slice(rest).into_iter::<Value>();
+    let value = stream
+        .next()
+        .ok_or("body ends early")?
+        .map_err(|e| e.to_string())?;
+    Ok((value, at + stream.byte_offset()))
+}
+
+/// An `i64` field of a JSON object, 0 when absent.
+#[must_use]
+pub fn int(value: &Value, field: &str) -> i64 {
+    value[field].as_i64().unwrap_or(0)
+}
+
+/// A string field of a JSON object, empty when absent.
+#[must_use]
+pub fn text(value: &Value, field: &str) -> String {
+    value[field].as_str().unwrap_or_default().to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_round_trip_through_the_civil_calendar() {
+        assert_eq!(human_time(0), "N/A");
+        assert_eq!(human_time(1_700_000_000_123), "2023-11-14 22:13:20,123");
+        assert_eq!(
+            parse_timestamp("2023-11-14#22:13:20:123", 0),
+            Ok(1_700_000_000_123)
+        );
+        assert_eq!(
+            parse_timestamp("2000-02-29#00:00:00:000", 0),
+            Ok(951_782_400_000)
+        );
+        assert_eq!(parse_timestamp("now", 42), Ok(42));
+        assert_eq!(parse_timestamp("1234", 42), Ok(1234));
+        assert!(parse_timestamp("yesterday", 0).is_err());
+    }
+
+    #[test]
+    fn queue_keyed_maps_read_with_object_keys() {
+        let body = concat!(
+            r#"{"consumeTps":0.0,"offsetTable":{"#,
+            r#"{"brokerName":"b","queueId":1,"topic":"T"}:{"maxOffset":3},"#,
+            r#"{"brokerName":"b","queueId":0,"topic":"T"}:{"maxOffset":0}}}"#
+        )
+        .as_bytes();
+        let entries = queue_keyed_map(body, "offsetTable").unwrap();
+        assert_eq!(entries.len(), 2);
+        assert_eq!(entries[0].0["queueId"], 1);
+        assert_eq!(entries[0].1["maxOffset"], 3);
+        let empty = queue_keyed_map(br#"{"offsetTable":{}}"#, "offsetTable").unwrap();
+        assert!(empty.is_empty());
+        assert!(queue_keyed_map(br#"{"offsetTable":{{"a":1}"#, "offsetTable").is_err());
+    }
+
+    #[test]
+    fn tables_pad_every_column_but_the_last() {
+        let mut table = Table::new(&["#A", "#Bee"]);
+        table.row(vec!["long cell".into(), "x".into()]);
+        assert_eq!(table.render(), "#A         #Bee\nlong cell  x\n");
+    }
+}
