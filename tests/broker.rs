@@ -7,13 +7,14 @@ mod common;
 use common::{connect, BrokerProcess, TempDir};
 use ferromq::remoting::client::RemotingClient;
 use ferromq::remoting::headers::{
-    GetConsumerListByGroupRequestHeader, GetMaxOffsetRequestHeader, OffsetResponseHeader,
-    PullMessageRequestHeader, PullMessageResponseHeader, QueryConsumerOffsetRequestHeader,
-    QueryConsumerOffsetResponseHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader,
-    UpdateConsumerOffsetRequestHeader,
+    CreateTopicRequestHeader, GetConsumerListByGroupRequestHeader, GetMaxOffsetRequestHeader,
+    OffsetResponseHeader, PullMessageRequestHeader, PullMessageResponseHeader,
+    QueryConsumerOffsetRequestHeader, QueryConsumerOffsetResponseHeader,
+    SendMessageRequestHeaderV2, SendMessageResponseHeader, UpdateConsumerOffsetRequestHeader,
 };
 use ferromq::remoting::{RemotingCommand, RequestCode, ResponseCode, SerializeType};
-use ferromq::store::message::{decode_record, Record};
+use ferromq::store::message::{decode_offset_msg_id, decode_record, Record};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -161,6 +162,11 @@ fn sends_and_pulls_round_trip_in_both_serializations() {
                 assert_eq!(header.queue_offset, (round * 10 + i) as i64);
                 assert_eq!(header.msg_id.len(), 32, "offset msgId of an IPv4 broker");
                 assert!(header.msg_id.starts_with("7F000001"), "{}", header.msg_id);
+                let (store_host, _) = decode_offset_msg_id(&header.msg_id).unwrap();
+                assert_eq!(
+                    store_host, broker.addr,
+                    "the id names the port actually bound"
+                );
             }
             while max_offset(&client, "BrokerT", 1).await < (round * 10 + 10) as i64 {
                 tokio::time::sleep(Duration::from_millis(1)).await;
@@ -855,7 +861,7 @@ fn standalone_routes_clients_to_its_broker_and_stops_cleanly() {
         }
         assert_eq!(route.code, 0, "{:?}", route.remark);
         let route: serde_json::Value = serde_json::from_slice(&route.body).unwrap();
-        let broker = route["brokerDatas"][0]["brokerAddrs"]["0"]
+        let broker: SocketAddr = route["brokerDatas"][0]["brokerAddrs"]["0"]
             .as_str()
             .expect("a master address")
             .parse()
@@ -871,6 +877,41 @@ fn standalone_routes_clients_to_its_broker_and_stops_cleanly() {
             .await
             .unwrap();
         assert_eq!(bodies(&pulled), vec![b"hello standalone".to_vec()]);
+
+        // A topic created on the broker reaches the name server at once, not at the next
+        // periodic registration (30 s by default).
+        let create = RemotingCommand::request_with_header(
+            RequestCode::UPDATE_AND_CREATE_TOPIC,
+            &CreateTopicRequestHeader {
+                topic: "StandaloneNew".into(),
+                default_topic: "TBW102".into(),
+                read_queue_nums: 2,
+                write_queue_nums: 2,
+                perm: 6,
+                topic_filter_type: "SINGLE_TAG".into(),
+                topic_sys_flag: Some(0),
+                order: false,
+                attributes: None,
+                force: None,
+            },
+        );
+        assert_eq!(client.request(create).await.unwrap().code, 0);
+        let new_route = || {
+            RemotingCommand::request_with_header(
+                RequestCode::GET_ROUTEINFO_BY_TOPIC,
+                &GetRouteInfoRequestHeader {
+                    topic: "StandaloneNew".into(),
+                    accept_standard_json_only: Some(true),
+                },
+            )
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let mut found = lookup.request(new_route()).await.unwrap();
+        while found.code != 0 && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            found = lookup.request(new_route()).await.unwrap();
+        }
+        assert_eq!(found.code, 0, "route of a new topic: {:?}", found.remark);
     });
     let status = common::terminate(&mut child, Duration::from_secs(20));
     assert!(status.success(), "{status:?}");

@@ -362,10 +362,14 @@ async fn serve_net(
         handle.shared().subscribe(),
     ))
     .detach();
+    let listen_port = listener
+        .local_addr()
+        .map_or(config.listen_port, |addr| addr.port());
     let handler = Rc::new(processor::BrokerHandler::new(
         Arc::clone(state),
         handle.clone(),
         long_poll,
+        listen_port,
     ));
     let server_config = ServerConfig {
         frame_size_max: config.frame_size_max,

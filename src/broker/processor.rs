@@ -65,10 +65,17 @@ fn error(request: &RemotingCommand, code: ResponseCode, remark: impl Into<String
 }
 
 impl BrokerHandler {
-    /// A handler over the shared state, the store, and this shard's long-poll table.
+    /// A handler over the shared state, the store, and this shard's long-poll table;
+    /// `listen_port` is the port actually bound (it differs from the config's when that
+    /// asks for port 0), the one stored messages and their ids name.
     #[must_use]
-    pub fn new(state: Arc<BrokerState>, store: StoreHandle, long_poll: Rc<LongPoll>) -> Self {
-        let store_host = state.config.broker_addr();
+    pub fn new(
+        state: Arc<BrokerState>,
+        store: StoreHandle,
+        long_poll: Rc<LongPoll>,
+        listen_port: u16,
+    ) -> Self {
+        let store_host = SocketAddr::new(state.config.broker_ip1, listen_port);
         BrokerHandler {
             reader: store.reader(),
             state,

@@ -69,6 +69,9 @@ async fn run(state: &BrokerState, addr: SocketAddr, shutdown: &Shutdown) {
                 }
                 return;
             }
+            if state.take_registration_due() {
+                break;
+            }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }

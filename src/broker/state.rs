@@ -20,6 +20,7 @@ use arc_swap::ArcSwap;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -112,11 +113,11 @@ where
     }
 
     /// Applies `change` (returning whether it changed anything); if so bumps the version,
-    /// publishes the snapshot and writes the file.
-    fn update(&self, change: impl FnOnce(&mut VersionedTable<T>) -> bool) {
+    /// publishes the snapshot and writes the file. Returns whether it changed.
+    fn update(&self, change: impl FnOnce(&mut VersionedTable<T>) -> bool) -> bool {
         let mut table = lock(&self.table);
         if !change(&mut table) {
-            return;
+            return false;
         }
         table.data_version.counter += 1;
         table.data_version.timestamp = now_ms();
@@ -125,6 +126,7 @@ where
         if let Err(error) = write_atomically(&self.path, table.to_json().as_bytes()) {
             tracing::error!(path = %self.path.display(), %error, "cannot persist config");
         }
+        true
     }
 
     fn entries(&self) -> (DataVersion, Vec<(String, T)>) {
@@ -235,6 +237,9 @@ pub struct BrokerState {
     outbounds: Mutex<HashMap<ConnectionId, Outbound>>,
     /// Queue locks of orderly consumers.
     pub locks: LockTable,
+    /// Set when the topic table changed: the name servers should hear of it now, not at the
+    /// next periodic registration (Java registers after every topic change).
+    registration_due: AtomicBool,
 }
 
 impl BrokerState {
@@ -260,6 +265,7 @@ impl BrokerState {
             producers: Mutex::new(HashMap::new()),
             outbounds: Mutex::new(HashMap::new()),
             locks: LockTable::default(),
+            registration_due: AtomicBool::new(false),
         };
         state.add_system_topics();
         Ok(state)
@@ -353,13 +359,16 @@ impl BrokerState {
 
     /// Adds or replaces a topic's config.
     pub fn put_topic(&self, config: TopicConfig) {
-        self.topics.update(|table| {
+        let changed = self.topics.update(|table| {
             if table.get(&config.topic_name) == Some(&config) {
                 return false;
             }
             table.insert(config);
             true
         });
+        if changed {
+            self.registration_due.store(true, Ordering::Release);
+        }
     }
 
     /// Removes a topic's config; whether it existed.
@@ -371,7 +380,15 @@ impl BrokerState {
             existed = table.entries.len() != before;
             existed
         });
+        if existed {
+            self.registration_due.store(true, Ordering::Release);
+        }
         existed
+    }
+
+    /// Whether the topic table changed since the last call (and clears the mark).
+    pub fn take_registration_due(&self) -> bool {
+        self.registration_due.swap(false, Ordering::AcqRel)
     }
 
     /// Every topic's config with the table's version (for registration and admin).

@@ -171,12 +171,6 @@ impl BrokerConfig {
         SocketAddr::new(self.bind_address, self.listen_port)
     }
 
-    /// The address the broker announces: `brokerIP1:listenPort`.
-    #[must_use]
-    pub fn broker_addr(&self) -> SocketAddr {
-        SocketAddr::new(self.broker_ip1, self.listen_port)
-    }
-
     /// Applies properties read from `origin` on top of `self`; returns the unknown keys.
     ///
     /// # Errors
