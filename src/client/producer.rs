@@ -37,7 +37,7 @@ use super::message::{deflate, property, Message, MessageQueue, COMPRESSED_FLAG};
 use super::msg_id::create_uniq_id;
 use super::ClientConfig;
 use crate::broker::batch::BatchEntry;
-use crate::broker::state::topic_name_problem;
+use crate::broker::state::{now_ms, topic_name_problem};
 use crate::remoting::headers::{SendMessageRequestHeaderV2, SendMessageResponseHeader};
 use crate::remoting::{RemotingCommand, RequestCode, ResponseCode};
 use std::collections::HashMap;
@@ -626,11 +626,9 @@ impl Producer {
         if let Some(result) = not_ok {
             return Ok(Some(result));
         }
-        Err(last_error.unwrap_or_else(|| {
-            ClientError::Remoting(crate::remoting::client::ClientError::Timeout(
-                options.send_msg_timeout,
-            ))
-        }))
+        Err(last_error.unwrap_or(ClientError::Remoting(
+            crate::remoting::client::ClientError::Timeout(options.send_msg_timeout),
+        )))
     }
 
     /// Java `sendKernelImpl`: one request to `queue`'s master.
@@ -754,7 +752,8 @@ fn group_name_problem(group: &str) -> Option<String> {
     let legal = |c: char| c.is_ascii_alphanumeric() || matches!(c, '%' | '|' | '_' | '-');
     if !group.chars().all(legal) {
         return Some(format!(
-            "the specified group[{group}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+            "the specified group[{group}] contains illegal characters, allowing only {}",
+            "^[%|a-zA-Z0-9_-]+$"
         ));
     }
     None
@@ -767,12 +766,6 @@ fn random_start() -> usize {
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
     hasher.write_u128(Instant::now().elapsed().as_nanos());
     usize::try_from(hasher.finish() % 1024).unwrap_or(0)
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 #[cfg(test)]
