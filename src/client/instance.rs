@@ -465,8 +465,12 @@ impl ClientInstance {
     /// The route of `topic`, from the cache or fetched on a miss.
     ///
     /// # Errors
-    /// [`ClientError::NoRoute`] when the topic does not exist; name server failures.
+    /// [`ClientError::NoRoute`] when the topic does not exist; name server failures;
+    /// [`ClientError::Shutdown`].
     pub async fn topic_route(&self, topic: &str) -> Result<Arc<TopicRouteInfo>> {
+        if self.is_shutdown() {
+            return Err(ClientError::Shutdown);
+        }
         if let Some(route) = self.cached_route(topic) {
             return Ok(route);
         }
@@ -1041,6 +1045,57 @@ mod tests {
         );
         assert_eq!(info.subscribe_queues.len(), 2 + 1 + 1 + 1);
         assert!(!info.order_topic);
+    }
+
+    struct Notified(std::sync::atomic::AtomicUsize);
+
+    impl ConsumerInner for Notified {
+        fn consumer_data(&self) -> ConsumerData {
+            ConsumerData::default()
+        }
+        fn on_consumer_ids_changed(&self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+        fn topics(&self) -> Vec<String> {
+            Vec::new()
+        }
+    }
+
+    #[test]
+    fn broker_requests_reach_the_consumer_the_hook_or_are_refused() {
+        let instance = ClientInstance::new(ClientConfig::new("127.0.0.1:1"));
+        let consumer = Arc::new(Notified(std::sync::atomic::AtomicUsize::new(0)));
+        instance.register_consumer("cg", consumer.clone());
+        let header = NotifyConsumerIdsChangedRequestHeader {
+            consumer_group: "cg".into(),
+        };
+        let mut notify =
+            RemotingCommand::request_with_header(RequestCode::NOTIFY_CONSUMER_IDS_CHANGED, &header);
+        notify.mark_oneway();
+        assert_eq!(instance.handle_inbound("b:1", notify), None);
+        assert_eq!(consumer.0.load(Ordering::SeqCst), 1);
+
+        let mut unknown = RemotingCommand::request(RequestCode::GET_CONSUMER_RUNNING_INFO);
+        unknown.opaque = 9;
+        let refused = instance.handle_inbound("b:1", unknown.clone()).unwrap();
+        assert_eq!(refused.code, ResponseCode::REQUEST_CODE_NOT_SUPPORTED.0);
+        assert_eq!(refused.opaque, 9);
+        assert!(refused.is_response());
+
+        instance.set_request_hook(Arc::new(|addr: &str, request: RemotingCommand| {
+            assert_eq!(addr, "b:1");
+            (request.code == RequestCode::GET_CONSUMER_RUNNING_INFO.0)
+                .then(|| RemotingCommand::success_to(&request).with_body(b"running".to_vec()))
+        }));
+        let answered = instance.handle_inbound("b:1", unknown).unwrap();
+        assert_eq!(answered.code, ResponseCode::SUCCESS.0);
+        assert_eq!(
+            (answered.opaque, answered.body.as_slice()),
+            (9, b"running".as_slice())
+        );
+        let mut oneway = RemotingCommand::request(RequestCode::CHECK_TRANSACTION_STATE);
+        oneway.mark_oneway();
+        assert_eq!(instance.handle_inbound("b:1", oneway), None);
     }
 
     #[test]
