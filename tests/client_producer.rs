@@ -544,3 +544,83 @@ fn the_heartbeat_registers_the_producer_group_at_the_broker() {
         producer.shutdown().await;
     });
 }
+
+#[test]
+fn sync_sends_retry_on_the_other_broker_when_one_is_down() {
+    let namesrv = NamesrvProcess::start("");
+    let dir = TempDir::on_disk("client-two-brokers");
+    let start = |name: &str| {
+        let config = format!("brokerName={name}\nnamesrvAddr={}", namesrv.addr);
+        BrokerProcess::start(&dir.path().join(name), &config)
+    };
+    let mut broker_a = start("broker-a");
+    let _broker_b = start("broker-b");
+    runtime().block_on(async {
+        let mut producers = Vec::new();
+        for fault_avoidance in [false, true] {
+            let options = ferromq::client::ProducerOptions {
+                send_latency_fault_enable: fault_avoidance,
+                ..Default::default()
+            };
+            let config = ClientConfig::new(&namesrv.addr.to_string());
+            let group = format!("two_brokers_pg_{fault_avoidance}");
+            let producer = Producer::with_config(&group, config, options);
+            let started = Instant::now();
+            while producer
+                .instance()
+                .fetch_route("TBW102")
+                .await
+                .map_or(0, |route| route.broker_datas.len())
+                < 2
+            {
+                assert!(started.elapsed() < DEADLINE, "both brokers register");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            producer.start().await.unwrap();
+            let queues = producer.publish_queues("ClientTwoT").await.unwrap();
+            let brokers: std::collections::BTreeSet<&str> =
+                queues.iter().map(|q| q.broker_name.as_str()).collect();
+            assert_eq!(brokers.len(), 2, "{queues:?}");
+            producers.push(producer);
+        }
+        common::kill(&mut broker_a.child);
+        for producer in &producers {
+            for i in 0..12 {
+                let sent = producer
+                    .send(Message::new("ClientTwoT", format!("m{i}")))
+                    .await
+                    .unwrap();
+                assert_eq!(sent.message_queue.broker_name, "broker-b");
+            }
+        }
+        for producer in producers {
+            producer.shutdown().await;
+        }
+    });
+}
+
+#[test]
+fn the_binary_header_serialization_works_too() {
+    let cluster = Cluster::start("client-rocketmq-serialize");
+    runtime().block_on(async {
+        let mut config = ClientConfig::new(&cluster.namesrv());
+        config.serialize_type = ferromq::remoting::SerializeType::RocketMq;
+        let producer = Producer::new("binary_pg", config);
+        wait_registered(producer.instance()).await;
+        producer.start().await.unwrap();
+        let sent = producer
+            .send(Message::new("ClientBinaryT", "binary").with_tags("b"))
+            .await
+            .unwrap();
+        let read = pull_n(
+            producer.instance(),
+            &sent.message_queue,
+            sent.queue_offset,
+            1,
+        )
+        .await;
+        assert_eq!(read[0].body, b"binary");
+        assert_eq!(read[0].tags(), Some("b"));
+        producer.shutdown().await;
+    });
+}

@@ -178,6 +178,7 @@ pub struct ClientInstance {
     client_id: String,
     me: Weak<ClientInstance>,
     connections: Mutex<HashMap<String, Connection>>,
+    connecting: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     namesrv_index: AtomicUsize,
     routes: Mutex<HashMap<String, Arc<TopicRouteInfo>>>,
     broker_addrs: Mutex<BTreeMap<String, BTreeMap<i64, String>>>,
@@ -243,6 +244,7 @@ impl ClientInstance {
             client_id,
             me: me.clone(),
             connections: Mutex::new(HashMap::new()),
+            connecting: Mutex::new(HashMap::new()),
             namesrv_index: AtomicUsize::new(0),
             routes: Mutex::new(HashMap::new()),
             broker_addrs: Mutex::new(BTreeMap::new()),
@@ -661,10 +663,17 @@ impl ClientInstance {
     /// The open connection to `addr`, connecting (with one retry) when there is none or the
     /// pooled one closed.
     async fn connection(&self, addr: &str) -> Result<RemotingClient> {
-        if let Some(connection) = lock(&self.connections).get(addr) {
-            if !connection.client.is_closed() {
-                return Ok(connection.client.clone());
-            }
+        if let Some(client) = self.open_connection(addr) {
+            return Ok(client);
+        }
+        // One connect per address at a time: concurrent first requests share it.
+        let gate = lock(&self.connecting)
+            .entry(addr.to_owned())
+            .or_default()
+            .clone();
+        let _connecting = gate.lock().await;
+        if let Some(client) = self.open_connection(addr) {
+            return Ok(client);
         }
         let socket = resolve(addr).await?;
         let config = ConnectionConfig {
@@ -697,13 +706,6 @@ impl ClientInstance {
             inbound_task.abort();
             return Err(ClientError::Shutdown);
         }
-        if let Some(existing) = connections.get(addr) {
-            if !existing.client.is_closed() {
-                // Another task connected meanwhile; use its connection, drop ours.
-                inbound_task.abort();
-                return Ok(existing.client.clone());
-            }
-        }
         connections.insert(
             addr.to_owned(),
             Connection {
@@ -712,6 +714,13 @@ impl ClientInstance {
             },
         );
         Ok(client)
+    }
+
+    fn open_connection(&self, addr: &str) -> Option<RemotingClient> {
+        lock(&self.connections)
+            .get(addr)
+            .filter(|connection| !connection.client.is_closed())
+            .map(|connection| connection.client.clone())
     }
 
     fn forget_connection(&self, addr: &str, client: &RemotingClient) {
