@@ -29,6 +29,7 @@
 
 pub mod config;
 pub mod error;
+pub mod filter;
 pub mod instance;
 pub mod latency;
 pub mod message;
