@@ -6,10 +6,10 @@ mod common;
 
 use common::{BrokerProcess, NamesrvProcess, TempDir};
 use ferromq::client::{
-    decode_messages, expect_success, ClientConfig, ClientError, ClientInstance, Message,
-    MessageExt, MessageQueue, Producer, PullStatus, SendResult, SendStatus,
+    expect_success, ClientConfig, ClientError, ClientInstance, Message, MessageExt, MessageQueue,
+    Producer, PullStatus, SendResult, SendStatus,
 };
-use ferromq::remoting::headers::{PullMessageRequestHeader, QueryMessageRequestHeader};
+use ferromq::remoting::headers::PullMessageRequestHeader;
 use ferromq::remoting::{RemotingCommand, RequestCode};
 use ferromq::store::message::{decode_record, Record};
 use std::path::PathBuf;
@@ -37,11 +37,16 @@ struct Cluster {
 
 impl Cluster {
     fn start(name: &str) -> Cluster {
+        Cluster::start_on(name, "127.0.0.1:0")
+    }
+
+    /// As [`Cluster::start`] with the broker on `listen`.
+    fn start_on(name: &str, listen: &str) -> Cluster {
         let namesrv = NamesrvProcess::start("");
         let dir = TempDir::on_disk(name);
         let store = dir.path().join("store");
         let broker_config = format!("brokerName=broker-a\nnamesrvAddr={}", namesrv.addr);
-        let broker = BrokerProcess::start(&store, &broker_config);
+        let broker = BrokerProcess::start_on(&store, &broker_config, listen);
         Cluster {
             broker,
             namesrv,
@@ -359,7 +364,9 @@ fn a_large_body_is_stored_compressed_and_read_back_whole() {
 
 #[test]
 fn message_ids_are_java_uniq_keys_and_find_the_message_by_query() {
-    let cluster = Cluster::start("client-msgid");
+    // Offset message ids carry the broker's configured port; a broker told to listen on
+    // port 0 writes 0 there, so this broker gets a fixed (free) port.
+    let cluster = Cluster::start_on("client-msgid", &free_address());
     runtime().block_on(async {
         let producer = started_producer(&cluster, "msgid_pg").await;
         let sent = producer
@@ -385,40 +392,30 @@ fn message_ids_are_java_uniq_keys_and_find_the_message_by_query() {
         assert!((now - born).abs() < 60_000, "born {born}, now {now}");
         // QUERY_MESSAGE by the UNIQ_KEY (what `queryMsgById` does), polled: indexing is
         // asynchronous.
-        let addr = producer.instance().master_addr("broker-a").unwrap();
+        let instance = producer.instance();
         let started = Instant::now();
         let found = loop {
-            let header = QueryMessageRequestHeader {
-                topic: "ClientIdT".into(),
-                key: id.clone(),
-                max_num: 32,
-                begin_timestamp: 0,
-                end_timestamp: i64::MAX,
-            };
-            let mut request =
-                RemotingCommand::request_with_header(RequestCode::QUERY_MESSAGE, &header);
-            request
-                .ext_fields
-                .get_or_insert_with(Default::default)
-                .insert("_UNIQUE_KEY_QUERY", "true");
-            let response = producer
-                .instance()
-                .invoke_broker(&addr, request, Duration::from_secs(3))
+            let found = instance
+                .query_message_by_uniq_key("ClientIdT", id)
                 .await
                 .unwrap();
-            if response.code == 0 {
-                break decode_messages(&response.body).unwrap();
+            if !found.is_empty() {
+                break found;
             }
-            assert!(
-                started.elapsed() < DEADLINE,
-                "never indexed: {:?}",
-                response.remark
-            );
+            assert!(started.elapsed() < DEADLINE, "never indexed");
             tokio::time::sleep(Duration::from_millis(20)).await;
         };
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].body, b"find me");
         assert_eq!(&found[0].msg_id(), id);
+        // The offset id leads to the same record (VIEW_MESSAGE_BY_ID).
+        let viewed = instance.view_message(&sent.offset_msg_id).await.unwrap();
+        assert_eq!(viewed.body, b"find me");
+        assert_eq!(&viewed.msg_id(), id);
+        assert!(matches!(
+            instance.view_message("not an id").await,
+            Err(ClientError::InvalidMessage(_))
+        ));
         producer.shutdown().await;
     });
 }
@@ -427,7 +424,7 @@ fn message_ids_are_java_uniq_keys_and_find_the_message_by_query() {
 fn an_oversized_body_is_refused_without_contacting_anyone() {
     runtime().block_on(async {
         // Nothing listens at the name server address: any network use would fail differently.
-        let dead = dead_address();
+        let dead = free_address();
         let producer = Producer::new("big_pg", ClientConfig::new(&dead));
         producer.start().await.unwrap();
         let outcome = producer
@@ -446,7 +443,7 @@ fn an_oversized_body_is_refused_without_contacting_anyone() {
     });
 }
 
-fn dead_address() -> String {
+fn free_address() -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     drop(listener);
@@ -457,7 +454,7 @@ fn dead_address() -> String {
 fn a_dead_first_name_server_is_skipped() {
     let cluster = Cluster::start("client-failover");
     runtime().block_on(async {
-        let config = ClientConfig::new(&format!("{};{}", dead_address(), cluster.namesrv()));
+        let config = ClientConfig::new(&format!("{};{}", free_address(), cluster.namesrv()));
         let producer = Producer::new("failover_pg", config);
         wait_registered(producer.instance()).await;
         producer.start().await.unwrap();

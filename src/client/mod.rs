@@ -35,6 +35,7 @@ pub mod latency;
 pub mod message;
 pub mod msg_id;
 pub mod producer;
+pub mod query;
 
 pub use crate::remoting::heartbeat::{ConsumerData, HeartbeatData, ProducerData, SubscriptionData};
 pub use config::ClientConfig;
