@@ -37,15 +37,15 @@ struct Cluster {
 
 impl Cluster {
     fn start(name: &str) -> Cluster {
-        Cluster::start_on(name, "127.0.0.1:0")
+        Cluster::start_with(name, "127.0.0.1:0", "")
     }
 
-    /// As [`Cluster::start`] with the broker on `listen`.
-    fn start_on(name: &str, listen: &str) -> Cluster {
+    /// As [`Cluster::start`] with the broker on `listen` and `extra` broker config lines.
+    fn start_with(name: &str, listen: &str, extra: &str) -> Cluster {
         let namesrv = NamesrvProcess::start("");
         let dir = TempDir::on_disk(name);
         let store = dir.path().join("store");
-        let broker_config = format!("brokerName=broker-a\nnamesrvAddr={}", namesrv.addr);
+        let broker_config = format!("brokerName=broker-a\nnamesrvAddr={}\n{extra}", namesrv.addr);
         let broker = BrokerProcess::start_on(&store, &broker_config, listen);
         Cluster {
             broker,
@@ -366,7 +366,7 @@ fn a_large_body_is_stored_compressed_and_read_back_whole() {
 fn message_ids_are_java_uniq_keys_and_find_the_message_by_query() {
     // Offset message ids carry the broker's configured port; a broker told to listen on
     // port 0 writes 0 there, so this broker gets a fixed (free) port.
-    let cluster = Cluster::start_on("client-msgid", &free_address());
+    let cluster = Cluster::start_with("client-msgid", &free_address(), "");
     runtime().block_on(async {
         let producer = started_producer(&cluster, "msgid_pg").await;
         let sent = producer
@@ -511,34 +511,85 @@ fn sends_succeed_again_after_the_broker_restarts() {
     });
 }
 
+/// Whether the broker lists `client_id` in producer group `group`.
+async fn producer_listed(observer: &ClientInstance, group: &str, client_id: &str) -> bool {
+    let addr = observer.master_addr("broker-a").unwrap();
+    let header = ferromq::remoting::headers::GetProducerConnectionListRequestHeader {
+        producer_group: group.into(),
+    };
+    let request =
+        RemotingCommand::request_with_header(RequestCode::GET_PRODUCER_CONNECTION_LIST, &header);
+    let response = observer
+        .invoke_broker(&addr, request, Duration::from_secs(3))
+        .await
+        .unwrap();
+    response.code == 0 && String::from_utf8_lossy(&response.body).contains(client_id)
+}
+
 #[test]
-fn the_heartbeat_registers_the_producer_group_at_the_broker() {
-    let cluster = Cluster::start("client-heartbeat");
+fn timers_refresh_routes_and_heartbeat_and_shutdown_unregisters() {
+    // The broker registers new topics every 200 ms; the client refreshes routes and sends
+    // heartbeats every 100 ms.
+    let cluster = Cluster::start_with(
+        "client-timers",
+        "127.0.0.1:0",
+        "registerNameServerPeriod=200",
+    );
     runtime().block_on(async {
-        let producer = started_producer(&cluster, "heartbeat_pg").await;
-        // The first send learns the broker; the heartbeat then reaches it.
+        let mut config = ClientConfig::new(&cluster.namesrv());
+        config.instance_name = "timers".into();
+        config.poll_name_server_interval = Duration::from_millis(100);
+        config.heartbeat_broker_interval = Duration::from_millis(100);
+        let producer = Producer::new("timers_pg", config);
+        wait_registered(producer.instance()).await;
+        producer.start().await.unwrap();
         producer
-            .send(Message::new("ClientHeartbeatT", "x"))
+            .send(Message::new("ClientTimersT", "x"))
             .await
             .unwrap();
         let instance: &Arc<ClientInstance> = producer.instance();
-        instance.send_heartbeat_to_all_brokers().await.unwrap();
-        let addr = instance.master_addr("broker-a").unwrap();
-        let header = ferromq::remoting::headers::GetProducerConnectionListRequestHeader {
-            producer_group: "heartbeat_pg".into(),
-        };
-        let request = RemotingCommand::request_with_header(
-            RequestCode::GET_PRODUCER_CONNECTION_LIST,
-            &header,
-        );
-        let response = instance
-            .invoke_broker(&addr, request, Duration::from_secs(3))
-            .await
-            .and_then(expect_success)
-            .unwrap();
-        let body = String::from_utf8(response.body).unwrap();
-        assert!(body.contains(instance.client_id()), "{body}");
+        // First sent on the template's route (inherit bit set), then the timer replaces it
+        // with the topic's own route once the broker registered the topic.
+        let borrowed = instance.cached_route("ClientTimersT").unwrap();
+        assert_eq!(borrowed.data.queue_datas[0].perm & 1, 1, "{borrowed:?}");
+        let started = Instant::now();
+        while instance
+            .cached_route("ClientTimersT")
+            .unwrap()
+            .data
+            .queue_datas[0]
+            .perm
+            & 1
+            == 1
+        {
+            assert!(
+                started.elapsed() < DEADLINE,
+                "the route was never refreshed"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // No explicit heartbeat: the timer reaches the broker learnt from the route.
+        let mut observer_config = ClientConfig::new(&cluster.namesrv());
+        observer_config.instance_name = "observer".into();
+        let observer = ClientInstance::new(observer_config);
+        observer.topic_route("ClientTimersT").await.unwrap();
+        let client_id = instance.client_id().to_owned();
+        let started = Instant::now();
+        while !producer_listed(&observer, "timers_pg", &client_id).await {
+            assert!(
+                started.elapsed() < DEADLINE,
+                "no heartbeat reached the broker"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // Shutdown sends UNREGISTER_CLIENT.
         producer.shutdown().await;
+        let started = Instant::now();
+        while producer_listed(&observer, "timers_pg", &client_id).await {
+            assert!(started.elapsed() < DEADLINE, "still listed after shutdown");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        observer.shutdown().await;
     });
 }
 
