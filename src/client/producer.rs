@@ -37,7 +37,7 @@ use super::message::{deflate, property, Message, MessageQueue, COMPRESSED_FLAG};
 use super::msg_id::create_uniq_id;
 use super::ClientConfig;
 use crate::broker::batch::BatchEntry;
-use crate::broker::state::{now_ms, topic_name_problem};
+use crate::broker::state::{now_ms, topic_name_problem, RETRY_GROUP_TOPIC_PREFIX};
 use crate::remoting::headers::{SendMessageRequestHeaderV2, SendMessageResponseHeader};
 use crate::remoting::{RemotingCommand, RequestCode, ResponseCode};
 use std::collections::HashMap;
@@ -47,6 +47,15 @@ use std::time::{Duration, Instant};
 
 /// The topic whose route new topics borrow (`TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC`).
 pub const AUTO_CREATE_TOPIC_KEY_TOPIC: &str = "TBW102";
+/// System topics no producer may send to (`TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET`).
+const NOT_ALLOWED_SEND_TOPICS: &[&str] = &[
+    "SCHEDULE_TOPIC_XXXX",
+    "RMQ_SYS_TRANS_HALF_TOPIC",
+    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+    "TRANS_CHECK_MAX_TIME_TOPIC",
+    "SELF_TEST_TOPIC",
+    "OFFSET_MOVED_EVENT",
+];
 /// Message system flag of a transaction half message (`TRANSACTION_PREPARED_TYPE`).
 const TRANSACTION_PREPARED_TYPE: i32 = 0x1 << 2;
 /// The region a broker reports when it has none (`MixAll.DEFAULT_TRACE_REGION_ID`).
@@ -146,6 +155,9 @@ struct Outgoing {
     properties: String,
     batch: bool,
     uniq_id: String,
+    /// Retry messages (`%RETRY%` topics) carry their count and limit in the header.
+    reconsume_times: i32,
+    max_reconsume_times: Option<i32>,
 }
 
 /// Sends messages (Java `DefaultMQProducer`). Cheap to clone; clones share everything.
@@ -389,6 +401,12 @@ impl Producer {
         if let Some(problem) = topic_name_problem(&message.topic) {
             return Err(ClientError::InvalidMessage(problem));
         }
+        if NOT_ALLOWED_SEND_TOPICS.contains(&message.topic.as_str()) {
+            return Err(ClientError::InvalidMessage(format!(
+                "Sending message to topic[{}] is forbidden.",
+                message.topic
+            )));
+        }
         if message.body.is_empty() {
             return Err(ClientError::InvalidMessage(
                 "the message body length is zero".to_owned(),
@@ -428,6 +446,12 @@ impl Producer {
             sys_flag |= TRANSACTION_PREPARED_TYPE;
         }
         let properties = properties_string(&message.properties)?;
+        let (mut reconsume_times, mut max_reconsume_times) = (0, None);
+        if message.topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) {
+            let number = |name| message.property(name).and_then(|v| v.parse().ok());
+            reconsume_times = number(property::RECONSUME_TIME).unwrap_or(0);
+            max_reconsume_times = number(property::MAX_RECONSUME_TIMES);
+        }
         Ok(Outgoing {
             topic: message.topic,
             body,
@@ -436,6 +460,8 @@ impl Producer {
             properties,
             batch: false,
             uniq_id,
+            reconsume_times,
+            max_reconsume_times,
         })
     }
 
@@ -502,6 +528,8 @@ impl Producer {
             properties: batch_properties.properties_string(),
             batch: true,
             uniq_id: ids.join(","),
+            reconsume_times: 0,
+            max_reconsume_times: None,
         })
     }
 
@@ -651,9 +679,9 @@ impl Producer {
             g: now_ms(),
             h: outgoing.flag,
             i: Some(outgoing.properties.clone()),
-            j: Some(0),
+            j: Some(outgoing.reconsume_times),
             k: Some(false),
-            l: None,
+            l: outgoing.max_reconsume_times,
             m: Some(outgoing.batch),
             n: None,
         };
@@ -808,6 +836,9 @@ mod tests {
         ));
         assert!(producer.prepare(Message::new("T", Vec::new())).is_err());
         assert!(producer.prepare(Message::new("bad topic", "x")).is_err());
+        assert!(producer
+            .prepare(Message::new("SCHEDULE_TOPIC_XXXX", "x"))
+            .is_err());
         let delayed = vec![
             Message::new("T", "a"),
             Message::new("T", "b").with_delay_level(2),
@@ -818,6 +849,24 @@ mod tests {
         assert!(producer.prepare_batch(Vec::new()).is_err());
         assert!(group_name_problem("ok_group-1").is_none());
         assert!(group_name_problem("no spaces").is_some());
+    }
+
+    #[test]
+    fn retry_messages_carry_their_counts_in_the_header() {
+        let producer = producer();
+        let mut retry = Message::new("%RETRY%cg", "again");
+        retry.put_property(property::RECONSUME_TIME, "3");
+        retry.put_property(property::MAX_RECONSUME_TIMES, "16");
+        let outgoing = producer.prepare(retry).unwrap();
+        assert_eq!(
+            (outgoing.reconsume_times, outgoing.max_reconsume_times),
+            (3, Some(16))
+        );
+        let plain = producer.prepare(Message::new("T", "x")).unwrap();
+        assert_eq!(
+            (plain.reconsume_times, plain.max_reconsume_times),
+            (0, None)
+        );
     }
 
     #[test]
