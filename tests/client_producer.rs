@@ -207,12 +207,12 @@ fn async_sends_all_call_back_send_ok_and_are_all_stored() {
         let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel();
         for i in 0..N {
             let done = done_tx.clone();
-            producer.send_async(
-                Message::new("ClientAsyncT", format!("async-{i}")),
-                move |r| {
+            let message = Message::new("ClientAsyncT", format!("async-{i}"));
+            producer
+                .send_async(message, move |r| {
                     let _ = done.send(r);
-                },
-            );
+                })
+                .await;
         }
         let mut results: Vec<SendResult> = Vec::new();
         for _ in 0..N {
@@ -228,6 +228,47 @@ fn async_sends_all_call_back_send_ok_and_are_all_stored() {
         ids.dedup();
         assert_eq!(ids.len(), N, "message ids are unique");
         wait_stored(&producer, "ClientAsyncT", N as i64).await;
+        producer.shutdown().await;
+    });
+}
+
+#[test]
+fn async_sends_in_flight_are_bounded() {
+    let cluster = Cluster::start("client-async-bound");
+    runtime().block_on(async {
+        let options = ferromq::client::ProducerOptions {
+            back_pressure_for_async_send_num: 3,
+            ..Default::default()
+        };
+        let config = ClientConfig::new(&cluster.namesrv());
+        let producer = Producer::with_config("async_bound_pg", config, options);
+        wait_registered(producer.instance()).await;
+        producer.start().await.unwrap();
+        let completed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let ok = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut most_outstanding = 0;
+        for started in 1..=40 {
+            let (completed_in, ok_in) = (completed.clone(), ok.clone());
+            let message = Message::new("ClientAsyncBoundT", format!("m{started}"));
+            producer
+                .send_async(message, move |result| {
+                    if result.is_ok() {
+                        ok_in.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                    completed_in.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                })
+                .await;
+            let outstanding = started - completed.load(std::sync::atomic::Ordering::SeqCst);
+            most_outstanding = most_outstanding.max(outstanding);
+        }
+        assert!(most_outstanding <= 3, "{most_outstanding} sends in flight");
+        wait_stored(&producer, "ClientAsyncBoundT", 40).await;
+        let started = Instant::now();
+        while completed.load(std::sync::atomic::Ordering::SeqCst) < 40 {
+            assert!(started.elapsed() < DEADLINE, "every callback runs");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(ok.load(std::sync::atomic::Ordering::SeqCst), 40);
         producer.shutdown().await;
     });
 }

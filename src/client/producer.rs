@@ -87,6 +87,11 @@ pub struct ProducerOptions {
     /// Avoid brokers that were slow or failed (`sendLatencyFaultEnable`). Off by default,
     /// as in Java; without it a retry still moves to another broker.
     pub send_latency_fault_enable: bool,
+    /// Most async sends in flight (`backPressureForAsyncSendNum`, 1024). Java enforces it
+    /// only with `enableBackpressureForAsyncMode`; here it always holds.
+    pub back_pressure_for_async_send_num: usize,
+    /// Most body bytes of async sends in flight (`backPressureForAsyncSendSize`, 100 MiB).
+    pub back_pressure_for_async_send_size: usize,
 }
 
 impl Default for ProducerOptions {
@@ -102,6 +107,8 @@ impl Default for ProducerOptions {
             default_topic_queue_nums: 4,
             create_topic_key: AUTO_CREATE_TOPIC_KEY_TOPIC.to_owned(),
             send_latency_fault_enable: false,
+            back_pressure_for_async_send_num: 1024,
+            back_pressure_for_async_send_size: 100 * 1024 * 1024,
         }
     }
 }
@@ -176,6 +183,42 @@ struct Inner {
     faults: LatencyFaultTolerance,
     send_which_queue: Mutex<HashMap<String, Arc<AtomicUsize>>>,
     running: AtomicBool,
+    async_in_flight: InFlight,
+}
+
+/// The async sends in flight, bounded in count and bytes.
+#[derive(Debug)]
+struct InFlight {
+    count: Arc<tokio::sync::Semaphore>,
+    bytes: Arc<tokio::sync::Semaphore>,
+    bytes_max: usize,
+}
+
+impl InFlight {
+    fn new(count_max: usize, bytes_max: usize) -> InFlight {
+        let bytes_max = bytes_max.clamp(1, tokio::sync::Semaphore::MAX_PERMITS);
+        InFlight {
+            count: Arc::new(tokio::sync::Semaphore::new(count_max.max(1))),
+            bytes: Arc::new(tokio::sync::Semaphore::new(bytes_max)),
+            bytes_max,
+        }
+    }
+
+    /// Waits for room for one send of `size` bytes (a body over the whole budget waits for
+    /// the whole budget). The permits are never closed, so acquiring cannot fail; `None`
+    /// would only mean no limit.
+    async fn acquire(
+        &self,
+        size: usize,
+    ) -> Option<(
+        tokio::sync::OwnedSemaphorePermit,
+        tokio::sync::OwnedSemaphorePermit,
+    )> {
+        let count = self.count.clone().acquire_owned().await.ok()?;
+        let size = u32::try_from(size.clamp(1, self.bytes_max)).unwrap_or(u32::MAX);
+        let bytes = self.bytes.clone().acquire_many_owned(size).await.ok()?;
+        Some((count, bytes))
+    }
 }
 
 impl Producer {
@@ -211,9 +254,14 @@ impl Producer {
         options: ProducerOptions,
         owns_instance: bool,
     ) -> Producer {
+        let async_in_flight = InFlight::new(
+            options.back_pressure_for_async_send_num,
+            options.back_pressure_for_async_send_size,
+        );
         Producer {
             inner: Arc::new(Inner {
                 group: group.to_owned(),
+                async_in_flight,
                 options,
                 instance,
                 owns_instance,
@@ -294,22 +342,29 @@ impl Producer {
     /// Sends in a spawned task and calls `callback` with the outcome; retries up to
     /// `retry_times_when_send_async_failed` times. Must be called inside a tokio runtime.
     ///
-    /// A message that fails validation reaches the callback as an error too.
-    pub fn send_async<F>(&self, message: Message, callback: F)
+    /// Returns once the send is under way. Back-pressure: while
+    /// `back_pressure_for_async_send_num` sends or `back_pressure_for_async_send_size` body
+    /// bytes are in flight, this waits for some to finish. A message that fails validation
+    /// reaches the callback as an error too.
+    pub async fn send_async<F>(&self, message: Message, callback: F)
     where
         F: FnOnce(Result<SendResult>) + Send + 'static,
     {
+        let outgoing = self.prepare(message);
+        let size = outgoing.as_ref().map_or(0, |o| o.body.len());
+        let permits = self.inner.async_in_flight.acquire(size).await;
         let producer = self.clone();
         tokio::spawn(async move {
             let outcome = async {
-                let outgoing = producer.prepare(message)?;
                 producer
-                    .send_default(&outgoing, Mode::Async)
+                    .send_default(&outgoing?, Mode::Async)
                     .await?
                     .ok_or(ClientError::Shutdown)
             }
             .await;
             callback(outcome);
+            // Released after the callback, so a callback that feeds new sends is bounded too.
+            drop(permits);
         });
     }
 
