@@ -3,6 +3,7 @@
 //! Module map:
 //! - [`remoting`]: the wire protocol — frames, JSON and binary headers, request and response
 //!   codes, typed headers, JSON bodies, the serving half and the requesting half.
+//! - [`client`]: the client library — producer, consumers and the shared client instance.
 //! - [`namesrv`]: the name server — route tables, KV store, liveness, request processing.
 //! - [`admin`]: `ferromq admin`, mqadmin's operator commands over the remoting protocol.
 //! - [`config`]: Java-compatible configuration files and keys.
@@ -14,6 +15,7 @@
 pub mod admin;
 pub mod broker;
 pub mod bytes;
+pub mod client;
 pub mod config;
 pub mod limits;
 pub mod namesrv;

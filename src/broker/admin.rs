@@ -3,7 +3,7 @@
 //! consumers, and message lookups by key and by offset id. Free functions over the shared
 //! state and a shard's reader, each answering with Java's codes and remarks.
 
-use super::state::{now_ms, topic_name_problem, BrokerState, MessageQueue};
+use super::state::{now_ms, topic_name_problem, BrokerState};
 use crate::config::fastjson::parse_lenient;
 use crate::remoting::headers::{
     DeleteSubscriptionGroupRequestHeader, DeleteTopicRequestHeader, GetBrokerConfigResponseHeader,
@@ -11,6 +11,7 @@ use crate::remoting::headers::{
     GetProducerConnectionListRequestHeader, GetTopicStatsInfoRequestHeader,
     QueryMessageRequestHeader, QueryMessageResponseHeader, ViewMessageRequestHeader,
 };
+use crate::remoting::heartbeat::MessageQueue;
 use crate::remoting::{RemotingCommand, ResponseCode};
 use crate::store::config_files::SubscriptionGroupConfig;
 use crate::store::flush::FlushDiskType;

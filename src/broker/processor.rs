@@ -6,8 +6,7 @@ use super::admin;
 use super::batch::{decode_batch, merge_properties, BatchDecodeError};
 use super::long_poll::LongPoll;
 use super::state::{
-    topic_name_problem, BrokerState, ClientChannel, HeartbeatData, SubscriptionData, PERM_READ,
-    PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX,
+    topic_name_problem, BrokerState, ClientChannel, PERM_READ, PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX,
 };
 use crate::remoting::headers::{
     CreateTopicRequestHeader, GetConsumerListByGroupRequestHeader,
@@ -18,6 +17,7 @@ use crate::remoting::headers::{
     SendMessageRequestHeaderV2, SendMessageResponseHeader, UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 };
+use crate::remoting::heartbeat::{HeartbeatData, SubscriptionData};
 use crate::remoting::server::{ConnectionInfo, Outbound, RequestHandler};
 use crate::remoting::{RemotingCommand, RequestCode, ResponseCode};
 use crate::store::commit_log::PutMessage;

@@ -10,6 +10,7 @@
 use crate::config::broker::BrokerConfig;
 use crate::config::persist::{read_with_backup, write_atomically};
 use crate::remoting::headers::NotifyConsumerIdsChangedRequestHeader;
+use crate::remoting::heartbeat::{HeartbeatData, MessageQueue, SubscriptionData};
 use crate::remoting::server::{ConnectionId, Outbound};
 use crate::remoting::{RemotingCommand, RequestCode};
 use crate::store::config_files::{
@@ -17,7 +18,6 @@ use crate::store::config_files::{
     VersionedTable,
 };
 use arc_swap::ArcSwap;
-use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -133,63 +133,6 @@ where
         let table = lock(&self.table);
         (table.data_version, table.entries.clone())
     }
-}
-
-/// One subscription of a consumer group, from its heartbeat (`SubscriptionData`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct SubscriptionData {
-    /// Topic.
-    pub topic: String,
-    /// The expression (`*`, `a || b`).
-    pub sub_string: String,
-    /// Tags of a TAG expression.
-    pub tags_set: Vec<String>,
-    /// Their hash codes.
-    pub code_set: Vec<i32>,
-    /// Version (time of the subscription, ms).
-    pub sub_version: i64,
-    /// `TAG` or `SQL92`; absent means TAG.
-    pub expression_type: Option<String>,
-}
-
-/// One consumer group in a heartbeat (`ConsumerData`).
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct ConsumerData {
-    /// Group.
-    pub group_name: String,
-    /// `CONSUME_ACTIVELY` (pull) or `CONSUME_PASSIVELY` (push).
-    pub consume_type: Option<String>,
-    /// `CLUSTERING` or `BROADCASTING`.
-    pub message_model: Option<String>,
-    /// Where a new consumer starts.
-    pub consume_from_where: Option<String>,
-    /// Subscriptions.
-    pub subscription_data_set: Vec<SubscriptionData>,
-}
-
-/// One producer group in a heartbeat.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct ProducerData {
-    /// Group.
-    pub group_name: String,
-}
-
-/// The body of HEART_BEAT (`HeartbeatData`).
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct HeartbeatData {
-    /// Client id.
-    #[serde(rename = "clientID")]
-    pub client_id: String,
-    /// Producer groups.
-    #[serde(rename = "producerDataSet")]
-    pub producer_data_set: Vec<ProducerData>,
-    /// Consumer groups.
-    #[serde(rename = "consumerDataSet")]
-    pub consumer_data_set: Vec<ConsumerData>,
 }
 
 /// A client connection of a group.
@@ -724,18 +667,6 @@ fn load_offsets(path: &Path) -> Result<BTreeMap<String, BTreeMap<i32, i64>>, Str
         .into_iter()
         .map(|(key, queues)| (key, queues.into_iter().collect()))
         .collect())
-}
-
-/// A message queue as clients name it (`MessageQueue`).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct MessageQueue {
-    /// Topic.
-    pub topic: String,
-    /// Broker name.
-    pub broker_name: String,
-    /// Queue id.
-    pub queue_id: i32,
 }
 
 /// How long a queue lock lasts without renewal (`rebalanceLockMaxLiveTime`, 60 s).

@@ -13,6 +13,7 @@ mod codes;
 pub mod command;
 pub mod header;
 pub mod headers;
+pub mod heartbeat;
 pub mod request_code;
 pub mod response_code;
 pub mod serialize_json;

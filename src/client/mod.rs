@@ -1,0 +1,48 @@
+//! The client library: producers and consumers that talk to RocketMQ name servers and
+//! brokers (ferromq's or Java's) over the remoting protocol, on tokio.
+//!
+//! Layers, bottom up:
+//! - [`ClientInstance`] (Java `MQClientInstance`): one per process or per `client_id`,
+//!   shared through `Arc` by every producer and consumer. It pools connections, fails over
+//!   between name servers, caches topic routes, sends heartbeats and answers the requests
+//!   brokers send back (NOTIFY_CONSUMER_IDS_CHANGED and friends).
+//! - [`Message`] / [`MessageExt`] and [`decode_messages`]: what is sent and what is received.
+//! - [`Producer`] (Java `DefaultMQProducer`) and the consumers, built on the instance.
+//!
+//! Errors are [`ClientError`]; a broker's refusal keeps Java's response code and remark.
+//!
+//! ```no_run
+//! use ferromq::client::{ClientConfig, ClientInstance, MessageQueue};
+//!
+//! # async fn example() -> ferromq::client::Result<()> {
+//! let instance = ClientInstance::new(ClientConfig::new("127.0.0.1:9876"));
+//! instance.start()?;
+//! let route = instance.topic_route("TopicTest").await?;
+//! for mq in &route.subscribe_queues {
+//!     let max = instance.get_max_offset(mq).await?;
+//!     println!("{mq}: {max} messages");
+//! }
+//! instance.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod config;
+pub mod error;
+pub mod filter;
+pub mod instance;
+pub mod latency;
+pub mod message;
+pub mod msg_id;
+pub mod producer;
+pub mod query;
+
+pub use crate::remoting::heartbeat::{ConsumerData, HeartbeatData, ProducerData, SubscriptionData};
+pub use config::ClientConfig;
+pub use error::{ClientError, Result};
+pub use instance::{
+    expect_success, ClientInstance, ConsumerInner, PullResult, PullStatus, RequestHook,
+    TopicRouteInfo,
+};
+pub use message::{decode_messages, property, Message, MessageExt, MessageQueue};
+pub use producer::{Producer, ProducerOptions, SendResult, SendStatus};
