@@ -178,6 +178,7 @@ pub struct ClientInstance {
     client_id: String,
     me: Weak<ClientInstance>,
     connections: Mutex<HashMap<String, Connection>>,
+    connecting: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     namesrv_index: AtomicUsize,
     routes: Mutex<HashMap<String, Arc<TopicRouteInfo>>>,
     broker_addrs: Mutex<BTreeMap<String, BTreeMap<i64, String>>>,
@@ -243,6 +244,7 @@ impl ClientInstance {
             client_id,
             me: me.clone(),
             connections: Mutex::new(HashMap::new()),
+            connecting: Mutex::new(HashMap::new()),
             namesrv_index: AtomicUsize::new(0),
             routes: Mutex::new(HashMap::new()),
             broker_addrs: Mutex::new(BTreeMap::new()),
@@ -465,8 +467,12 @@ impl ClientInstance {
     /// The route of `topic`, from the cache or fetched on a miss.
     ///
     /// # Errors
-    /// [`ClientError::NoRoute`] when the topic does not exist; name server failures.
+    /// [`ClientError::NoRoute`] when the topic does not exist; name server failures;
+    /// [`ClientError::Shutdown`].
     pub async fn topic_route(&self, topic: &str) -> Result<Arc<TopicRouteInfo>> {
+        if self.is_shutdown() {
+            return Err(ClientError::Shutdown);
+        }
         if let Some(route) = self.cached_route(topic) {
             return Ok(route);
         }
@@ -657,10 +663,17 @@ impl ClientInstance {
     /// The open connection to `addr`, connecting (with one retry) when there is none or the
     /// pooled one closed.
     async fn connection(&self, addr: &str) -> Result<RemotingClient> {
-        if let Some(connection) = lock(&self.connections).get(addr) {
-            if !connection.client.is_closed() {
-                return Ok(connection.client.clone());
-            }
+        if let Some(client) = self.open_connection(addr) {
+            return Ok(client);
+        }
+        // One connect per address at a time: concurrent first requests share it.
+        let gate = lock(&self.connecting)
+            .entry(addr.to_owned())
+            .or_default()
+            .clone();
+        let _connecting = gate.lock().await;
+        if let Some(client) = self.open_connection(addr) {
+            return Ok(client);
         }
         let socket = resolve(addr).await?;
         let config = ConnectionConfig {
@@ -693,13 +706,6 @@ impl ClientInstance {
             inbound_task.abort();
             return Err(ClientError::Shutdown);
         }
-        if let Some(existing) = connections.get(addr) {
-            if !existing.client.is_closed() {
-                // Another task connected meanwhile; use its connection, drop ours.
-                inbound_task.abort();
-                return Ok(existing.client.clone());
-            }
-        }
         connections.insert(
             addr.to_owned(),
             Connection {
@@ -708,6 +714,13 @@ impl ClientInstance {
             },
         );
         Ok(client)
+    }
+
+    fn open_connection(&self, addr: &str) -> Option<RemotingClient> {
+        lock(&self.connections)
+            .get(addr)
+            .filter(|connection| !connection.client.is_closed())
+            .map(|connection| connection.client.clone())
     }
 
     fn forget_connection(&self, addr: &str, client: &RemotingClient) {
@@ -1041,6 +1054,57 @@ mod tests {
         );
         assert_eq!(info.subscribe_queues.len(), 2 + 1 + 1 + 1);
         assert!(!info.order_topic);
+    }
+
+    struct Notified(std::sync::atomic::AtomicUsize);
+
+    impl ConsumerInner for Notified {
+        fn consumer_data(&self) -> ConsumerData {
+            ConsumerData::default()
+        }
+        fn on_consumer_ids_changed(&self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+        fn topics(&self) -> Vec<String> {
+            Vec::new()
+        }
+    }
+
+    #[test]
+    fn broker_requests_reach_the_consumer_the_hook_or_are_refused() {
+        let instance = ClientInstance::new(ClientConfig::new("127.0.0.1:1"));
+        let consumer = Arc::new(Notified(std::sync::atomic::AtomicUsize::new(0)));
+        instance.register_consumer("cg", consumer.clone());
+        let header = NotifyConsumerIdsChangedRequestHeader {
+            consumer_group: "cg".into(),
+        };
+        let mut notify =
+            RemotingCommand::request_with_header(RequestCode::NOTIFY_CONSUMER_IDS_CHANGED, &header);
+        notify.mark_oneway();
+        assert_eq!(instance.handle_inbound("b:1", notify), None);
+        assert_eq!(consumer.0.load(Ordering::SeqCst), 1);
+
+        let mut unknown = RemotingCommand::request(RequestCode::GET_CONSUMER_RUNNING_INFO);
+        unknown.opaque = 9;
+        let refused = instance.handle_inbound("b:1", unknown.clone()).unwrap();
+        assert_eq!(refused.code, ResponseCode::REQUEST_CODE_NOT_SUPPORTED.0);
+        assert_eq!(refused.opaque, 9);
+        assert!(refused.is_response());
+
+        instance.set_request_hook(Arc::new(|addr: &str, request: RemotingCommand| {
+            assert_eq!(addr, "b:1");
+            (request.code == RequestCode::GET_CONSUMER_RUNNING_INFO.0)
+                .then(|| RemotingCommand::success_to(&request).with_body(b"running".to_vec()))
+        }));
+        let answered = instance.handle_inbound("b:1", unknown).unwrap();
+        assert_eq!(answered.code, ResponseCode::SUCCESS.0);
+        assert_eq!(
+            (answered.opaque, answered.body.as_slice()),
+            (9, b"running".as_slice())
+        );
+        let mut oneway = RemotingCommand::request(RequestCode::CHECK_TRANSACTION_STATE);
+        oneway.mark_oneway();
+        assert_eq!(instance.handle_inbound("b:1", oneway), None);
     }
 
     #[test]

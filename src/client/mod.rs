@@ -7,7 +7,7 @@
 //!   between name servers, caches topic routes, sends heartbeats and answers the requests
 //!   brokers send back (NOTIFY_CONSUMER_IDS_CHANGED and friends).
 //! - [`Message`] / [`MessageExt`] and [`decode_messages`]: what is sent and what is received.
-//! - The producer and the consumers, built on the instance.
+//! - [`Producer`] (Java `DefaultMQProducer`) and the consumers, built on the instance.
 //!
 //! Errors are [`ClientError`]; a broker's refusal keeps Java's response code and remark.
 //!
@@ -31,7 +31,10 @@ pub mod config;
 pub mod consumer;
 pub mod error;
 pub mod instance;
+pub mod latency;
 pub mod message;
+pub mod msg_id;
+pub mod producer;
 
 pub use crate::remoting::heartbeat::{ConsumerData, HeartbeatData, ProducerData, SubscriptionData};
 pub use config::ClientConfig;
@@ -41,3 +44,4 @@ pub use instance::{
     TopicRouteInfo,
 };
 pub use message::{decode_messages, property, Message, MessageExt, MessageQueue};
+pub use producer::{Producer, ProducerOptions, SendResult, SendStatus};
