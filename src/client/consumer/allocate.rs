@@ -24,13 +24,23 @@ pub trait AllocateStrategy: Send + Sync + std::fmt::Debug {
     ) -> Vec<MessageQueue>;
 }
 
-fn index_of(group: &str, current_cid: &str, mq_all: &[MessageQueue], cid_all: &[String]) -> Option<usize> {
+fn index_of(
+    group: &str,
+    current_cid: &str,
+    mq_all: &[MessageQueue],
+    cid_all: &[String],
+) -> Option<usize> {
     if current_cid.is_empty() || mq_all.is_empty() || cid_all.is_empty() {
         return None;
     }
     let index = cid_all.iter().position(|cid| cid == current_cid);
     if index.is_none() {
-        tracing::info!(group, current_cid, ?cid_all, "this client is not in the member list yet");
+        tracing::info!(
+            group,
+            current_cid,
+            ?cid_all,
+            "this client is not in the member list yet"
+        );
     }
     index
 }
@@ -124,7 +134,12 @@ mod tests {
         (0..n).map(|i| format!("10.0.0.1@{i}")).collect()
     }
 
-    fn ids(strategy: &dyn AllocateStrategy, mqs: &[MessageQueue], cids: &[String], me: usize) -> Vec<usize> {
+    fn ids(
+        strategy: &dyn AllocateStrategy,
+        mqs: &[MessageQueue],
+        cids: &[String],
+        me: usize,
+    ) -> Vec<usize> {
         strategy
             .allocate("g", &cids[me], mqs, cids)
             .iter()
@@ -158,8 +173,10 @@ mod tests {
 
     #[test]
     fn every_queue_owned_exactly_once_for_any_sizes() {
-        let strategies: [&dyn AllocateStrategy; 2] =
-            [&AllocateMessageQueueAveragely, &AllocateMessageQueueAveragelyByCircle];
+        let strategies: [&dyn AllocateStrategy; 2] = [
+            &AllocateMessageQueueAveragely,
+            &AllocateMessageQueueAveragelyByCircle,
+        ];
         for strategy in strategies {
             for queue_count in 1..20 {
                 for member_count in 1..8 {
@@ -171,7 +188,11 @@ mod tests {
                             owned[i] += 1;
                         }
                     }
-                    assert!(owned.iter().all(|&n| n == 1), "{} {queue_count} {member_count}", strategy.name());
+                    assert!(
+                        owned.iter().all(|&n| n == 1),
+                        "{} {queue_count} {member_count}",
+                        strategy.name()
+                    );
                 }
             }
         }
@@ -180,7 +201,11 @@ mod tests {
     #[test]
     fn a_stranger_gets_nothing() {
         let mqs = queues(4);
-        assert!(AllocateMessageQueueAveragely.allocate("g", "x@y", &mqs, &cids(2)).is_empty());
-        assert!(AllocateMessageQueueAveragelyByCircle.allocate("g", "x@y", &mqs, &[]).is_empty());
+        assert!(AllocateMessageQueueAveragely
+            .allocate("g", "x@y", &mqs, &cids(2))
+            .is_empty());
+        assert!(AllocateMessageQueueAveragelyByCircle
+            .allocate("g", "x@y", &mqs, &[])
+            .is_empty());
     }
 }

@@ -56,8 +56,11 @@ pub async fn lock_batch(
         return Ok(BTreeSet::new());
     };
     let addr = instance.master_addr_of(first).await?;
-    let request = RemotingCommand::request(RequestCode::LOCK_BATCH_MQ)
-        .with_body(lock_body(group, instance.client_id(), mqs));
+    let request = RemotingCommand::request(RequestCode::LOCK_BATCH_MQ).with_body(lock_body(
+        group,
+        instance.client_id(),
+        mqs,
+    ));
     let response = expect_success(instance.invoke_broker(&addr, request, LOCK_TIMEOUT).await?)?;
     #[derive(serde::Deserialize)]
     #[serde(rename_all = "camelCase")]
@@ -74,13 +77,20 @@ pub async fn lock_batch(
 ///
 /// # Errors
 /// Broker or network errors.
-pub async fn unlock_batch(instance: &ClientInstance, group: &str, mqs: &[MessageQueue]) -> Result<()> {
+pub async fn unlock_batch(
+    instance: &ClientInstance,
+    group: &str,
+    mqs: &[MessageQueue],
+) -> Result<()> {
     let Some(first) = mqs.first() else {
         return Ok(());
     };
     let addr = instance.master_addr_of(first).await?;
-    let request = RemotingCommand::request(RequestCode::UNLOCK_BATCH_MQ)
-        .with_body(lock_body(group, instance.client_id(), mqs));
+    let request = RemotingCommand::request(RequestCode::UNLOCK_BATCH_MQ).with_body(lock_body(
+        group,
+        instance.client_id(),
+        mqs,
+    ));
     expect_success(instance.invoke_broker(&addr, request, LOCK_TIMEOUT).await?)?;
     Ok(())
 }
@@ -107,7 +117,8 @@ pub async fn send_back(
         unit_mode: Some(false),
         max_reconsume_times: Some(max_reconsume_times),
     };
-    let request = RemotingCommand::request_with_header(RequestCode::CONSUMER_SEND_MSG_BACK, &header);
+    let request =
+        RemotingCommand::request_with_header(RequestCode::CONSUMER_SEND_MSG_BACK, &header);
     let timeout = instance.config().request_timeout;
     expect_success(instance.invoke_broker(&addr, request, timeout).await?)?;
     Ok(())

@@ -9,12 +9,12 @@
 //!
 //! ```no_run
 //! use ferromq::client::consumer::{ConsumeConcurrentlyStatus, PushConsumer, PushConsumerConfig};
-//! use ferromq::client::ClientConfig;
+//! use ferromq::client::{ClientConfig, MessageExt};
 //! # async fn run() -> ferromq::client::Result<()> {
 //! let config = PushConsumerConfig::new("my_group");
 //! let consumer = PushConsumer::new(ClientConfig::new("127.0.0.1:9876"), config);
 //! consumer.subscribe("TopicTest", "TagA || TagB")?;
-//! consumer.register_message_listener_concurrently(|messages: &[_]| {
+//! consumer.register_message_listener_concurrently(|messages: &[MessageExt]| {
 //!     for message in messages {
 //!         println!("{}", String::from_utf8_lossy(&message.body));
 //!     }
@@ -214,7 +214,10 @@ mod tests {
         assert_eq!(start_from(LastOffset, "%RETRY%g", -1), StartFrom::Offset(0));
         assert_eq!(start_from(FirstOffset, "T", -1), StartFrom::Offset(0));
         assert_eq!(start_from(Timestamp(5), "T", -1), StartFrom::Timestamp(5));
-        assert_eq!(start_from(Timestamp(5), "%RETRY%g", -1), StartFrom::MaxOffset);
+        assert_eq!(
+            start_from(Timestamp(5), "%RETRY%g", -1),
+            StartFrom::MaxOffset
+        );
         assert_eq!(start_from(Timestamp(5), "T", 0), StartFrom::Offset(0));
     }
 }

@@ -64,8 +64,7 @@ impl Cursor<'_> {
 
     fn value<T: serde::de::DeserializeOwned>(&mut self) -> Result<T, String> {
         self.skip_ws();
-        let mut stream =
-            serde_json::Deserializer::from_str(&self.text[self.at..]).into_iter::<T>();
+        let mut stream = serde_json::Deserializer::from_str(&self.text[self.at..]).into_iter::<T>();
         match stream.next() {
             Some(Ok(value)) => {
                 self.at += stream.byte_offset();

@@ -45,7 +45,9 @@ pub struct OffsetStore {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl OffsetStore {
@@ -159,7 +161,8 @@ impl OffsetStore {
                 let mut all: BTreeMap<MessageQueue, i64> =
                     offset_file::read(path).unwrap_or_default();
                 all.extend(offsets);
-                if let Err(error) = offset_file::write_atomically(path, &offset_file::encode(&all)) {
+                if let Err(error) = offset_file::write_atomically(path, &offset_file::encode(&all))
+                {
                     tracing::warn!(%error, path = %path.display(), "cannot persist offsets");
                 }
             }

@@ -97,7 +97,10 @@ impl<M: Queued> ProcessQueue<M> {
     /// Distance between the largest and smallest offset waiting (`getMaxSpan`).
     #[must_use]
     pub fn max_span(&self) -> i64 {
-        match (self.messages.keys().next(), self.messages.keys().next_back()) {
+        match (
+            self.messages.keys().next(),
+            self.messages.keys().next_back(),
+        ) {
             (Some(first), Some(last)) => last - first,
             _ => 0,
         }
@@ -117,7 +120,10 @@ impl<M: Queued> ProcessQueue<M> {
 
     /// Orderly: the messages taken at `offsets`.
     pub fn taken(&self, offsets: &[i64]) -> Vec<&M> {
-        offsets.iter().filter_map(|o| self.consuming.get(o)).collect()
+        offsets
+            .iter()
+            .filter_map(|o| self.consuming.get(o))
+            .collect()
     }
 
     /// Orderly: the taken messages are consumed; returns the offset to commit or -1

@@ -18,9 +18,9 @@ use super::rebalance::{allocate_topic, diff};
 use super::{default_offsets_root, ConsumeFromWhere, MessageModel, MessageQueue};
 use crate::client::config::ClientConfig;
 use crate::client::error::{ClientError, Result};
+use crate::client::instance::PullStatus;
 use crate::client::instance::{ClientInstance, ConsumerInner};
 use crate::client::message::MessageExt;
-use crate::client::instance::PullStatus;
 use crate::remoting::headers::PullMessageRequestHeader;
 use crate::remoting::heartbeat::{ConsumerData, SubscriptionData, EXPRESSION_TYPE_TAG};
 use std::collections::{BTreeMap, BTreeSet};
@@ -111,7 +111,9 @@ struct Batch {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[derive(Debug)]
@@ -152,7 +154,11 @@ impl LitePullConsumer {
         LitePullConsumer::build(instance, false, config)
     }
 
-    fn build(instance: Arc<ClientInstance>, owns_instance: bool, config: LitePullConsumerConfig) -> Self {
+    fn build(
+        instance: Arc<ClientInstance>,
+        owns_instance: bool,
+        config: LitePullConsumerConfig,
+    ) -> Self {
         let offsets = match config.message_model {
             MessageModel::Clustering => OffsetStore::remote(&config.group),
             MessageModel::Broadcasting => OffsetStore::local_file(
@@ -160,7 +166,8 @@ impl LitePullConsumer {
                 offsets_path(&config.offsets_root, instance.client_id(), &config.group),
             ),
         };
-        let batches = config.pull_threshold_for_all / usize::try_from(config.pull_batch_size.max(1)).unwrap_or(1);
+        let batches = config.pull_threshold_for_all
+            / usize::try_from(config.pull_batch_size.max(1)).unwrap_or(1);
         let (sender, receiver) = mpsc::channel(batches.max(1));
         LitePullConsumer {
             inner: Arc::new(Inner {
@@ -187,7 +194,9 @@ impl LitePullConsumer {
     /// [`ClientError::InvalidMessage`] after `assign`, or for an empty topic.
     pub fn subscribe(&self, topic: &str, expression: &str) -> Result<()> {
         if lock(&self.inner.assigned).is_some() {
-            return Err(ClientError::InvalidMessage("assign() was called: cannot subscribe".into()));
+            return Err(ClientError::InvalidMessage(
+                "assign() was called: cannot subscribe".into(),
+            ));
         }
         if topic.is_empty() {
             return Err(ClientError::InvalidMessage("empty topic".to_owned()));
@@ -204,7 +213,9 @@ impl LitePullConsumer {
     /// [`ClientError::InvalidMessage`] after `subscribe`.
     pub async fn assign(&self, mqs: Vec<MessageQueue>) -> Result<()> {
         if !lock(&self.inner.subscriptions).is_empty() {
-            return Err(ClientError::InvalidMessage("subscribe() was called: cannot assign".into()));
+            return Err(ClientError::InvalidMessage(
+                "subscribe() was called: cannot assign".into(),
+            ));
         }
         *lock(&self.inner.assigned) = Some(mqs.clone());
         if self.inner.started.load(Ordering::Acquire) {
@@ -227,7 +238,10 @@ impl LitePullConsumer {
             inner.instance.start()?;
         }
         let consumer: Arc<dyn ConsumerInner> = inner.clone();
-        if !inner.instance.register_consumer(&inner.config.group, consumer) {
+        if !inner
+            .instance
+            .register_consumer(&inner.config.group, consumer)
+        {
             inner.started.store(false, Ordering::Release);
             return Err(ClientError::InvalidMessage(format!(
                 "group {} is already registered on this client instance",
@@ -244,8 +258,8 @@ impl LitePullConsumer {
                     }
                 }
                 if let Err(error) = inner.instance.send_heartbeat_to_all_brokers().await {
-            tracing::warn!(%error, "first heartbeat failed");
-        }
+                    tracing::warn!(%error, "first heartbeat failed");
+                }
                 tokio::spawn(inner.clone().rebalance_loop());
             }
         }
@@ -368,7 +382,13 @@ impl LitePullConsumer {
     /// # Errors
     /// Route errors.
     pub async fn fetch_message_queues(&self, topic: &str) -> Result<Vec<MessageQueue>> {
-        Ok(self.inner.instance.topic_route(topic).await?.subscribe_queues.clone())
+        Ok(self
+            .inner
+            .instance
+            .topic_route(topic)
+            .await?
+            .subscribe_queues
+            .clone())
     }
 
     /// The queues owned now.
@@ -387,7 +407,10 @@ impl LitePullConsumer {
         if inner.config.auto_commit {
             self.commit_sync().await;
         }
-        inner.instance.unregister_consumer(&inner.config.group).await;
+        inner
+            .instance
+            .unregister_consumer(&inner.config.group)
+            .await;
         if inner.owns_instance {
             inner.instance.shutdown().await;
         }
@@ -442,7 +465,11 @@ impl Inner {
             }
         };
         let cids = if self.config.message_model == MessageModel::Clustering {
-            match self.instance.consumer_id_list(topic, &self.config.group).await {
+            match self
+                .instance
+                .consumer_id_list(topic, &self.config.group)
+                .await
+            {
                 Ok(cids) if !cids.is_empty() => cids,
                 _ => return,
             }

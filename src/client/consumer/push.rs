@@ -28,8 +28,8 @@ use super::{
 use crate::client::config::ClientConfig;
 use crate::client::error::{ClientError, Result};
 use crate::client::instance::{ClientInstance, ConsumerInner};
-use crate::client::message::MessageExt;
 use crate::client::instance::{PullResult, PullStatus};
+use crate::client::message::MessageExt;
 use crate::remoting::headers::PullMessageRequestHeader;
 use crate::remoting::heartbeat::{ConsumerData, SubscriptionData, EXPRESSION_TYPE_TAG};
 use futures::future::BoxFuture;
@@ -202,7 +202,9 @@ impl QueueState {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 struct Inner {
@@ -246,11 +248,18 @@ impl PushConsumer {
 
     /// A consumer sharing `instance` with other producers and consumers of this process.
     #[must_use]
-    pub fn with_instance(instance: Arc<ClientInstance>, config: PushConsumerConfig) -> PushConsumer {
+    pub fn with_instance(
+        instance: Arc<ClientInstance>,
+        config: PushConsumerConfig,
+    ) -> PushConsumer {
         PushConsumer::build(instance, false, config)
     }
 
-    fn build(instance: Arc<ClientInstance>, owns_instance: bool, config: PushConsumerConfig) -> Self {
+    fn build(
+        instance: Arc<ClientInstance>,
+        owns_instance: bool,
+        config: PushConsumerConfig,
+    ) -> Self {
         let offsets = match config.message_model {
             MessageModel::Clustering => OffsetStore::remote(&config.group),
             MessageModel::Broadcasting => OffsetStore::local_file(
@@ -287,13 +296,27 @@ impl PushConsumer {
         let data = SubscriptionData::from_expression(topic, expression);
         lock(&self.inner.subscriptions).insert(topic.to_owned(), data);
         if self.inner.started.load(Ordering::Acquire) {
-            self.inner.rebalance_now.notify_one();
+            // The brokers learn the new subscription before the first pull of it.
+            let (inner, topic) = (self.inner.clone(), topic.to_owned());
+            let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+                return Err(ClientError::Shutdown);
+            };
+            runtime.spawn(async move {
+                let _ = inner.instance.topic_route(&topic).await;
+                if let Err(error) = inner.instance.send_heartbeat_to_all_brokers().await {
+                    tracing::warn!(%error, "heartbeat after subscribe failed");
+                }
+                inner.rebalance_now.notify_one();
+            });
         }
         Ok(())
     }
 
     /// Sets a concurrent listener (`registerMessageListener(MessageListenerConcurrently)`).
-    pub fn register_message_listener_concurrently(&self, listener: impl MessageListenerConcurrently) {
+    pub fn register_message_listener_concurrently(
+        &self,
+        listener: impl MessageListenerConcurrently,
+    ) {
         *lock(&self.inner.listener) = Some(Listener::Concurrently(Arc::new(listener)));
     }
 
@@ -320,6 +343,15 @@ impl PushConsumer {
         self.inner.offsets.in_memory(mq)
     }
 
+    /// How many pulled messages of `mq` wait or are being consumed (the process queue's
+    /// count, which flow control bounds), if this consumer owns `mq`.
+    #[must_use]
+    pub fn cached_message_count(&self, mq: &MessageQueue) -> Option<usize> {
+        lock(&self.inner.queues)
+            .get(mq)
+            .map(|state| state.pq().count())
+    }
+
     /// Asks for a rebalance now (what NOTIFY_CONSUMER_IDS_CHANGED does).
     pub fn rebalance_immediately(&self) {
         self.inner.rebalance_now.notify_one();
@@ -334,7 +366,9 @@ impl PushConsumer {
     pub async fn start(&self) -> Result<()> {
         let inner = &self.inner;
         if lock(&inner.listener).is_none() {
-            return Err(ClientError::InvalidMessage("no message listener registered".into()));
+            return Err(ClientError::InvalidMessage(
+                "no message listener registered".into(),
+            ));
         }
         if lock(&inner.subscriptions).is_empty() {
             return Err(ClientError::InvalidMessage("no subscription".into()));
@@ -352,7 +386,10 @@ impl PushConsumer {
             inner.instance.start()?;
         }
         let consumer: Arc<dyn ConsumerInner> = inner.clone();
-        if !inner.instance.register_consumer(&inner.config.group, consumer) {
+        if !inner
+            .instance
+            .register_consumer(&inner.config.group, consumer)
+        {
             inner.started.store(false, Ordering::Release);
             return Err(ClientError::InvalidMessage(format!(
                 "group {} is already registered on this client instance",
@@ -404,13 +441,17 @@ impl PushConsumer {
                 }
                 if inner.orderly() {
                     for (_, mqs) in by_broker(&owned) {
-                        let _ = calls::unlock_batch(&inner.instance, &inner.config.group, &mqs).await;
+                        let _ =
+                            calls::unlock_batch(&inner.instance, &inner.config.group, &mqs).await;
                     }
                 }
             }
             MessageModel::Broadcasting => inner.offsets.persist_all(&inner.instance, &owned).await,
         }
-        inner.instance.unregister_consumer(&inner.config.group).await;
+        inner
+            .instance
+            .unregister_consumer(&inner.config.group)
+            .await;
         if inner.owns_instance {
             inner.instance.shutdown().await;
         }
@@ -420,7 +461,10 @@ impl PushConsumer {
 fn by_broker(mqs: &[MessageQueue]) -> BTreeMap<String, Vec<MessageQueue>> {
     let mut brokers: BTreeMap<String, Vec<MessageQueue>> = BTreeMap::new();
     for mq in mqs {
-        brokers.entry(mq.broker_name.clone()).or_default().push(mq.clone());
+        brokers
+            .entry(mq.broker_name.clone())
+            .or_default()
+            .push(mq.clone());
     }
     brokers
 }
@@ -502,7 +546,11 @@ impl Inner {
             };
             let mq_all = route.subscribe_queues.clone();
             let cid_all = if self.clustering() {
-                match self.instance.consumer_id_list(&topic, &self.config.group).await {
+                match self
+                    .instance
+                    .consumer_id_list(&topic, &self.config.group)
+                    .await
+                {
                     Ok(cids) if !cids.is_empty() => cids,
                     Ok(_) => continue,
                     Err(error) => {
@@ -572,8 +620,12 @@ impl Inner {
     async fn add_queue(self: &Arc<Self>, mq: MessageQueue) {
         let orderly_clustering = self.orderly() && self.clustering();
         if orderly_clustering {
-            match calls::lock_batch(&self.instance, &self.config.group, std::slice::from_ref(&mq))
-                .await
+            match calls::lock_batch(
+                &self.instance,
+                &self.config.group,
+                std::slice::from_ref(&mq),
+            )
+            .await
             {
                 Ok(locked) if locked.contains(&mq) => {}
                 Ok(_) => {
@@ -618,7 +670,11 @@ impl Inner {
         let interval = self.instance.config().persist_consumer_offset_interval;
         while pause(&self.cancel, interval).await {
             let owned: Vec<MessageQueue> = lock(&self.queues).keys().cloned().collect();
-            self.offsets.persist_all(&self.instance, &owned).await;
+            // Cancelled mid-way: shutdown persists the newer offsets itself.
+            tokio::select! {
+                () = self.cancel.cancelled() => return,
+                () = self.offsets.persist_all(&self.instance, &owned) => {}
+            }
         }
     }
 
@@ -843,7 +899,10 @@ impl Inner {
         for message in &messages[ok..] {
             match self.config.message_model {
                 MessageModel::Broadcasting => {
-                    tracing::warn!(msg_id = message.msg_id(), "broadcasting: failed message dropped");
+                    tracing::warn!(
+                        msg_id = message.msg_id(),
+                        "broadcasting: failed message dropped"
+                    );
                 }
                 MessageModel::Clustering => {
                     let group = &self.config.group;
@@ -866,7 +925,9 @@ impl Inner {
         let commit = {
             let mut pq = state.pq();
             for retry in &again {
-                pq.update(retry.queue_offset, |m| m.reconsume_times = retry.reconsume_times);
+                pq.update(retry.queue_offset, |m| {
+                    m.reconsume_times = retry.reconsume_times
+                });
             }
             let commit = pq.remove(done);
             (!pq.dropped).then_some(commit)
@@ -880,7 +941,9 @@ impl Inner {
                 _ => return,
             };
             let delay = self.config.consume_retry_delay;
-            let task = self.clone().consume_concurrently(state, listener, again, delay);
+            let task = self
+                .clone()
+                .consume_concurrently(state, listener, again, delay);
             tokio::spawn(task);
         }
     }
@@ -952,7 +1015,9 @@ impl Inner {
     async fn lock_fresh(&self, state: &QueueState) -> bool {
         {
             let pq = state.pq();
-            let fresh = pq.last_lock.is_some_and(|t| t.elapsed() < LOCK_MAX_LIVE_TIME);
+            let fresh = pq
+                .last_lock
+                .is_some_and(|t| t.elapsed() < LOCK_MAX_LIVE_TIME);
             if pq.locked && fresh {
                 return true;
             }

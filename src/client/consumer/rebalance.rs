@@ -81,7 +81,14 @@ mod tests {
         let mqs = vec![mq("T", 3), mq("T", 1), mq("T", 0), mq("T", 2)];
         let cids = vec!["z@1".to_owned(), "a@1".to_owned()];
         let strategy = AllocateMessageQueueAveragely;
-        let mine = allocate_topic(MessageModel::Clustering, &strategy, "g", "a@1", mqs.clone(), cids.clone());
+        let mine = allocate_topic(
+            MessageModel::Clustering,
+            &strategy,
+            "g",
+            "a@1",
+            mqs.clone(),
+            cids.clone(),
+        );
         assert_eq!(mine, [mq("T", 0), mq("T", 1)].into_iter().collect());
         let all = allocate_topic(MessageModel::Broadcasting, &strategy, "g", "a@1", mqs, cids);
         assert_eq!(all.len(), 4);
