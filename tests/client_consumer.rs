@@ -754,3 +754,38 @@ async fn flow_control_stops_pulling_a_full_process_queue() {
     wait_until("all 100 consumed", || *consumed.lock().unwrap() == 100).await;
     consumer.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_of_the_retry_topic_get_their_original_topic_back() {
+    let cluster = Cluster::start("consumer-retry-topic").await;
+    cluster.create_topic("OrigT", 1).await;
+    let seen: Seen = Arc::default();
+    let topics = Arc::new(Mutex::new(Vec::new()));
+    let consumer = PushConsumer::new(cluster.client("rt1"), push_config(&cluster, "rt-g"));
+    consumer.subscribe("OrigT", "*").unwrap();
+    let (recorder, topic_log) = (seen.clone(), topics.clone());
+    consumer.register_message_listener_concurrently(move |messages: &[MessageExt]| {
+        for message in messages {
+            record(&recorder, "rt1", message);
+            topic_log.lock().unwrap().push(message.topic.clone());
+        }
+        ConsumeConcurrentlyStatus::ConsumeSuccess
+    });
+    consumer.start().await.unwrap();
+    // Clustering subscribes to %RETRY%<group> too; the broker creates it at the heartbeat
+    // and the consumer picks it up once the name server has its route.
+    wait_until("the retry queue owned", || {
+        consumer
+            .assigned_queues()
+            .iter()
+            .any(|q| q.topic == "%RETRY%rt-g")
+    })
+    .await;
+    let mut message = Message::new("%RETRY%rt-g", "retried");
+    message.put_property("RETRY_TOPIC", "OrigT");
+    let sent = cluster.producer.send(message).await.unwrap();
+    assert_eq!(sent.message_queue.topic, "%RETRY%rt-g");
+    wait_until("the retried message", || bodies(&seen, None).len() == 1).await;
+    assert_eq!(*topics.lock().unwrap(), vec!["OrigT".to_owned()]);
+    consumer.shutdown().await;
+}

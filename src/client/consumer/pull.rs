@@ -233,6 +233,15 @@ impl LitePullConsumer {
         if inner.started.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
+        let started = self.start_inner().await;
+        if started.is_err() {
+            inner.started.store(false, Ordering::Release);
+        }
+        started
+    }
+
+    async fn start_inner(&self) -> Result<()> {
+        let inner = &self.inner;
         inner.offsets.load()?;
         if inner.owns_instance {
             inner.instance.start()?;
@@ -242,7 +251,6 @@ impl LitePullConsumer {
             .instance
             .register_consumer(&inner.config.group, consumer)
         {
-            inner.started.store(false, Ordering::Release);
             return Err(ClientError::InvalidMessage(format!(
                 "group {} is already registered on this client instance",
                 inner.config.group

@@ -376,6 +376,15 @@ impl PushConsumer {
         if inner.started.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
+        let started = self.start_inner().await;
+        if started.is_err() {
+            inner.started.store(false, Ordering::Release);
+        }
+        started
+    }
+
+    async fn start_inner(&self) -> Result<()> {
+        let inner = &self.inner;
         if inner.config.message_model == MessageModel::Clustering {
             let retry = retry_topic(&inner.config.group);
             let data = SubscriptionData::from_expression(&retry, "*");
@@ -390,7 +399,6 @@ impl PushConsumer {
             .instance
             .register_consumer(&inner.config.group, consumer)
         {
-            inner.started.store(false, Ordering::Release);
             return Err(ClientError::InvalidMessage(format!(
                 "group {} is already registered on this client instance",
                 inner.config.group
@@ -595,26 +603,23 @@ impl Inner {
         };
         state.pq().dropped = true;
         state.cancel.cancel();
-        let orderly_clustering = self.orderly() && self.clustering();
-        // Orderly: let the batch in flight finish before another member may lock the queue.
-        let guard = if orderly_clustering {
-            tokio::time::timeout(Duration::from_secs(1), state.consume_lock.lock())
-                .await
-                .ok()
-        } else {
-            None
-        };
         if let Err(error) = self.offsets.persist(&self.instance, mq).await {
             tracing::warn!(%error, %mq, "cannot persist the offset of a removed queue");
         }
         self.offsets.remove(mq);
-        if orderly_clustering {
-            let mqs = std::slice::from_ref(mq);
-            if let Err(error) = calls::unlock_batch(&self.instance, &self.config.group, mqs).await {
-                tracing::warn!(%error, %mq, "cannot unlock a removed queue");
-            }
+        if self.orderly() && self.clustering() {
+            // The broker lock is released once the batch in flight (if any) is done, so two
+            // members never consume the queue at once; the rebalance does not wait for it.
+            let (inner, mq) = (self.clone(), mq.clone());
+            tokio::spawn(async move {
+                let _guard = state.consume_lock.lock().await;
+                let mqs = std::slice::from_ref(&mq);
+                let unlocked = calls::unlock_batch(&inner.instance, &inner.config.group, mqs);
+                if let Err(error) = unlocked.await {
+                    tracing::warn!(%error, %mq, "cannot unlock a removed queue");
+                }
+            });
         }
-        drop(guard);
     }
 
     async fn add_queue(self: &Arc<Self>, mq: MessageQueue) {
