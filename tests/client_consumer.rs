@@ -13,9 +13,9 @@ mod common;
 
 use common::{connect, BrokerProcess, NamesrvProcess, TempDir};
 use ferromq::client::consumer::{
-    offset_file, ConsumeConcurrentlyStatus, ConsumeFromWhere, ConsumeOrderlyStatus,
-    LitePullConsumer, LitePullConsumerConfig, MessageModel, MessageQueue, PushConsumer,
-    PushConsumerConfig,
+    offset_file, AllocateMessageQueueAveragelyByCircle, ConsumeConcurrentlyStatus,
+    ConsumeFromWhere, ConsumeOrderlyStatus, LitePullConsumer, LitePullConsumerConfig, MessageModel,
+    MessageQueue, PushConsumer, PushConsumerConfig,
 };
 use ferromq::client::producer::Producer;
 use ferromq::client::{ClientConfig, ClientInstance, Message, MessageExt};
@@ -240,7 +240,9 @@ async fn clustering_consumes_every_message_exactly_once_per_group() {
     let cluster = Cluster::start("consumer-clustering").await;
     let queues = cluster.create_topic("ClusterT", 8).await;
     let seen: Seen = Arc::default();
-    let config = push_config(&cluster, "cluster-g");
+    let mut config = push_config(&cluster, "cluster-g");
+    // The circle strategy here; the rebalance test uses the default (average).
+    config.allocate_strategy = Arc::new(AllocateMessageQueueAveragelyByCircle);
     let c1 = counting_consumer(&cluster, "c1", config.clone(), "ClusterT", &seen).await;
     let c2 = counting_consumer(&cluster, "c2", config, "ClusterT", &seen).await;
     wait_until("two members sharing 8 queues", || {

@@ -8,6 +8,26 @@
 //! Offsets: `poll()` advances a queue's consumed offset past what it returned; `commit_sync()`
 //! (and auto commit every `auto_commit_interval`, checked in `poll()`) writes those to the
 //! offset store and persists them.
+//!
+//! ```no_run
+//! use ferromq::client::consumer::{LitePullConsumer, LitePullConsumerConfig};
+//! use ferromq::client::ClientConfig;
+//! use std::time::Duration;
+//! # async fn run() -> ferromq::client::Result<()> {
+//! let consumer = LitePullConsumer::new(
+//!     ClientConfig::new("127.0.0.1:9876"),
+//!     LitePullConsumerConfig::new("my_group"),
+//! );
+//! let queues = consumer.fetch_message_queues("TopicTest").await?;
+//! consumer.assign(queues.clone()).await?;
+//! consumer.start().await?;
+//! consumer.seek(&queues[0], 0)?;
+//! let messages = consumer.poll(Duration::from_secs(1)).await;
+//! println!("{} messages", messages.len());
+//! consumer.commit_sync().await;
+//! consumer.shutdown().await;
+//! # Ok(()) }
+//! ```
 
 use super::allocate::{AllocateMessageQueueAveragely, AllocateStrategy};
 use super::calls;

@@ -331,7 +331,8 @@ impl PushConsumer {
         self.inner.instance.client_id().to_owned()
     }
 
-    /// The queues this consumer owns now.
+    /// The queues this consumer owns now (in clustering, its share of the group's retry
+    /// topic `%RETRY%<group>` included).
     #[must_use]
     pub fn assigned_queues(&self) -> BTreeSet<MessageQueue> {
         lock(&self.inner.queues).keys().cloned().collect()
