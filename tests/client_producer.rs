@@ -6,10 +6,10 @@ mod common;
 
 use common::{BrokerProcess, NamesrvProcess, TempDir};
 use ferromq::client::{
-    decode_messages, expect_success, ClientConfig, ClientError, ClientInstance, Message,
-    MessageExt, MessageQueue, Producer, PullStatus, SendResult, SendStatus,
+    expect_success, ClientConfig, ClientError, ClientInstance, Message, MessageExt, MessageQueue,
+    Producer, PullStatus, SendResult, SendStatus,
 };
-use ferromq::remoting::headers::{PullMessageRequestHeader, QueryMessageRequestHeader};
+use ferromq::remoting::headers::PullMessageRequestHeader;
 use ferromq::remoting::{RemotingCommand, RequestCode};
 use ferromq::store::message::{decode_record, Record};
 use std::path::PathBuf;
@@ -37,11 +37,16 @@ struct Cluster {
 
 impl Cluster {
     fn start(name: &str) -> Cluster {
+        Cluster::start_with(name, "127.0.0.1:0", "")
+    }
+
+    /// As [`Cluster::start`] with the broker on `listen` and `extra` broker config lines.
+    fn start_with(name: &str, listen: &str, extra: &str) -> Cluster {
         let namesrv = NamesrvProcess::start("");
         let dir = TempDir::on_disk(name);
         let store = dir.path().join("store");
-        let broker_config = format!("brokerName=broker-a\nnamesrvAddr={}", namesrv.addr);
-        let broker = BrokerProcess::start(&store, &broker_config);
+        let broker_config = format!("brokerName=broker-a\nnamesrvAddr={}\n{extra}", namesrv.addr);
+        let broker = BrokerProcess::start_on(&store, &broker_config, listen);
         Cluster {
             broker,
             namesrv,
@@ -202,12 +207,12 @@ fn async_sends_all_call_back_send_ok_and_are_all_stored() {
         let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel();
         for i in 0..N {
             let done = done_tx.clone();
-            producer.send_async(
-                Message::new("ClientAsyncT", format!("async-{i}")),
-                move |r| {
+            let message = Message::new("ClientAsyncT", format!("async-{i}"));
+            producer
+                .send_async(message, move |r| {
                     let _ = done.send(r);
-                },
-            );
+                })
+                .await;
         }
         let mut results: Vec<SendResult> = Vec::new();
         for _ in 0..N {
@@ -223,6 +228,47 @@ fn async_sends_all_call_back_send_ok_and_are_all_stored() {
         ids.dedup();
         assert_eq!(ids.len(), N, "message ids are unique");
         wait_stored(&producer, "ClientAsyncT", N as i64).await;
+        producer.shutdown().await;
+    });
+}
+
+#[test]
+fn async_sends_in_flight_are_bounded() {
+    let cluster = Cluster::start("client-async-bound");
+    runtime().block_on(async {
+        let options = ferromq::client::ProducerOptions {
+            back_pressure_for_async_send_num: 3,
+            ..Default::default()
+        };
+        let config = ClientConfig::new(&cluster.namesrv());
+        let producer = Producer::with_config("async_bound_pg", config, options);
+        wait_registered(producer.instance()).await;
+        producer.start().await.unwrap();
+        let completed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let ok = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut most_outstanding = 0;
+        for started in 1..=40 {
+            let (completed_in, ok_in) = (completed.clone(), ok.clone());
+            let message = Message::new("ClientAsyncBoundT", format!("m{started}"));
+            producer
+                .send_async(message, move |result| {
+                    if result.is_ok() {
+                        ok_in.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                    completed_in.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                })
+                .await;
+            let outstanding = started - completed.load(std::sync::atomic::Ordering::SeqCst);
+            most_outstanding = most_outstanding.max(outstanding);
+        }
+        assert!(most_outstanding <= 3, "{most_outstanding} sends in flight");
+        wait_stored(&producer, "ClientAsyncBoundT", 40).await;
+        let started = Instant::now();
+        while completed.load(std::sync::atomic::Ordering::SeqCst) < 40 {
+            assert!(started.elapsed() < DEADLINE, "every callback runs");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(ok.load(std::sync::atomic::Ordering::SeqCst), 40);
         producer.shutdown().await;
     });
 }
@@ -359,7 +405,9 @@ fn a_large_body_is_stored_compressed_and_read_back_whole() {
 
 #[test]
 fn message_ids_are_java_uniq_keys_and_find_the_message_by_query() {
-    let cluster = Cluster::start("client-msgid");
+    // Offset message ids carry the broker's configured port; a broker told to listen on
+    // port 0 writes 0 there, so this broker gets a fixed (free) port.
+    let cluster = Cluster::start_with("client-msgid", &free_address(), "");
     runtime().block_on(async {
         let producer = started_producer(&cluster, "msgid_pg").await;
         let sent = producer
@@ -385,40 +433,30 @@ fn message_ids_are_java_uniq_keys_and_find_the_message_by_query() {
         assert!((now - born).abs() < 60_000, "born {born}, now {now}");
         // QUERY_MESSAGE by the UNIQ_KEY (what `queryMsgById` does), polled: indexing is
         // asynchronous.
-        let addr = producer.instance().master_addr("broker-a").unwrap();
+        let instance = producer.instance();
         let started = Instant::now();
         let found = loop {
-            let header = QueryMessageRequestHeader {
-                topic: "ClientIdT".into(),
-                key: id.clone(),
-                max_num: 32,
-                begin_timestamp: 0,
-                end_timestamp: i64::MAX,
-            };
-            let mut request =
-                RemotingCommand::request_with_header(RequestCode::QUERY_MESSAGE, &header);
-            request
-                .ext_fields
-                .get_or_insert_with(Default::default)
-                .insert("_UNIQUE_KEY_QUERY", "true");
-            let response = producer
-                .instance()
-                .invoke_broker(&addr, request, Duration::from_secs(3))
+            let found = instance
+                .query_message_by_uniq_key("ClientIdT", id)
                 .await
                 .unwrap();
-            if response.code == 0 {
-                break decode_messages(&response.body).unwrap();
+            if !found.is_empty() {
+                break found;
             }
-            assert!(
-                started.elapsed() < DEADLINE,
-                "never indexed: {:?}",
-                response.remark
-            );
+            assert!(started.elapsed() < DEADLINE, "never indexed");
             tokio::time::sleep(Duration::from_millis(20)).await;
         };
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].body, b"find me");
         assert_eq!(&found[0].msg_id(), id);
+        // The offset id leads to the same record (VIEW_MESSAGE_BY_ID).
+        let viewed = instance.view_message(&sent.offset_msg_id).await.unwrap();
+        assert_eq!(viewed.body, b"find me");
+        assert_eq!(&viewed.msg_id(), id);
+        assert!(matches!(
+            instance.view_message("not an id").await,
+            Err(ClientError::InvalidMessage(_))
+        ));
         producer.shutdown().await;
     });
 }
@@ -427,7 +465,7 @@ fn message_ids_are_java_uniq_keys_and_find_the_message_by_query() {
 fn an_oversized_body_is_refused_without_contacting_anyone() {
     runtime().block_on(async {
         // Nothing listens at the name server address: any network use would fail differently.
-        let dead = dead_address();
+        let dead = free_address();
         let producer = Producer::new("big_pg", ClientConfig::new(&dead));
         producer.start().await.unwrap();
         let outcome = producer
@@ -446,7 +484,7 @@ fn an_oversized_body_is_refused_without_contacting_anyone() {
     });
 }
 
-fn dead_address() -> String {
+fn free_address() -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     drop(listener);
@@ -457,7 +495,7 @@ fn dead_address() -> String {
 fn a_dead_first_name_server_is_skipped() {
     let cluster = Cluster::start("client-failover");
     runtime().block_on(async {
-        let config = ClientConfig::new(&format!("{};{}", dead_address(), cluster.namesrv()));
+        let config = ClientConfig::new(&format!("{};{}", free_address(), cluster.namesrv()));
         let producer = Producer::new("failover_pg", config);
         wait_registered(producer.instance()).await;
         producer.start().await.unwrap();
@@ -514,34 +552,85 @@ fn sends_succeed_again_after_the_broker_restarts() {
     });
 }
 
+/// Whether the broker lists `client_id` in producer group `group`.
+async fn producer_listed(observer: &ClientInstance, group: &str, client_id: &str) -> bool {
+    let addr = observer.master_addr("broker-a").unwrap();
+    let header = ferromq::remoting::headers::GetProducerConnectionListRequestHeader {
+        producer_group: group.into(),
+    };
+    let request =
+        RemotingCommand::request_with_header(RequestCode::GET_PRODUCER_CONNECTION_LIST, &header);
+    let response = observer
+        .invoke_broker(&addr, request, Duration::from_secs(3))
+        .await
+        .unwrap();
+    response.code == 0 && String::from_utf8_lossy(&response.body).contains(client_id)
+}
+
 #[test]
-fn the_heartbeat_registers_the_producer_group_at_the_broker() {
-    let cluster = Cluster::start("client-heartbeat");
+fn timers_refresh_routes_and_heartbeat_and_shutdown_unregisters() {
+    // The broker registers new topics every 200 ms; the client refreshes routes and sends
+    // heartbeats every 100 ms.
+    let cluster = Cluster::start_with(
+        "client-timers",
+        "127.0.0.1:0",
+        "registerNameServerPeriod=200",
+    );
     runtime().block_on(async {
-        let producer = started_producer(&cluster, "heartbeat_pg").await;
-        // The first send learns the broker; the heartbeat then reaches it.
+        let mut config = ClientConfig::new(&cluster.namesrv());
+        config.instance_name = "timers".into();
+        config.poll_name_server_interval = Duration::from_millis(100);
+        config.heartbeat_broker_interval = Duration::from_millis(100);
+        let producer = Producer::new("timers_pg", config);
+        wait_registered(producer.instance()).await;
+        producer.start().await.unwrap();
         producer
-            .send(Message::new("ClientHeartbeatT", "x"))
+            .send(Message::new("ClientTimersT", "x"))
             .await
             .unwrap();
         let instance: &Arc<ClientInstance> = producer.instance();
-        instance.send_heartbeat_to_all_brokers().await.unwrap();
-        let addr = instance.master_addr("broker-a").unwrap();
-        let header = ferromq::remoting::headers::GetProducerConnectionListRequestHeader {
-            producer_group: "heartbeat_pg".into(),
-        };
-        let request = RemotingCommand::request_with_header(
-            RequestCode::GET_PRODUCER_CONNECTION_LIST,
-            &header,
-        );
-        let response = instance
-            .invoke_broker(&addr, request, Duration::from_secs(3))
-            .await
-            .and_then(expect_success)
-            .unwrap();
-        let body = String::from_utf8(response.body).unwrap();
-        assert!(body.contains(instance.client_id()), "{body}");
+        // First sent on the template's route (inherit bit set), then the timer replaces it
+        // with the topic's own route once the broker registered the topic.
+        let borrowed = instance.cached_route("ClientTimersT").unwrap();
+        assert_eq!(borrowed.data.queue_datas[0].perm & 1, 1, "{borrowed:?}");
+        let started = Instant::now();
+        while instance
+            .cached_route("ClientTimersT")
+            .unwrap()
+            .data
+            .queue_datas[0]
+            .perm
+            & 1
+            == 1
+        {
+            assert!(
+                started.elapsed() < DEADLINE,
+                "the route was never refreshed"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // No explicit heartbeat: the timer reaches the broker learnt from the route.
+        let mut observer_config = ClientConfig::new(&cluster.namesrv());
+        observer_config.instance_name = "observer".into();
+        let observer = ClientInstance::new(observer_config);
+        observer.topic_route("ClientTimersT").await.unwrap();
+        let client_id = instance.client_id().to_owned();
+        let started = Instant::now();
+        while !producer_listed(&observer, "timers_pg", &client_id).await {
+            assert!(
+                started.elapsed() < DEADLINE,
+                "no heartbeat reached the broker"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // Shutdown sends UNREGISTER_CLIENT.
         producer.shutdown().await;
+        let started = Instant::now();
+        while producer_listed(&observer, "timers_pg", &client_id).await {
+            assert!(started.elapsed() < DEADLINE, "still listed after shutdown");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        observer.shutdown().await;
     });
 }
 

@@ -39,6 +39,10 @@ pub mod property {
     pub const PRODUCER_GROUP: &str = "PGROUP";
     /// Original message id of a retried message.
     pub const ORIGIN_MESSAGE_ID: &str = "ORIGIN_MESSAGE_ID";
+    /// How many times a retried message was consumed before.
+    pub const RECONSUME_TIME: &str = "RECONSUME_TIME";
+    /// The retry limit a retried message carries.
+    pub const MAX_RECONSUME_TIMES: &str = "MAX_RECONSUME_TIMES";
     /// Minimum offset of the queue at pull time.
     pub const MIN_OFFSET: &str = "MIN_OFFSET";
     /// Maximum offset of the queue at pull time.

@@ -30,11 +30,13 @@
 pub mod config;
 pub mod consumer;
 pub mod error;
+pub mod filter;
 pub mod instance;
 pub mod latency;
 pub mod message;
 pub mod msg_id;
 pub mod producer;
+pub mod query;
 
 pub use crate::remoting::heartbeat::{ConsumerData, HeartbeatData, ProducerData, SubscriptionData};
 pub use config::ClientConfig;

@@ -37,7 +37,7 @@ use super::message::{deflate, property, Message, MessageQueue, COMPRESSED_FLAG};
 use super::msg_id::create_uniq_id;
 use super::ClientConfig;
 use crate::broker::batch::BatchEntry;
-use crate::broker::state::{now_ms, topic_name_problem};
+use crate::broker::state::{now_ms, topic_name_problem, RETRY_GROUP_TOPIC_PREFIX};
 use crate::remoting::headers::{SendMessageRequestHeaderV2, SendMessageResponseHeader};
 use crate::remoting::{RemotingCommand, RequestCode, ResponseCode};
 use std::collections::HashMap;
@@ -47,6 +47,15 @@ use std::time::{Duration, Instant};
 
 /// The topic whose route new topics borrow (`TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC`).
 pub const AUTO_CREATE_TOPIC_KEY_TOPIC: &str = "TBW102";
+/// System topics no producer may send to (`TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET`).
+const NOT_ALLOWED_SEND_TOPICS: &[&str] = &[
+    "SCHEDULE_TOPIC_XXXX",
+    "RMQ_SYS_TRANS_HALF_TOPIC",
+    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+    "TRANS_CHECK_MAX_TIME_TOPIC",
+    "SELF_TEST_TOPIC",
+    "OFFSET_MOVED_EVENT",
+];
 /// Message system flag of a transaction half message (`TRANSACTION_PREPARED_TYPE`).
 const TRANSACTION_PREPARED_TYPE: i32 = 0x1 << 2;
 /// The region a broker reports when it has none (`MixAll.DEFAULT_TRACE_REGION_ID`).
@@ -78,6 +87,11 @@ pub struct ProducerOptions {
     /// Avoid brokers that were slow or failed (`sendLatencyFaultEnable`). Off by default,
     /// as in Java; without it a retry still moves to another broker.
     pub send_latency_fault_enable: bool,
+    /// Most async sends in flight (`backPressureForAsyncSendNum`, 1024). Java enforces it
+    /// only with `enableBackpressureForAsyncMode`; here it always holds.
+    pub back_pressure_for_async_send_num: usize,
+    /// Most body bytes of async sends in flight (`backPressureForAsyncSendSize`, 100 MiB).
+    pub back_pressure_for_async_send_size: usize,
 }
 
 impl Default for ProducerOptions {
@@ -93,6 +107,8 @@ impl Default for ProducerOptions {
             default_topic_queue_nums: 4,
             create_topic_key: AUTO_CREATE_TOPIC_KEY_TOPIC.to_owned(),
             send_latency_fault_enable: false,
+            back_pressure_for_async_send_num: 1024,
+            back_pressure_for_async_send_size: 100 * 1024 * 1024,
         }
     }
 }
@@ -146,6 +162,9 @@ struct Outgoing {
     properties: String,
     batch: bool,
     uniq_id: String,
+    /// Retry messages (`%RETRY%` topics) carry their count and limit in the header.
+    reconsume_times: i32,
+    max_reconsume_times: Option<i32>,
 }
 
 /// Sends messages (Java `DefaultMQProducer`). Cheap to clone; clones share everything.
@@ -164,6 +183,42 @@ struct Inner {
     faults: LatencyFaultTolerance,
     send_which_queue: Mutex<HashMap<String, Arc<AtomicUsize>>>,
     running: AtomicBool,
+    async_in_flight: InFlight,
+}
+
+/// The async sends in flight, bounded in count and bytes.
+#[derive(Debug)]
+struct InFlight {
+    count: Arc<tokio::sync::Semaphore>,
+    bytes: Arc<tokio::sync::Semaphore>,
+    bytes_max: usize,
+}
+
+impl InFlight {
+    fn new(count_max: usize, bytes_max: usize) -> InFlight {
+        let bytes_max = bytes_max.clamp(1, tokio::sync::Semaphore::MAX_PERMITS);
+        InFlight {
+            count: Arc::new(tokio::sync::Semaphore::new(count_max.max(1))),
+            bytes: Arc::new(tokio::sync::Semaphore::new(bytes_max)),
+            bytes_max,
+        }
+    }
+
+    /// Waits for room for one send of `size` bytes (a body over the whole budget waits for
+    /// the whole budget). The permits are never closed, so acquiring cannot fail; `None`
+    /// would only mean no limit.
+    async fn acquire(
+        &self,
+        size: usize,
+    ) -> Option<(
+        tokio::sync::OwnedSemaphorePermit,
+        tokio::sync::OwnedSemaphorePermit,
+    )> {
+        let count = self.count.clone().acquire_owned().await.ok()?;
+        let size = u32::try_from(size.clamp(1, self.bytes_max)).unwrap_or(u32::MAX);
+        let bytes = self.bytes.clone().acquire_many_owned(size).await.ok()?;
+        Some((count, bytes))
+    }
 }
 
 impl Producer {
@@ -199,9 +254,14 @@ impl Producer {
         options: ProducerOptions,
         owns_instance: bool,
     ) -> Producer {
+        let async_in_flight = InFlight::new(
+            options.back_pressure_for_async_send_num,
+            options.back_pressure_for_async_send_size,
+        );
         Producer {
             inner: Arc::new(Inner {
                 group: group.to_owned(),
+                async_in_flight,
                 options,
                 instance,
                 owns_instance,
@@ -282,22 +342,29 @@ impl Producer {
     /// Sends in a spawned task and calls `callback` with the outcome; retries up to
     /// `retry_times_when_send_async_failed` times. Must be called inside a tokio runtime.
     ///
-    /// A message that fails validation reaches the callback as an error too.
-    pub fn send_async<F>(&self, message: Message, callback: F)
+    /// Returns once the send is under way. Back-pressure: while
+    /// `back_pressure_for_async_send_num` sends or `back_pressure_for_async_send_size` body
+    /// bytes are in flight, this waits for some to finish. A message that fails validation
+    /// reaches the callback as an error too.
+    pub async fn send_async<F>(&self, message: Message, callback: F)
     where
         F: FnOnce(Result<SendResult>) + Send + 'static,
     {
+        let outgoing = self.prepare(message);
+        let size = outgoing.as_ref().map_or(0, |o| o.body.len());
+        let permits = self.inner.async_in_flight.acquire(size).await;
         let producer = self.clone();
         tokio::spawn(async move {
             let outcome = async {
-                let outgoing = producer.prepare(message)?;
                 producer
-                    .send_default(&outgoing, Mode::Async)
+                    .send_default(&outgoing?, Mode::Async)
                     .await?
                     .ok_or(ClientError::Shutdown)
             }
             .await;
             callback(outcome);
+            // Released after the callback, so a callback that feeds new sends is bounded too.
+            drop(permits);
         });
     }
 
@@ -389,6 +456,12 @@ impl Producer {
         if let Some(problem) = topic_name_problem(&message.topic) {
             return Err(ClientError::InvalidMessage(problem));
         }
+        if NOT_ALLOWED_SEND_TOPICS.contains(&message.topic.as_str()) {
+            return Err(ClientError::InvalidMessage(format!(
+                "Sending message to topic[{}] is forbidden.",
+                message.topic
+            )));
+        }
         if message.body.is_empty() {
             return Err(ClientError::InvalidMessage(
                 "the message body length is zero".to_owned(),
@@ -428,6 +501,12 @@ impl Producer {
             sys_flag |= TRANSACTION_PREPARED_TYPE;
         }
         let properties = properties_string(&message.properties)?;
+        let (mut reconsume_times, mut max_reconsume_times) = (0, None);
+        if message.topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) {
+            let number = |name| message.property(name).and_then(|v| v.parse().ok());
+            reconsume_times = number(property::RECONSUME_TIME).unwrap_or(0);
+            max_reconsume_times = number(property::MAX_RECONSUME_TIMES);
+        }
         Ok(Outgoing {
             topic: message.topic,
             body,
@@ -436,6 +515,8 @@ impl Producer {
             properties,
             batch: false,
             uniq_id,
+            reconsume_times,
+            max_reconsume_times,
         })
     }
 
@@ -502,6 +583,8 @@ impl Producer {
             properties: batch_properties.properties_string(),
             batch: true,
             uniq_id: ids.join(","),
+            reconsume_times: 0,
+            max_reconsume_times: None,
         })
     }
 
@@ -651,9 +734,9 @@ impl Producer {
             g: now_ms(),
             h: outgoing.flag,
             i: Some(outgoing.properties.clone()),
-            j: Some(0),
+            j: Some(outgoing.reconsume_times),
             k: Some(false),
-            l: None,
+            l: outgoing.max_reconsume_times,
             m: Some(outgoing.batch),
             n: None,
         };
@@ -808,6 +891,9 @@ mod tests {
         ));
         assert!(producer.prepare(Message::new("T", Vec::new())).is_err());
         assert!(producer.prepare(Message::new("bad topic", "x")).is_err());
+        assert!(producer
+            .prepare(Message::new("SCHEDULE_TOPIC_XXXX", "x"))
+            .is_err());
         let delayed = vec![
             Message::new("T", "a"),
             Message::new("T", "b").with_delay_level(2),
@@ -818,6 +904,24 @@ mod tests {
         assert!(producer.prepare_batch(Vec::new()).is_err());
         assert!(group_name_problem("ok_group-1").is_none());
         assert!(group_name_problem("no spaces").is_some());
+    }
+
+    #[test]
+    fn retry_messages_carry_their_counts_in_the_header() {
+        let producer = producer();
+        let mut retry = Message::new("%RETRY%cg", "again");
+        retry.put_property(property::RECONSUME_TIME, "3");
+        retry.put_property(property::MAX_RECONSUME_TIMES, "16");
+        let outgoing = producer.prepare(retry).unwrap();
+        assert_eq!(
+            (outgoing.reconsume_times, outgoing.max_reconsume_times),
+            (3, Some(16))
+        );
+        let plain = producer.prepare(Message::new("T", "x")).unwrap();
+        assert_eq!(
+            (plain.reconsume_times, plain.max_reconsume_times),
+            (0, None)
+        );
     }
 
     #[test]

@@ -2,9 +2,10 @@
 //!
 //! Clients send [`HeartbeatData`] as JSON every 30 s; the broker reads it leniently (fastjson
 //! forms) and the client writes it with Java's field names (`clientID`, `producerDataSet`,
-//! `consumerDataSet`, ...), so either side interoperates with Java peers.
+//! `consumerDataSet`, ...), so either side interoperates with Java peers. Building a
+//! subscription from a tag expression lives in `client::filter` (it needs Java's string hash,
+//! and `remoting` imports neither `store` nor `broker`).
 
-use crate::store::message::java_string_hash;
 use serde::{Deserialize, Serialize};
 
 /// The subscription expression that matches every tag (`SubscriptionData.SUB_ALL`).
@@ -31,48 +32,6 @@ pub struct SubscriptionData {
     /// `TAG` or `SQL92`; absent means TAG.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expression_type: Option<String>,
-}
-
-impl SubscriptionData {
-    /// A TAG subscription as Java's `FilterAPI.buildSubscriptionData` makes it: `*` or an
-    /// empty expression matches all; otherwise the `||`-separated tags, trimmed, empty ones
-    /// dropped, each with its `String.hashCode`. `sub_version` is the current time in ms.
-    #[must_use]
-    pub fn from_expression(topic: &str, expression: &str) -> SubscriptionData {
-        let mut data = SubscriptionData {
-            topic: topic.to_owned(),
-            sub_string: expression.to_owned(),
-            sub_version: now_ms(),
-            expression_type: Some(EXPRESSION_TYPE_TAG.to_owned()),
-            ..SubscriptionData::default()
-        };
-        if expression.is_empty() || expression == SUB_ALL {
-            data.sub_string = SUB_ALL.to_owned();
-            return data;
-        }
-        for tag in expression.split("||").map(str::trim) {
-            if !tag.is_empty() && !data.tags_set.iter().any(|t| t == tag) {
-                data.tags_set.push(tag.to_owned());
-                data.code_set.push(java_string_hash(tag));
-            }
-        }
-        data
-    }
-
-    /// Whether this subscription matches every tag.
-    #[must_use]
-    pub fn matches_all(&self) -> bool {
-        self.sub_string.is_empty() || self.sub_string == SUB_ALL
-    }
-
-    /// Whether a message with `tag` passes this TAG subscription (client-side filtering).
-    #[must_use]
-    pub fn matches_tag(&self, tag: Option<&str>) -> bool {
-        if self.matches_all() {
-            return true;
-        }
-        tag.is_some_and(|tag| self.tags_set.iter().any(|t| t == tag))
-    }
 }
 
 /// One consumer group in a heartbeat (Java `ConsumerData`).
@@ -162,29 +121,9 @@ impl std::fmt::Display for MessageQueue {
     }
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tag_expression_builds_tags_and_java_hash_codes() {
-        let data = SubscriptionData::from_expression("T", " a || b ||  || a");
-        assert_eq!(data.tags_set, vec!["a".to_owned(), "b".to_owned()]);
-        assert_eq!(data.code_set, vec![97, 98]);
-        assert!(data.matches_tag(Some("b")));
-        assert!(!data.matches_tag(Some("c")));
-        assert!(!data.matches_tag(None));
-        let all = SubscriptionData::from_expression("T", "");
-        assert_eq!(all.sub_string, "*");
-        assert!(all.tags_set.is_empty());
-        assert!(all.matches_tag(None));
-    }
 
     #[test]
     fn heartbeat_json_uses_java_field_names_and_round_trips() {
@@ -196,7 +135,13 @@ mod tests {
             consumer_data_set: vec![ConsumerData {
                 group_name: "cg".into(),
                 consume_type: Some("CONSUME_PASSIVELY".into()),
-                subscription_data_set: vec![SubscriptionData::from_expression("T", "x")],
+                subscription_data_set: vec![SubscriptionData {
+                    topic: "T".into(),
+                    sub_string: "x".into(),
+                    tags_set: vec!["x".into()],
+                    code_set: vec![120],
+                    ..SubscriptionData::default()
+                }],
                 ..ConsumerData::default()
             }],
         };
