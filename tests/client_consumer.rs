@@ -791,3 +791,48 @@ async fn messages_of_the_retry_topic_get_their_original_topic_back() {
     assert_eq!(*topics.lock().unwrap(), vec!["OrigT".to_owned()]);
     consumer.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orderly_queues_move_between_members_without_reordering() {
+    let cluster = Cluster::start("consumer-orderly-move").await;
+    let queues = cluster.create_topic("OrderMoveT", 4).await;
+    cluster.send_many("OrderMoveT", &queues, "m", 200).await;
+    let seen: Seen = Arc::default();
+    let start = |who: &'static str| {
+        let consumer = PushConsumer::new(cluster.client(who), push_config(&cluster, "move-g"));
+        consumer.subscribe("OrderMoveT", "*").unwrap();
+        let seen = seen.clone();
+        consumer.register_message_listener_orderly(move |messages: &[MessageExt]| {
+            std::thread::sleep(Duration::from_millis(20));
+            for message in messages {
+                record(&seen, who, message);
+            }
+            ConsumeOrderlyStatus::Success
+        });
+        consumer
+    };
+    let c1 = start("m1");
+    c1.start().await.unwrap();
+    wait_until("the first member under way", || {
+        bodies(&seen, None).len() >= 20
+    })
+    .await;
+    // The second member takes half the queues while the first is consuming them.
+    let c2 = start("m2");
+    c2.start().await.unwrap();
+    wait_until("200 messages", || bodies(&seen, None).len() >= 200).await;
+    let seen = seen.lock().unwrap().clone();
+    let mut per_queue: BTreeMap<i32, Vec<i64>> = BTreeMap::new();
+    for (_, _, queue, offset, ..) in &seen {
+        per_queue.entry(*queue).or_default().push(*offset);
+    }
+    for (queue, offsets) in &per_queue {
+        assert_eq!(offsets, &(0..50).collect::<Vec<i64>>(), "queue {queue}");
+    }
+    assert!(
+        seen.iter().any(|(who, ..)| who == "m2"),
+        "the second member never took a queue over"
+    );
+    c1.shutdown().await;
+    c2.shutdown().await;
+}

@@ -602,24 +602,50 @@ impl Inner {
         let Some(state) = lock(&self.queues).remove(mq) else {
             return;
         };
+        let orderly_clustering = self.orderly() && self.clustering();
+        // Orderly: the batch in flight finishes and commits first (waiting up to 1 s, as
+        // Java's `lockConsume` wait), so the next owner starts right after it.
+        let guard = if orderly_clustering {
+            let in_flight = state.consume_lock.lock();
+            tokio::time::timeout(Duration::from_secs(1), in_flight)
+                .await
+                .ok()
+        } else {
+            None
+        };
         state.pq().dropped = true;
         state.cancel.cancel();
         if let Err(error) = self.offsets.persist(&self.instance, mq).await {
             tracing::warn!(%error, %mq, "cannot persist the offset of a removed queue");
         }
         self.offsets.remove(mq);
-        if self.orderly() && self.clustering() {
-            // The broker lock is released once the batch in flight (if any) is done, so two
-            // members never consume the queue at once; the rebalance does not wait for it.
-            let (inner, mq) = (self.clone(), mq.clone());
-            tokio::spawn(async move {
-                let _guard = state.consume_lock.lock().await;
-                let mqs = std::slice::from_ref(&mq);
-                let unlocked = calls::unlock_batch(&inner.instance, &inner.config.group, mqs);
+        if !orderly_clustering {
+            return;
+        }
+        let mqs = std::slice::from_ref(mq);
+        match guard {
+            Some(guard) => {
+                let unlocked = calls::unlock_batch(&self.instance, &self.config.group, mqs);
                 if let Err(error) = unlocked.await {
                     tracing::warn!(%error, %mq, "cannot unlock a removed queue");
                 }
-            });
+                drop(guard);
+            }
+            None => {
+                // A slow batch: release the broker lock once it is done (its result is not
+                // committed; the next owner gets it again), so two members never consume
+                // the queue at once and the rebalance does not wait for it.
+                let (inner, mq) = (self.clone(), mq.clone());
+                let state = state.clone();
+                tokio::spawn(async move {
+                    let _guard = state.consume_lock.lock().await;
+                    let mqs = std::slice::from_ref(&mq);
+                    let unlocked = calls::unlock_batch(&inner.instance, &inner.config.group, mqs);
+                    if let Err(error) = unlocked.await {
+                        tracing::warn!(%error, %mq, "cannot unlock a removed queue");
+                    }
+                });
+            }
         }
     }
 
