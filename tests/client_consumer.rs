@@ -836,3 +836,32 @@ async fn orderly_queues_move_between_members_without_reordering() {
     c1.shutdown().await;
     c2.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_brokers_notification_triggers_a_rebalance() {
+    let cluster = Cluster::start("consumer-notify").await;
+    let queues = cluster.create_topic("NotifyT", 4).await;
+    let seen: Seen = Arc::default();
+    let mut config = push_config(&cluster, "notify-g");
+    // No periodic rebalance within the test: only NOTIFY_CONSUMER_IDS_CHANGED can move queues.
+    config.rebalance_interval = Duration::from_secs(3600);
+    let c1 = counting_consumer(&cluster, "n1", config.clone(), "NotifyT", &seen).await;
+    wait_until("one member owning all", || ownership(&[&c1], &queues)).await;
+    let c2 = counting_consumer(&cluster, "n2", config, "NotifyT", &seen).await;
+    wait_until("the first member giving up half", || {
+        ownership(&[&c1, &c2], &queues)
+            && c1
+                .assigned_queues()
+                .iter()
+                .filter(|q| q.topic == "NotifyT")
+                .count()
+                == 2
+    })
+    .await;
+    c2.shutdown().await;
+    wait_until("the first member taking all back", || {
+        ownership(&[&c1], &queues)
+    })
+    .await;
+    c1.shutdown().await;
+}

@@ -74,7 +74,7 @@ pub struct LitePullConsumerConfig {
     pub broker_suspend_max_time: Duration,
     /// Timeout of such a pull (`consumerTimeoutMillisWhenSuspend`, 30 s).
     pub consumer_timeout_when_suspend: Duration,
-    /// Pause after a failed pull (`PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION`, 1 s).
+    /// Pause after a failed pull (`PULL_TIME_DELAY_MILLS_ON_EXCEPTION`, 3 s).
     pub pull_time_delay_when_exception: Duration,
     /// Rebalance period in subscribe mode (20 s).
     pub rebalance_interval: Duration,
@@ -97,7 +97,7 @@ impl LitePullConsumerConfig {
             pull_threshold_for_all: 10_000,
             broker_suspend_max_time: Duration::from_secs(20),
             consumer_timeout_when_suspend: Duration::from_secs(30),
-            pull_time_delay_when_exception: Duration::from_secs(1),
+            pull_time_delay_when_exception: Duration::from_secs(3),
             rebalance_interval: Duration::from_secs(20),
             offsets_root: default_offsets_root(),
         }
