@@ -536,10 +536,7 @@ impl Producer {
                     "TimeDelayLevel is not supported for batching".to_owned(),
                 ));
             }
-            if message
-                .topic
-                .starts_with(crate::broker::state::RETRY_GROUP_TOPIC_PREFIX)
-            {
+            if message.topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) {
                 return Err(ClientError::InvalidMessage(
                     "Retry Group is not supported for batching".to_owned(),
                 ));
