@@ -28,6 +28,7 @@
 //! ```
 
 pub mod config;
+pub mod consumer;
 pub mod error;
 pub mod filter;
 pub mod instance;
