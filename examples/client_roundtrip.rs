@@ -58,6 +58,9 @@ fn parse_args() -> Result<Args, String> {
     Ok(args)
 }
 
+/// What the listener saw: message id → (body, times delivered).
+type Received = Arc<Mutex<HashMap<String, (Vec<u8>, usize)>>>;
+
 fn body_of(index: usize, size: usize) -> Vec<u8> {
     let mut body = format!("roundtrip-{index}-").into_bytes();
     body.resize(size.max(body.len()), b'x');
@@ -93,7 +96,7 @@ async fn run(args: Args) -> Result<(), String> {
     );
     producer.shutdown().await;
 
-    let received: Arc<Mutex<HashMap<String, (Vec<u8>, usize)>>> = Arc::default();
+    let received: Received = Arc::default();
     let group = format!("roundtrip_{}", std::process::id());
     let mut config = PushConsumerConfig::new(&group);
     config.consume_from_where = ConsumeFromWhere::FirstOffset;
