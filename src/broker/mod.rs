@@ -22,6 +22,7 @@ pub mod long_poll;
 pub mod processor;
 pub mod register;
 pub mod state;
+pub mod transaction;
 
 use crate::config::broker::BrokerConfig;
 use crate::remoting::server::{self, ServerConfig};
@@ -306,8 +307,14 @@ async fn run_writer_role(
     drop(closer);
 }
 
-/// Periodic broker work: consumer offsets, retention, client expiry.
+/// Periodic broker work: consumer offsets, retention, client expiry, the transaction check.
 async fn run_control_role(state: Arc<BrokerState>, handle: StoreHandle, shutdown: Shutdown) {
+    let transactions = glommio::spawn_local(transaction::run_check(
+        Arc::clone(&state),
+        handle.clone(),
+        shutdown.clone(),
+    ))
+    .detach();
     let retention = glommio::spawn_local(run_retention(
         handle,
         Box::new(StatvfsProbe),
@@ -331,6 +338,7 @@ async fn run_control_role(state: Arc<BrokerState>, handle: StoreHandle, shutdown
     futures::pin_mut!(stop);
     futures::future::select(periodic, stop).await;
     let _ = retention.await;
+    let _ = transactions.await;
 }
 
 /// Binds (the first net shard picks the port; the others join it) and serves.

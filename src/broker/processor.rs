@@ -8,6 +8,7 @@ use super::long_poll::LongPoll;
 use super::state::{
     topic_name_problem, BrokerState, ClientChannel, PERM_READ, PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX,
 };
+use super::transaction;
 use crate::remoting::headers::{
     CreateTopicRequestHeader, GetConsumerListByGroupRequestHeader,
     GetEarliestMsgStoretimeRequestHeader, GetEarliestMsgStoretimeResponseHeader,
@@ -137,6 +138,9 @@ impl BrokerHandler {
             }
             RequestCode::UNLOCK_BATCH_MQ => admin::unlock_batch(&self.state, &request),
             RequestCode::VIEW_MESSAGE_BY_ID => admin::view_message(&self.reader, &request).await,
+            RequestCode::END_TRANSACTION => {
+                transaction::end_transaction(&self.state, &self.store, &self.reader, &request).await
+            }
             RequestCode::QUERY_MESSAGE => {
                 admin::query_message(&self.reader, self.store.shared(), &request).await
             }
@@ -180,11 +184,14 @@ impl BrokerHandler {
         }
         let mut properties = properties.into_bytes();
         properties.extend_from_slice(self.cluster_property().as_bytes());
-        let message = PutMessage {
+        let mut message = PutMessage {
             body: request_body,
             properties,
             ..self.put_message(connection, &header, queue_id)
         };
+        if transaction::is_half(&message.properties) {
+            message = transaction::into_half(&self.state, message);
+        }
         match self.store.put(message).await {
             Ok(appended) => Some(self.send_response(
                 request,

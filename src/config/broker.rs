@@ -74,6 +74,13 @@ pub struct BrokerConfig {
     /// `channelNotActiveInterval`-like expiry of client channels without heartbeat
     /// (`channelExpiredTimeout`, 120 s).
     pub channel_expired_timeout: Duration,
+    /// `transactionTimeOut` (6 s): how old a half message must be before its producer is
+    /// asked about it.
+    pub transaction_timeout: Duration,
+    /// `transactionCheckMax` (15): checks of one half message before it is discarded.
+    pub transaction_check_max: i32,
+    /// `transactionCheckInterval` (60 s): period of the transaction check.
+    pub transaction_check_interval: Duration,
     /// `serverChannelMaxIdleTimeSeconds` (120).
     pub channel_idle_timeout: Duration,
     /// `frameMaxLength` (16 MiB).
@@ -118,6 +125,9 @@ impl Default for BrokerConfig {
             register_name_server_period: Duration::from_secs(30),
             flush_consumer_offset_interval: Duration::from_secs(5),
             channel_expired_timeout: Duration::from_secs(120),
+            transaction_timeout: Duration::from_secs(6),
+            transaction_check_max: 15,
+            transaction_check_interval: Duration::from_secs(60),
             channel_idle_timeout: limits::CHANNEL_IDLE_TIMEOUT,
             frame_size_max: limits::FRAME_SIZE_MAX,
             connections_max: limits::CONNECTIONS_MAX,
@@ -236,6 +246,13 @@ impl BrokerConfig {
                 }
                 "flushConsumerOffsetInterval" => {
                     self.flush_consumer_offset_interval = millis(&at, key, value)?;
+                }
+                "transactionTimeOut" => self.transaction_timeout = millis(&at, key, value)?,
+                "transactionCheckMax" => {
+                    self.transaction_check_max = parse_value(&at, key, value, "a count")?;
+                }
+                "transactionCheckInterval" => {
+                    self.transaction_check_interval = millis(&at, key, value)?;
                 }
                 "serverChannelMaxIdleTimeSeconds" => {
                     let seconds: u64 = parse_value(&at, key, value, "seconds, at least 1")?;
