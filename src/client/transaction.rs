@@ -52,8 +52,9 @@ use crate::remoting::headers::{CheckTransactionStateRequestHeader, EndTransactio
 use crate::remoting::{RemotingCommand, RequestCode};
 use crate::store::message::decode_offset_msg_id;
 use std::any::Any;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 /// `MessageSysFlag.TRANSACTION_NOT_TYPE`: the transaction's outcome is not known yet.
 const TRANSACTION_NOT_TYPE: i32 = 0;
@@ -124,6 +125,14 @@ pub struct TransactionProducer {
     producer: Producer,
     listener: Arc<dyn TransactionListener>,
     running: Arc<AtomicBool>,
+    /// Brokers sent a heartbeat after a half message.
+    introduced: Arc<Mutex<HashSet<String>>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl std::fmt::Debug for TransactionProducer {
@@ -155,6 +164,7 @@ impl TransactionProducer {
             producer,
             listener,
             running: Arc::new(AtomicBool::new(false)),
+            introduced: Arc::new(Mutex::new(HashSet::new())),
         }
     }
 
@@ -221,6 +231,7 @@ impl TransactionProducer {
             message.put_property(property::UNIQ_CLIENT_MESSAGE_ID_KEYIDX, &id);
         }
         let send_result = self.producer.send(message.clone()).await?;
+        self.introduce_to(&send_result).await;
         let mut remark = None;
         let state = match send_result.send_status {
             SendStatus::SendOk => {
@@ -246,6 +257,24 @@ impl TransactionProducer {
             send_result,
             local_transaction_state: state,
         })
+    }
+
+    /// Sends a heartbeat the first time a half went to a broker, so that the broker knows
+    /// whom to ask should the transaction stay open (Java waits for its 30 s heartbeat).
+    async fn introduce_to(&self, sent: &SendResult) {
+        let broker = &sent.message_queue.broker_name;
+        let first = lock(&self.introduced).insert(broker.clone());
+        if first {
+            if let Err(error) = self
+                .producer
+                .instance()
+                .send_heartbeat_to_all_brokers()
+                .await
+            {
+                tracing::debug!(%error, "heartbeat after the first half message failed");
+                lock(&self.introduced).remove(broker);
+            }
+        }
     }
 
     /// END_TRANSACTION for a half just sent (`endTransaction`).
