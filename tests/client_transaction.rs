@@ -27,6 +27,8 @@ const TX_CONFIG: &str =
     "transactionCheckInterval=300\ntransactionCheckMax=3\nflushConsumerOffsetInterval=200";
 /// Halves are checked after 1 s...
 const CHECK_SOON_MS: u64 = 1_000;
+/// ...after 3 s where the broker restarts first...
+const CHECK_LATER_MS: u64 = 3_000;
 /// ...or, where a test holds a transaction open on purpose, not within the test.
 const CHECK_NEVER_MS: u64 = 600_000;
 /// Long enough for several check rounds to pass over a half.
@@ -512,7 +514,7 @@ fn a_commit_after_a_broker_sigkill_restart_delivers_once() {
 
 /// Half stored and left unknown, broker restarted: the new process checks it and delivers.
 fn check_after_restart(name: &str, kill: bool) {
-    let mut cluster = Cluster::start(name, CHECK_SOON_MS);
+    let mut cluster = Cluster::start(name, CHECK_LATER_MS);
     let rt = runtime();
     let harness = rt.block_on(started_producer(
         &cluster,
@@ -529,6 +531,11 @@ fn check_after_restart(name: &str, kill: bool) {
     });
     harness.executing.recv_timeout(DEADLINE).unwrap();
     cluster.restart(kill);
+    assert_eq!(
+        harness.listener.checks.load(Ordering::SeqCst),
+        0,
+        "the old process asked already"
+    );
     rt.block_on(async {
         let instance = harness.producer.instance();
         // The new process knows the producer once it heartbeats again.

@@ -166,7 +166,27 @@ impl Stored {
 
 /// END_TRANSACTION (`EndTransactionProcessor`): commit or roll back the half at
 /// `commitLogOffset`. "Unknown" (type 0) and unknown types are not answered, as in Java.
+/// Refusals are logged: the request is oneway, so the producer never sees the answer.
 pub async fn end_transaction(
+    state: &BrokerState,
+    store: &StoreHandle,
+    reader: &StoreReader,
+    request: &RemotingCommand,
+) -> Response {
+    let answer = end(state, store, reader, request).await;
+    if let Some(refused) = answer
+        .as_ref()
+        .filter(|a| a.code != ResponseCode::SUCCESS.0)
+    {
+        tracing::warn!(
+            remark = refused.remark.as_deref().unwrap_or(""),
+            "END_TRANSACTION refused"
+        );
+    }
+    answer
+}
+
+async fn end(
     state: &BrokerState,
     store: &StoreHandle,
     reader: &StoreReader,

@@ -237,7 +237,7 @@ impl TransactionProducer {
             SendStatus::SendOk => {
                 let listener = &self.listener;
                 let run = std::panic::AssertUnwindSafe(|| {
-                    listener.execute_local_transaction(&message, arg)
+                    blocking(|| listener.execute_local_transaction(&message, arg))
                 });
                 match std::panic::catch_unwind(run) {
                     Ok(state) => state,
@@ -306,6 +306,20 @@ impl TransactionProducer {
             RemotingCommand::request_with_header(RequestCode::END_TRANSACTION, &header);
         request.remark = remark;
         instance.invoke_broker_oneway(&addr, request).await
+    }
+}
+
+/// Runs `work`, which may block (a local transaction often waits on a database), without
+/// holding up the other tasks of the worker thread it runs on: on a multi-thread runtime the
+/// worker hands its queue to another thread first (`block_in_place`); elsewhere it runs
+/// inline.
+fn blocking<T>(work: impl FnOnce() -> T) -> T {
+    let multi_thread = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if multi_thread {
+        tokio::task::block_in_place(work)
+    } else {
+        work()
     }
 }
 
