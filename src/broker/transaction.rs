@@ -72,6 +72,9 @@ const OPS_PER_ROUND_MAX: usize = 100_000;
 /// Records one read of the half or op queue returns, at most.
 const READ_BATCH: usize = 32;
 
+/// Java's remark when END_TRANSACTION names no half message.
+const NOT_FOUND: &str = "Find prepared transaction message failed";
+
 type Response = Option<RemotingCommand>;
 
 fn error(request: &RemotingCommand, code: ResponseCode, remark: impl Into<String>) -> Response {
@@ -134,6 +137,13 @@ impl Stored {
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
+    }
+
+    /// The queue a half message was sent to (`REAL_QID`).
+    fn real_queue(&self) -> i32 {
+        self.property(REAL_QID)
+            .and_then(|q| q.parse().ok())
+            .unwrap_or(0)
     }
 
     /// The properties without `drop`, with `set` replacing or adding entries.
@@ -201,7 +211,8 @@ async fn end(
         TRANSACTION_ROLLBACK_TYPE => false,
         other => {
             if other == TRANSACTION_NOT_TYPE {
-                tracing::debug!(msg_id = %header.msg_id, "transaction state unknown, left to check");
+                let msg_id = &header.msg_id;
+                tracing::debug!(msg_id, "transaction state unknown, left to the check");
             }
             return None;
         }
@@ -217,27 +228,18 @@ async fn end(
         Ok(None) => None,
         Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
     };
-    let Some(half) = half else {
-        let remark = "Find prepared transaction message failed";
-        return error(request, ResponseCode::SYSTEM_ERROR, remark);
+    let Some(record) = half.as_ref().and_then(Stored::record) else {
+        return error(request, ResponseCode::SYSTEM_ERROR, NOT_FOUND);
     };
-    let Some(record) = half.record() else {
-        return error(
-            request,
-            ResponseCode::SYSTEM_ERROR,
-            "Find prepared transaction message failed",
-        );
+    let Some(half) = half.as_ref() else {
+        return error(request, ResponseCode::SYSTEM_ERROR, NOT_FOUND);
     };
-    if let Some(remark) = prepared_problem(&half, &record, &header) {
+    if let Some(remark) = prepared_problem(half, &record, &header) {
         return error(request, ResponseCode::SYSTEM_ERROR, remark);
     }
     if commit {
         let real_topic = half.property(REAL_TOPIC).unwrap_or_default().to_owned();
-        let real_queue = half
-            .property(REAL_QID)
-            .and_then(|q| q.parse::<i32>().ok())
-            .unwrap_or(0);
-        let mut put = half.put(&record, &real_topic, real_queue);
+        let mut put = half.put(&record, &real_topic, half.real_queue());
         put.sys_flag = (record.sys_flag & !TRANSACTION_TYPE_MASK) | TRANSACTION_COMMIT_TYPE;
         put.prepared_transaction_offset = header.commit_log_offset;
         put.properties = half.properties_with(&[REAL_TOPIC, REAL_QID, TRAN_MSG], &[]);
@@ -257,7 +259,7 @@ fn prepared_problem(
     header: &EndTransactionRequestHeader,
 ) -> Option<&'static str> {
     if record.topic != HALF_TOPIC || half.property(REAL_TOPIC).is_none() {
-        return Some("Find prepared transaction message failed");
+        return Some(NOT_FOUND);
     }
     if half.property(PGROUP) != Some(header.producer_group.as_str()) {
         return Some("The producer group wrong");
@@ -570,10 +572,7 @@ impl<'a> Check<'a> {
             broker_name: None,
         };
         let real_topic = half.property(REAL_TOPIC).unwrap_or(HALF_TOPIC);
-        let real_queue = half
-            .property(REAL_QID)
-            .and_then(|q| q.parse().ok())
-            .unwrap_or(0);
+        let real_queue = half.real_queue();
         let body_record = MessageRecord {
             version: MessageVersion::for_topic(real_topic),
             topic: real_topic,
