@@ -463,7 +463,11 @@ impl<'a> Check<'a> {
                         self.done_ops.push(found.queue_offset);
                     }
                     (Some(REMOVE_TAG), Some(half)) => {
-                        self.removed.insert(half, found.queue_offset);
+                        // A second op for the same half (ended twice) is done at once, so
+                        // that it cannot hold the op progress back.
+                        if let Some(earlier) = self.removed.insert(half, found.queue_offset) {
+                            self.done_ops.push(earlier);
+                        }
                     }
                     _ => self.done_ops.push(found.queue_offset),
                 }
