@@ -171,7 +171,12 @@ impl Scheduler {
             let max = reader.max_offset_in_queue(SCHEDULE_TOPIC, level - 1);
             let corrected = (*offset).max(min).min(max);
             if corrected != *offset {
-                tracing::error!(level, from = *offset, to = corrected, "corrected delay offset");
+                tracing::error!(
+                    level,
+                    from = *offset,
+                    to = corrected,
+                    "corrected delay offset"
+                );
                 *offset = corrected;
             }
         }
@@ -190,7 +195,12 @@ impl Scheduler {
 
     fn persist(&self) {
         let table = DelayOffsetTable {
-            offset_table: self.offsets.borrow().iter().map(|(l, o)| (*l, *o)).collect(),
+            offset_table: self
+                .offsets
+                .borrow()
+                .iter()
+                .map(|(l, o)| (*l, *o))
+                .collect(),
         };
         if let Err(error) = write_atomically(&self.path, table.to_json().as_bytes()) {
             tracing::error!(%error, path = %self.path.display(), "cannot write delay offsets");
@@ -232,7 +242,11 @@ impl Scheduler {
                 .unwrap_or_default();
             let Ok(Record::Message { record, .. }) = decode_record(bytes, false) else {
                 // `lookMessageByOffset` found nothing: Java skips the unit.
-                tracing::error!(level, offset = found.queue_offset, "delay unit without record");
+                tracing::error!(
+                    level,
+                    offset = found.queue_offset,
+                    "delay unit without record"
+                );
                 self.offsets
                     .borrow_mut()
                     .insert(level, found.queue_offset + 1);

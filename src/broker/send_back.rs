@@ -109,11 +109,8 @@ pub async fn consumer_send_msg_back(
         return Some(RemotingCommand::success_to(request));
     }
     let retry_topic = format!("{RETRY_GROUP_TOPIC_PREFIX}{}", header.group);
-    let retry_config = state.ensure_topic(
-        &retry_topic,
-        group.retry_queue_nums,
-        PERM_READ | PERM_WRITE,
-    );
+    let retry_config =
+        state.ensure_topic(&retry_topic, group.retry_queue_nums, PERM_READ | PERM_WRITE);
     if retry_config.perm & PERM_WRITE == 0 {
         let remark = format!("the topic[{retry_topic}] sending message is forbidden");
         return error(request, ResponseCode::NO_PERMISSION, remark);
@@ -134,7 +131,10 @@ pub async fn consumer_send_msg_back(
         return not_found();
     };
     let mut properties = parse_properties(record.properties);
-    if !properties.iter().any(|(name, _)| name == PROPERTY_RETRY_TOPIC) {
+    if !properties
+        .iter()
+        .any(|(name, _)| name == PROPERTY_RETRY_TOPIC)
+    {
         set_property(
             &mut properties,
             PROPERTY_RETRY_TOPIC,
