@@ -9,7 +9,7 @@ mod sched;
 use common::{connect, BrokerProcess, TempDir};
 use ferromq::remoting::client::RemotingClient;
 use ferromq::remoting::headers::{QueryMessageRequestHeader, SendMessageResponseHeader};
-use ferromq::remoting::{RemotingCommand, RequestCode, SerializeType};
+use ferromq::remoting::{RemotingCommand, RequestCode, ResponseCode, SerializeType};
 use ferromq::store::config_files::DelayOffsetTable;
 use sched::{props, pull_all, runtime, send, send_request, stored, wait_for};
 use std::collections::HashMap;
@@ -115,7 +115,7 @@ fn each_level_is_delivered_on_time_with_its_properties_and_clamped_to_the_highes
 }
 
 #[test]
-fn a_delayed_send_answers_with_the_queue_it_asked_for() {
+fn a_delayed_send_answers_with_its_own_queue_and_the_schedule_topic_is_closed_to_sends() {
     let dir = TempDir::on_disk("delay-answer");
     let broker = BrokerProcess::start(dir.path(), "messageDelayLevel=1s 2s 3s");
     runtime().block_on(async {
@@ -129,6 +129,14 @@ fn a_delayed_send_answers_with_the_queue_it_asked_for() {
         assert_eq!(wait_for(&client, GROUP, SCHEDULE, 1, 1).await.len(), 1);
         let delivered = wait_for(&client, GROUP, "DelayAnswer", 1, 1).await;
         assert_eq!(delivered[0].prop("REAL_QID"), Some("1"));
+        // Only the broker writes the schedule topic.
+        let request = send_request(SCHEDULE, 0, b"x", &properties, None, None);
+        let response = client.request(request).await.unwrap();
+        assert_eq!(response.code, ResponseCode::NO_PERMISSION.0);
+        assert_eq!(
+            response.remark.as_deref(),
+            Some("Sending message to topic[SCHEDULE_TOPIC_XXXX] is forbidden.")
+        );
     });
 }
 

@@ -43,6 +43,17 @@ const PULL_SUBSCRIPTION: i32 = 0x4;
 /// `MessageSysFlag.TRANSACTION_*_TYPE` bits: a batch may not be a transaction message.
 const TRANSACTION_TYPE_MASK: i32 = 0x3 << 2;
 
+/// System topics no producer may send to (`TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET`): the
+/// broker alone writes them.
+const NOT_ALLOWED_SEND_TOPICS: [&str; 6] = [
+    "SCHEDULE_TOPIC_XXXX",
+    "RMQ_SYS_TRANS_HALF_TOPIC",
+    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+    "TRANS_CHECK_MAX_TIME_TOPIC",
+    "SELF_TEST_TOPIC",
+    "OFFSET_MOVED_EVENT",
+];
+
 /// Java's pointer to its FAQ, appended to some remarks (`FAQUrl.suggestTodo`).
 pub(super) const FAQ: &str = "\nSee http://rocketmq.apache.org/docs/faq/ for further details.";
 
@@ -320,6 +331,10 @@ impl BrokerHandler {
         }
         if let Some(problem) = topic_name_problem(&header.topic) {
             return Err(error(request, ResponseCode::SYSTEM_ERROR, problem));
+        }
+        if NOT_ALLOWED_SEND_TOPICS.contains(&header.topic.as_str()) {
+            let remark = format!("Sending message to topic[{}] is forbidden.", header.topic);
+            return Err(error(request, ResponseCode::NO_PERMISSION, remark));
         }
         let topic_config = self.state.topic_or_create(
             &header.topic,

@@ -47,6 +47,8 @@ const TRANSACTION_COMMIT_TYPE: i32 = 0x2 << 2;
 
 /// Pause between two looks at a level's queue (`DELAY_FOR_A_WHILE`).
 const DELAY_FOR_A_WHILE: Duration = Duration::from_millis(100);
+/// Longest pause while the head of a level's queue is not due yet.
+const NOT_DUE_LOOK_MAX: Duration = Duration::from_secs(1);
 /// Pause after a read error (`DELAY_FOR_A_PERIOD`).
 const DELAY_FOR_A_PERIOD: Duration = Duration::from_secs(10);
 /// Pause before a level's first look (`FIRST_DELAY_TIME`).
@@ -260,8 +262,11 @@ impl Scheduler {
                 deliver_at = now;
             }
             if deliver_at > now {
+                // The queue is in delivery order (one delay, store times growing), so nothing
+                // is due before its head; look again then, or after a second at most in case
+                // the wall clock moves.
                 let wait = u64::try_from(deliver_at - now).unwrap_or(0);
-                return Duration::from_millis(wait).min(DELAY_FOR_A_WHILE);
+                return Duration::from_millis(wait).min(NOT_DUE_LOOK_MAX);
             }
             match time_up(bytes) {
                 Some(copy) => {
