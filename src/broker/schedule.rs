@@ -20,7 +20,9 @@ use crate::config::persist::{read_with_backup, write_atomically};
 use crate::store::commit_log::PutMessage;
 use crate::store::config_files::DelayOffsetTable;
 use crate::store::dispatch::{DelayLevels, SCHEDULE_TOPIC};
-use crate::store::message::{decode_record, parse_properties, properties_to_string, Record};
+use crate::store::message::{
+    decode_record, parse_properties, properties_to_string, MessageRecord, Record,
+};
 use crate::store::message_store::StoreHandle;
 use crate::store::reader::{GetMessageStatus, PullFilter, StoreReader};
 use ferromq_shards::Shutdown;
@@ -114,10 +116,7 @@ pub fn redirect_delayed(message: &mut PutMessage, levels: &DelayLevels) {
 
 /// The copy of a due record for its real topic (`messageTimeup`): `None` when the record
 /// names no usable real topic and queue.
-fn time_up(bytes: &[u8]) -> Option<PutMessage> {
-    let Ok(Record::Message { record, .. }) = decode_record(bytes, false) else {
-        return None;
-    };
+fn time_up(record: &MessageRecord<'_>) -> Option<PutMessage> {
     let mut properties = parse_properties(record.properties);
     let topic = property(&properties, PROPERTY_REAL_TOPIC)?.to_owned();
     let queue_id = property(&properties, PROPERTY_REAL_QUEUE_ID)?
@@ -268,7 +267,7 @@ impl Scheduler {
                 let wait = u64::try_from(deliver_at - now).unwrap_or(0);
                 return Duration::from_millis(wait).min(NOT_DUE_LOOK_MAX);
             }
-            match time_up(bytes) {
+            match time_up(&record) {
                 Some(copy) => {
                     let topic = copy.topic.clone();
                     if let Err(error) = self.store.put(copy).await {
