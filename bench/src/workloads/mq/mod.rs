@@ -464,14 +464,22 @@ async fn resolve_brokers(args: &MqArgs, config: &ClientConfig) -> anyhow::Result
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         };
-        for addr in masters {
+        // The queues just created, without waiting for the brokers' next registration
+        // to reach the name server's route.
+        let mut brokers = Vec::new();
+        for (name, addr) in masters {
             let client = target::connect(addr, config).await?;
             target::create_topic(&client, &args.topic, args.queues)
                 .await
                 .with_context(|| format!("creating {} on {addr}", args.topic))?;
+            brokers.push(Broker {
+                name,
+                addr,
+                write_queues: args.queues,
+                read_queues: args.queues,
+            });
         }
-        let route = target::wait_route(&namesrv, &args.topic).await?;
-        return target::masters(&route);
+        return Ok(brokers);
     }
     match target::route(&namesrv, &args.topic).await? {
         Some(route) => target::masters(&route),

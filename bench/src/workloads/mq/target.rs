@@ -12,7 +12,7 @@ use ferromq::remoting::headers::{
 };
 use ferromq::remoting::{RemotingCommand, RequestCode, ResponseCode};
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Time limit of an administrative request.
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(5);
@@ -143,8 +143,10 @@ pub fn masters(route: &TopicRouteData) -> anyhow::Result<Vec<Broker>> {
     Ok(brokers)
 }
 
-/// Master addresses of every broker a name server knows (GET_BROKER_CLUSTER_INFO).
-pub async fn cluster_masters(namesrv: &RemotingClient) -> anyhow::Result<Vec<SocketAddr>> {
+/// Name and master address of every broker a name server knows (GET_BROKER_CLUSTER_INFO).
+pub async fn cluster_masters(
+    namesrv: &RemotingClient,
+) -> anyhow::Result<Vec<(String, SocketAddr)>> {
     let request = RemotingCommand::request(RequestCode::GET_BROKER_CLUSTER_INFO);
     let response = admin(namesrv, request, "GET_BROKER_CLUSTER_INFO").await?;
     let value = parse_lenient(&response.body)
@@ -155,10 +157,10 @@ pub async fn cluster_masters(namesrv: &RemotingClient) -> anyhow::Result<Vec<Soc
             let data: BrokerData =
                 serde_json::from_value(data.clone()).context("cluster info broker data")?;
             if let Some(addr) = data.broker_addrs.get(&0) {
-                masters.push(
-                    addr.parse()
-                        .with_context(|| format!("broker address {addr}"))?,
-                );
+                let parsed: SocketAddr = addr
+                    .parse()
+                    .with_context(|| format!("broker address {addr}"))?;
+                masters.push((data.broker_name.clone(), parsed));
             }
         }
     }
@@ -183,22 +185,6 @@ pub async fn create_topic(broker: &RemotingClient, topic: &str, queues: i32) -> 
         RemotingCommand::request_with_header(RequestCode::UPDATE_AND_CREATE_TOPIC, &header);
     admin(broker, request, "UPDATE_AND_CREATE_TOPIC").await?;
     Ok(())
-}
-
-/// Polls the name server (bounded) until the topic has a route with writable queues.
-pub async fn wait_route(namesrv: &RemotingClient, topic: &str) -> anyhow::Result<TopicRouteData> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(route) = route(namesrv, topic).await? {
-            if route.queue_datas.iter().any(|q| q.write_queue_nums > 0) {
-                return Ok(route);
-            }
-        }
-        if Instant::now() > deadline {
-            bail!("topic {topic} has no route 30 s after its creation");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// GET_BROKER_CONFIG (26): flush type, name and version; `None` fields when not reported.
