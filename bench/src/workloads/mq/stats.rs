@@ -144,7 +144,12 @@ impl Side {
     /// The final summary of this side.
     pub fn summary(&self, end: Instant) -> Summary {
         let c = self.lock();
-        let elapsed = end.saturating_duration_since(c.measure_from);
+        // Rates count up to the last measured event: an e2e producer's time does not
+        // include the consumer catching up, nor a drained consumer's its idle end.
+        let elapsed = c
+            .last_event
+            .unwrap_or(end)
+            .saturating_duration_since(c.measure_from);
         Summary {
             name: self.name,
             latency_of: self.latency_of,
@@ -166,7 +171,7 @@ pub struct Summary {
     pub name: &'static str,
     /// What the latency histogram measures.
     pub latency_of: &'static str,
-    /// Measured time (after the warm-up).
+    /// Measured time: from the end of the warm-up to the last measured event.
     pub elapsed: Duration,
     /// Measured messages.
     pub messages: u64,
