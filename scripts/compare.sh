@@ -16,6 +16,7 @@
 #                  (default 29876:30911)
 #   rocketmq-rust  scripts/rocketmq-rust.sh start, fresh data dir, ports from --peer
 #                  (default 19876:20911); needs `scripts/rocketmq-rust.sh install` done
+# or ferromq=NS:BROKER / rocketmq-rust=NS:BROKER with the ports inline (two ferromq sides).
 #
 #   scripts/compare.sh produce "--threads 16 --duration 10 --size 1024" ferromq rocketmq-rust
 #   scripts/compare.sh e2e "--rate 5000 --duration 20" 127.0.0.1:9876 10.0.0.2:9876 3
@@ -32,7 +33,7 @@ while [[ "${1:-}" == --* ]]; do
     esac
 done
 if (($# < 4)); then
-    sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 fi
 workload="$1"
@@ -65,10 +66,12 @@ wait_port() { # port: bounded wait until something listens on 127.0.0.1:port
 }
 
 resolve() { # side label: prints the name server address, starting a broker if asked
-    local side="$1" label="$2"
+    local side="${1%%=*}" label="$2" ports=""
+    [[ "$1" == *=* ]] && ports="${1#*=}"
     case "$side" in
         ferromq)
-            local ns="${ferromq_ports%%:*}" broker="${ferromq_ports##*:}"
+            ports="${ports:-$ferromq_ports}"
+            local ns="${ports%%:*}" broker="${ports##*:}"
             [[ -x target/release/ferromq ]] || { echo "no target/release/ferromq" >&2; exit 1; }
             target/release/ferromq standalone --data "$work/$label-data" \
                 --namesrv-listen "127.0.0.1:$ns" --broker-listen "127.0.0.1:$broker" \
@@ -78,11 +81,12 @@ resolve() { # side label: prints the name server address, starting a broker if a
             echo "127.0.0.1:$ns"
             ;;
         rocketmq-rust)
+            ports="${ports:-$peer_ports}"
             peer_dirs+=("$work/$label-peer")
-            scripts/rocketmq-rust.sh start "$work/$label-peer" "$peer_ports" >&2
-            echo "127.0.0.1:${peer_ports%%:*}"
+            scripts/rocketmq-rust.sh start "$work/$label-peer" "$ports" >&2
+            echo "127.0.0.1:${ports%%:*}"
             ;;
-        *) echo "$side" ;;
+        *) echo "$1" ;;
     esac
 }
 
@@ -96,18 +100,26 @@ echo "B = $side_b (name server $addr_b)"
 echo "workload $workload, args: $args, $rounds round(s) each, alternating"
 echo
 
+bench_run() { # name workload args...: one bench run, its JSON in $work/name.json
+    local name="$1"
+    shift
+    if ! "$bench" "$@" --json "$work/$name.json" 2> "$work/$name.err"; then
+        echo "ferromq-bench $* failed:" >&2
+        tail -n 5 "$work/$name.err" >&2
+        exit 1
+    fi
+}
+
 # shellcheck disable=SC2086 # ARGS is a list of options on purpose
 run_side() { # side addr round
     local side="$1" addr="$2" round="$3" topic="BenchCompare_${3}_${1}_$$"
     echo "=== round $round, side ${side^^} ($addr)"
     if [[ "$workload" == e2e ]]; then
-        "$bench" e2e -n "$addr" --topic "$topic" --create-topic $args \
-            --json "$work/$side-$round-e2e.json" 2>/dev/null
+        bench_run "$side-$round-e2e" e2e -n "$addr" --topic "$topic" --create-topic $args
     else
-        "$bench" produce -n "$addr" --topic "$topic" --create-topic $args \
-            --json "$work/$side-$round-produce.json" 2>/dev/null
-        "$bench" consume -n "$addr" --topic "$topic" --drain --from first --duration 300 \
-            --json "$work/$side-$round-consume.json" 2>/dev/null
+        bench_run "$side-$round-produce" produce -n "$addr" --topic "$topic" --create-topic $args
+        bench_run "$side-$round-consume" consume -n "$addr" --topic "$topic" --create-topic \
+            --drain --from first --duration 300
     fi
     echo
 }

@@ -415,7 +415,9 @@ fn nice_ceiling(value: f64) -> f64 {
 }
 
 fn format_ms(ms: f64) -> String {
-    if ms >= 10.0 {
+    if ms == 0.0 {
+        "0".to_owned()
+    } else if ms >= 10.0 {
         format!("{ms:.0}")
     } else if ms >= 0.1 {
         format!("{ms:.2}")
