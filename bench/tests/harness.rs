@@ -300,4 +300,34 @@ fn reports_count_what_the_broker_stored() {
     assert!(oneway["produce"]["acknowledged"].is_null());
     assert_eq!(oneway["verification"]["broker_stored"], 1500);
     assert_eq!(stored(server.broker, "BenchHarness"), 4800);
+
+    // Direct to the broker, open loop: the warm-up is left out of the rates but its messages
+    // still count as acknowledged, and they are all stored.
+    let broker = server.broker.to_string();
+    let direct = bench(
+        &dir.0,
+        "direct",
+        &[
+            "produce",
+            "--broker",
+            &broker,
+            "--topic",
+            "BenchHarness",
+            "--queues",
+            &queues,
+            "--rate",
+            "400",
+            "--duration",
+            "2",
+            "--warmup",
+            "0.5",
+            "--mode",
+            "async",
+        ],
+    );
+    let acknowledged = count(&direct, "produce", "acknowledged");
+    assert!(acknowledged > 0, "{direct:#}");
+    assert!(count(&direct, "produce", "messages") < acknowledged);
+    assert_eq!(stored(server.broker, "BenchHarness"), 4800 + acknowledged);
+    assert_eq!(direct["options"]["rate"], 400.0);
 }
