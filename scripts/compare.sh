@@ -134,13 +134,14 @@ import json, sys
 work, rounds, workload, name_a, name_b = sys.argv[1], int(sys.argv[2]), sys.argv[3], *sys.argv[4:]
 
 def figures(side):
-    produce, p99, consume = [], [], []
+    produce, p99, consume, e2e_p99 = [], [], [], []
     for r in range(1, rounds + 1):
         if workload == "e2e":
             report = json.load(open(f"{work}/{side}-{r}-e2e.json"))
             produce.append(report["produce"]["msgs_per_sec"])
             p99.append(report["produce"]["latency_us"]["p99"])
             consume.append(report["consume"]["msgs_per_sec"])
+            e2e_p99.append(report["consume"]["latency_us"]["p99"])
         else:
             report = json.load(open(f"{work}/{side}-{r}-produce.json"))
             produce.append(report["produce"]["msgs_per_sec"])
@@ -148,13 +149,17 @@ def figures(side):
             drained = json.load(open(f"{work}/{side}-{r}-consume.json"))
             consume.append(drained["consume"]["msgs_per_sec"])
     mean = lambda xs: sum(xs) / len(xs)
-    return {"produce msg/s": mean(produce), "produce p99 µs": mean(p99),
-            "consume msg/s": mean(consume), "rounds": (produce, p99, consume)}
+    figures = {"produce msg/s": mean(produce), "produce p99 µs": mean(p99),
+               "consume msg/s": mean(consume), "rounds": (produce, p99, consume)}
+    if e2e_p99:
+        figures["e2e p99 µs"] = mean(e2e_p99)
+    return figures
 
 a, b = figures("a"), figures("b")
 print(f"summary over {rounds} round(s) each (mean of rounds):")
 print(f"{'':16} {'A = ' + name_a:>22} {'B = ' + name_b:>22} {'ratio B/A':>10}")
-for key in ["produce msg/s", "produce p99 µs", "consume msg/s"]:
+keys = ["produce msg/s", "produce p99 µs", "consume msg/s"]
+for key in keys + (["e2e p99 µs"] if workload == "e2e" else []):
     ratio = b[key] / a[key] if a[key] else float("nan")
     print(f"{key:16} {a[key]:>22.0f} {b[key]:>22.0f} {ratio:>10.2f}")
 print("(p99: a ratio below 1 means B is faster; msg/s: above 1 means B is faster)")
