@@ -71,6 +71,8 @@ pub struct BrokerConfig {
     pub register_name_server_period: Duration,
     /// `flushConsumerOffsetInterval` (5 s).
     pub flush_consumer_offset_interval: Duration,
+    /// `flushDelayOffsetInterval` (10 s): how often `delayOffset.json` is written.
+    pub flush_delay_offset_interval: Duration,
     /// `channelNotActiveInterval`-like expiry of client channels without heartbeat
     /// (`channelExpiredTimeout`, 120 s).
     pub channel_expired_timeout: Duration,
@@ -121,6 +123,7 @@ impl Default for BrokerConfig {
             short_polling_time: Duration::from_millis(1000),
             register_name_server_period: Duration::from_secs(30),
             flush_consumer_offset_interval: Duration::from_secs(5),
+            flush_delay_offset_interval: Duration::from_secs(10),
             channel_expired_timeout: Duration::from_secs(120),
             channel_idle_timeout: limits::CHANNEL_IDLE_TIMEOUT,
             rebalance_lock_max_live_time: Duration::from_secs(60),
@@ -241,6 +244,9 @@ impl BrokerConfig {
                 }
                 "flushConsumerOffsetInterval" => {
                     self.flush_consumer_offset_interval = millis(&at, key, value)?;
+                }
+                "flushDelayOffsetInterval" => {
+                    self.flush_delay_offset_interval = millis(&at, key, value)?;
                 }
                 "serverChannelMaxIdleTimeSeconds" => {
                     let seconds: u64 = parse_value(&at, key, value, "seconds, at least 1")?;
