@@ -1,6 +1,9 @@
 //! `ferromq-bench`: load generators for RocketMQ-protocol servers, with honest percentiles.
 //!
 //! Workloads (one subcommand each):
+//! - `produce`, `consume`, `e2e`: load against any RocketMQ-protocol broker (by name server
+//!   or broker address) at the protocol level, open or closed loop, with a report whose counts
+//!   are checked against what the broker stored (`workloads::mq`).
 //! - `route`: GET_ROUTEINFO_BY_TOPIC lookups against a name server, closed loop, for several
 //!   connection counts in one run.
 //! - `commitlog`: appends through the CommitLog writer's group commit on a real disk, for
@@ -25,6 +28,12 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Workload {
+    /// Send messages to a topic and report throughput and send latency.
+    Produce(workloads::mq::MqArgs),
+    /// Pull every queue of a topic and report throughput.
+    Consume(workloads::mq::MqArgs),
+    /// Produce and consume together; report end-to-end latency.
+    E2e(workloads::mq::MqArgs),
     /// Route lookups per second against a name server, for each connection count.
     Route(workloads::route::RouteArgs),
     /// Appends per second through the CommitLog's group commit on a real disk, against the
@@ -41,6 +50,9 @@ fn main() -> anyhow::Result<()> {
         .with_ansi(std::io::stderr().is_terminal())
         .init();
     match Cli::parse().workload {
+        Workload::Produce(args) => workloads::mq::run(workloads::mq::Workload::Produce, &args),
+        Workload::Consume(args) => workloads::mq::run(workloads::mq::Workload::Consume, &args),
+        Workload::E2e(args) => workloads::mq::run(workloads::mq::Workload::E2e, &args),
         Workload::Route(args) => workloads::route::run(&args),
         Workload::Commitlog(args) => workloads::commitlog::run(&args),
     }

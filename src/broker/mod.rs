@@ -9,7 +9,8 @@
 //!   (`SO_REUSEPORT`) and on the VIP port (`listenPort - 2`), and holds its long-polling
 //!   pulls; connections stay where accepted;
 //! - **control** registers with the name servers every `registerNameServerPeriod`, persists
-//!   consumer offsets, runs retention and expires silent clients.
+//!   consumer offsets, runs retention, expires silent clients and delivers delayed messages
+//!   ([`schedule`]).
 //!
 //! Shared state ([`state::BrokerState`], the store's [`StoreShared`]) is read lock-free on
 //! the send and pull paths; the store's parts talk over channels created before the shards
@@ -21,6 +22,8 @@ pub mod batch;
 pub mod long_poll;
 pub mod processor;
 pub mod register;
+pub mod schedule;
+pub mod send_back;
 pub mod state;
 pub mod transaction;
 
@@ -198,6 +201,7 @@ pub fn start(config: BrokerConfig, shutdown: Shutdown) -> Result<BrokerHandle, B
                     tasks.push(ctx.task_queues.spawn_background(run_control_role(
                         Arc::clone(&state),
                         handle.clone(),
+                        Arc::clone(&ready),
                         ctx.shutdown.clone(),
                     )));
                 }
@@ -307,13 +311,34 @@ async fn run_writer_role(
     drop(closer);
 }
 
-/// Periodic broker work: consumer offsets, retention, client expiry, the transaction check.
-async fn run_control_role(state: Arc<BrokerState>, handle: StoreHandle, shutdown: Shutdown) {
-    let transactions = glommio::spawn_local(transaction::run_check(
-        Arc::clone(&state),
-        handle.clone(),
-        shutdown.clone(),
-    ))
+/// Periodic broker work: consumer offsets, retention, client expiry, and (once the store is
+/// open) delayed delivery and the transaction check.
+async fn run_control_role(
+    state: Arc<BrokerState>,
+    handle: StoreHandle,
+    ready: Arc<OnceLock<Result<(), String>>>,
+    shutdown: Shutdown,
+) {
+    let schedule_state = Arc::clone(&state);
+    let schedule_handle = handle.clone();
+    let schedule_shutdown = shutdown.clone();
+    let schedule_ready = Arc::clone(&ready);
+    let schedule = glommio::spawn_local(async move {
+        if wait_for(&schedule_ready).await.is_ok() {
+            schedule::run_schedule(schedule_state, schedule_handle, schedule_shutdown).await;
+        }
+    })
+    .detach();
+    let transaction_state = Arc::clone(&state);
+    let transaction_handle = handle.clone();
+    let transaction_shutdown = shutdown.clone();
+    let transactions = glommio::spawn_local(async move {
+        if wait_for(&ready).await.is_ok() {
+            let check =
+                transaction::run_check(transaction_state, transaction_handle, transaction_shutdown);
+            check.await;
+        }
+    })
     .detach();
     let retention = glommio::spawn_local(run_retention(
         handle,
@@ -338,6 +363,7 @@ async fn run_control_role(state: Arc<BrokerState>, handle: StoreHandle, shutdown
     futures::pin_mut!(stop);
     futures::future::select(periodic, stop).await;
     let _ = retention.await;
+    let _ = schedule.await;
     let _ = transactions.await;
 }
 

@@ -5,6 +5,8 @@
 use super::admin;
 use super::batch::{decode_batch, merge_properties, BatchDecodeError};
 use super::long_poll::LongPoll;
+use super::schedule::redirect_delayed;
+use super::send_back;
 use super::state::{
     topic_name_problem, BrokerState, ClientChannel, PERM_READ, PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX,
 };
@@ -42,8 +44,19 @@ const PULL_SUBSCRIPTION: i32 = 0x4;
 /// `MessageSysFlag.TRANSACTION_*_TYPE` bits: a batch may not be a transaction message.
 const TRANSACTION_TYPE_MASK: i32 = 0x3 << 2;
 
+/// System topics no producer may send to (`TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET`): the
+/// broker alone writes them.
+const NOT_ALLOWED_SEND_TOPICS: [&str; 6] = [
+    "SCHEDULE_TOPIC_XXXX",
+    "RMQ_SYS_TRANS_HALF_TOPIC",
+    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+    "TRANS_CHECK_MAX_TIME_TOPIC",
+    "SELF_TEST_TOPIC",
+    "OFFSET_MOVED_EVENT",
+];
+
 /// Java's pointer to its FAQ, appended to some remarks (`FAQUrl.suggestTodo`).
-const FAQ: &str = "\nSee http://rocketmq.apache.org/docs/faq/ for further details.";
+pub(super) const FAQ: &str = "\nSee http://rocketmq.apache.org/docs/faq/ for further details.";
 
 /// Serves one net shard's connections.
 #[derive(Debug)]
@@ -93,6 +106,10 @@ impl BrokerHandler {
                 self.send(&connection, request).await
             }
             RequestCode::SEND_BATCH_MESSAGE => self.send_batch(&connection, &request).await,
+            RequestCode::CONSUMER_SEND_MSG_BACK => {
+                send_back::consumer_send_msg_back(&self.state, &self.store, &self.reader, &request)
+                    .await
+            }
             // 5.x's lite pull consumer: the same request under its own code, as in Java.
             RequestCode::PULL_MESSAGE | RequestCode::LITE_PULL_MESSAGE => self.pull(&request).await,
             RequestCode::HEART_BEAT => self.heartbeat(&connection, &request),
@@ -182,13 +199,29 @@ impl BrokerHandler {
         if request_body.len() > store_config.max_message_size || properties.len() > 32_767 {
             return self.message_illegal(request);
         }
+        let (topic, target_queue) = match send_back::retry_or_dlq(
+            &self.state,
+            request,
+            &header.topic,
+            queue_id,
+            header.reconsume_times,
+            header.max_reconsume_times,
+        ) {
+            Ok(target) => target,
+            Err(refusal) => return refusal,
+        };
         let mut properties = properties.into_bytes();
         properties.extend_from_slice(self.cluster_property().as_bytes());
         let mut message = PutMessage {
+            topic,
+            queue_id: target_queue,
             body: request_body,
             properties,
             ..self.put_message(connection, &header, queue_id)
         };
+        redirect_delayed(&mut message, &store_config.message_delay_level);
+        // After the delay: a half keeps its prepared flag until here, so no delay applies
+        // to it (the client drops the level of a transactional message anyway).
         if transaction::is_half(&message.properties) {
             message = transaction::into_half(&self.state, message);
         }
@@ -307,6 +340,10 @@ impl BrokerHandler {
         }
         if let Some(problem) = topic_name_problem(&header.topic) {
             return Err(error(request, ResponseCode::SYSTEM_ERROR, problem));
+        }
+        if NOT_ALLOWED_SEND_TOPICS.contains(&header.topic.as_str()) {
+            let remark = format!("Sending message to topic[{}] is forbidden.", header.topic);
+            return Err(error(request, ResponseCode::NO_PERMISSION, remark));
         }
         let topic_config = self.state.topic_or_create(
             &header.topic,

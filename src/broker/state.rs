@@ -198,6 +198,7 @@ impl BrokerState {
         let groups = PersistedTable::load(dir.join("subscriptionGroup.json"))?;
         let offsets_path = dir.join("consumerOffset.json");
         let offsets = load_offsets(&offsets_path)?;
+        let locks = LockTable::new(config.rebalance_lock_max_live_time);
         let state = BrokerState {
             config,
             topics,
@@ -207,7 +208,7 @@ impl BrokerState {
             consumers: Mutex::new(HashMap::new()),
             producers: Mutex::new(HashMap::new()),
             outbounds: Mutex::new(HashMap::new()),
-            locks: LockTable::default(),
+            locks,
             registration_due: AtomicBool::new(false),
         };
         state.add_system_topics();
@@ -682,7 +683,8 @@ fn load_offsets(path: &Path) -> Result<BTreeMap<String, BTreeMap<i32, i64>>, Str
         .collect())
 }
 
-/// How long a queue lock lasts without renewal (`rebalanceLockMaxLiveTime`, 60 s).
+/// How long a queue lock lasts without renewal by default (`rebalanceLockMaxLiveTime`, 60 s;
+/// [`BrokerConfig::rebalance_lock_max_live_time`] sets it).
 pub const REBALANCE_LOCK_MAX_LIVE_TIME: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Who holds a queue of a group, and since when (`LockEntry`).
@@ -693,12 +695,28 @@ struct LockEntry {
 }
 
 /// The queue locks of orderly consumers (`RebalanceLockManager`).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct LockTable {
     groups: Mutex<HashMap<String, HashMap<MessageQueue, LockEntry>>>,
+    max_live_time: std::time::Duration,
+}
+
+impl Default for LockTable {
+    fn default() -> Self {
+        LockTable::new(REBALANCE_LOCK_MAX_LIVE_TIME)
+    }
 }
 
 impl LockTable {
+    /// A table whose locks expire `max_live_time` after their last renewal.
+    #[must_use]
+    pub fn new(max_live_time: std::time::Duration) -> LockTable {
+        LockTable {
+            groups: Mutex::new(HashMap::new()),
+            max_live_time,
+        }
+    }
+
     /// Locks (or renews) each queue free, expired or already held by `client_id`; returns
     /// the queues `client_id` now holds (`tryLockBatch`).
     pub fn lock(&self, group: &str, client_id: &str, queues: &[MessageQueue]) -> Vec<MessageQueue> {
@@ -709,7 +727,7 @@ impl LockTable {
         for queue in queues {
             let free = table.get(queue).is_none_or(|entry| {
                 entry.client_id == client_id
-                    || now.duration_since(entry.renewed) > REBALANCE_LOCK_MAX_LIVE_TIME
+                    || now.duration_since(entry.renewed) > self.max_live_time
             });
             if free {
                 table.insert(

@@ -71,6 +71,8 @@ pub struct BrokerConfig {
     pub register_name_server_period: Duration,
     /// `flushConsumerOffsetInterval` (5 s).
     pub flush_consumer_offset_interval: Duration,
+    /// `flushDelayOffsetInterval` (10 s): how often `delayOffset.json` is written.
+    pub flush_delay_offset_interval: Duration,
     /// `channelNotActiveInterval`-like expiry of client channels without heartbeat
     /// (`channelExpiredTimeout`, 120 s).
     pub channel_expired_timeout: Duration,
@@ -83,6 +85,10 @@ pub struct BrokerConfig {
     pub transaction_check_interval: Duration,
     /// `serverChannelMaxIdleTimeSeconds` (120).
     pub channel_idle_timeout: Duration,
+    /// How long an orderly consumer's queue lock lasts without renewal (60 s). Java reads it
+    /// from the JVM property `rocketmq.broker.rebalance.lockMaxLiveTime`; ferromq takes that
+    /// name or `rebalanceLockMaxLiveTime` (milliseconds) as a `broker.conf` key.
+    pub rebalance_lock_max_live_time: Duration,
     /// `frameMaxLength` (16 MiB).
     pub frame_size_max: usize,
     /// `serverMaxConnections` per shard.
@@ -124,11 +130,13 @@ impl Default for BrokerConfig {
             short_polling_time: Duration::from_millis(1000),
             register_name_server_period: Duration::from_secs(30),
             flush_consumer_offset_interval: Duration::from_secs(5),
+            flush_delay_offset_interval: Duration::from_secs(10),
             channel_expired_timeout: Duration::from_secs(120),
             transaction_timeout: Duration::from_secs(6),
             transaction_check_max: 15,
             transaction_check_interval: Duration::from_secs(60),
             channel_idle_timeout: limits::CHANNEL_IDLE_TIMEOUT,
+            rebalance_lock_max_live_time: Duration::from_secs(60),
             frame_size_max: limits::FRAME_SIZE_MAX,
             connections_max: limits::CONNECTIONS_MAX,
             shards: None,
@@ -254,9 +262,15 @@ impl BrokerConfig {
                 "transactionCheckInterval" => {
                     self.transaction_check_interval = millis(&at, key, value)?;
                 }
+                "flushDelayOffsetInterval" => {
+                    self.flush_delay_offset_interval = millis(&at, key, value)?;
+                }
                 "serverChannelMaxIdleTimeSeconds" => {
                     let seconds: u64 = parse_value(&at, key, value, "seconds, at least 1")?;
                     self.channel_idle_timeout = Duration::from_secs(seconds.max(1));
+                }
+                "rebalanceLockMaxLiveTime" | "rocketmq.broker.rebalance.lockMaxLiveTime" => {
+                    self.rebalance_lock_max_live_time = millis(&at, key, value)?;
                 }
                 "frameMaxLength" => {
                     self.frame_size_max = parse_value(&at, key, value, "bytes")?;
@@ -413,7 +427,7 @@ mod tests {
                     listenPort=10921\nstorePathRootDir=/data/s\nflushIntervalCommitLog=200\n\
                     flushDiskType=ASYNC_FLUSH\nfileReservedTime=48\n\
                     mappedFileSizeConsumeQueue=6000\nautoCreateTopicEnable=false\n\
-                    sendMessageThreadPoolNums=4\nmystery=1\n";
+                    sendMessageThreadPoolNums=4\nmystery=1\nrebalanceLockMaxLiveTime=3000\n";
         let unknown = config.apply("broker.conf", &parse(text)).unwrap();
         assert_eq!(unknown, vec!["mystery".to_owned()]);
         assert_eq!(config.namesrv_addr, vec!["127.0.0.1:9876", "10.0.0.1:9876"]);
@@ -422,6 +436,7 @@ mod tests {
         assert_eq!(config.store.consume_queue_units_per_file, 300);
         assert_eq!(config.store.file_reserved_time_hours, 48);
         assert!(!config.auto_create_topic_enable);
+        assert_eq!(config.rebalance_lock_max_live_time, Duration::from_secs(3));
         assert_eq!(
             config.store.flush_disk_type,
             FlushDiskType::AsyncFlush {

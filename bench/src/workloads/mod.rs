@@ -1,6 +1,7 @@
 //! One module per workload.
 
 pub mod commitlog;
+pub mod mq;
 pub mod route;
 
 /// The quantiles every workload reports, as JSON.

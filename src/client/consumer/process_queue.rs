@@ -159,6 +159,13 @@ impl<M: Queued> ProcessQueue<M> {
         self.messages.get(&offset)
     }
 
+    /// Orderly clustering: the broker lock is held and was renewed within `max_live`, and
+    /// the queue is still ours (`isLocked() && !isLockExpired()`).
+    #[must_use]
+    pub fn lock_held(&self, max_live: std::time::Duration) -> bool {
+        !self.dropped && self.locked && self.last_lock.is_some_and(|t| t.elapsed() < max_live)
+    }
+
     /// Forgets every message (after a seek).
     pub fn clear(&mut self) {
         self.messages.clear();

@@ -74,10 +74,6 @@ pub mod pull_sys_flag {
     }
 }
 
-/// How long a queue lock is trusted without renewal on the client side
-/// (`rocketmq.client.rebalance.lockMaxLiveTime`, 30 s).
-const LOCK_MAX_LIVE_TIME: Duration = Duration::from_secs(30);
-
 /// Settings of a push consumer, with Java's defaults (`DefaultMQPushConsumer` fields).
 #[derive(Clone, Debug)]
 pub struct PushConsumerConfig {
@@ -123,6 +119,10 @@ pub struct PushConsumerConfig {
     /// Orderly clustering: how often the queue locks are renewed (`REBALANCE_LOCK_INTERVAL`,
     /// 20 s).
     pub lock_interval: Duration,
+    /// Orderly clustering: how long a queue lock is trusted without renewal
+    /// (`rocketmq.client.rebalance.lockMaxLiveTime`, 30 s); keep it below the broker's
+    /// `rebalanceLockMaxLiveTime` (60 s) so a member stops before another may take the queue.
+    pub lock_max_live_time: Duration,
     /// Root of broadcasting offset files (`rocketmq.client.localOffsetStoreDir`,
     /// `~/.rocketmq_offsets`).
     pub offsets_root: PathBuf,
@@ -157,6 +157,7 @@ impl PushConsumerConfig {
             consume_retry_delay: Duration::from_secs(5),
             max_reconsume_times: 16,
             lock_interval: Duration::from_secs(20),
+            lock_max_live_time: Duration::from_secs(30),
             offsets_root: default_offsets_root(),
             post_subscription_when_pull: false,
             await_termination_when_shutdown: Duration::ZERO,
@@ -216,6 +217,10 @@ struct Inner {
     queues: Mutex<BTreeMap<MessageQueue, Arc<QueueState>>>,
     offsets: OffsetStore,
     rebalance_now: Notify,
+    /// Orderly clustering: serializes LOCK_BATCH_MQ renewals with UNLOCK_BATCH_MQ of removed
+    /// queues, so a renewal sent before a removal never lands after its unlock and re-locks a
+    /// queue that already belongs to another member.
+    lock_ops: tokio::sync::Mutex<()>,
     permits: Arc<Semaphore>,
     cancel: CancellationToken,
     started: AtomicBool,
@@ -278,6 +283,7 @@ impl PushConsumer {
                 queues: Mutex::new(BTreeMap::new()),
                 offsets,
                 rebalance_now: Notify::new(),
+                lock_ops: tokio::sync::Mutex::new(()),
                 permits,
                 cancel: CancellationToken::new(),
                 started: AtomicBool::new(false),
@@ -336,6 +342,19 @@ impl PushConsumer {
     #[must_use]
     pub fn assigned_queues(&self) -> BTreeSet<MessageQueue> {
         lock(&self.inner.queues).keys().cloned().collect()
+    }
+
+    /// Orderly clustering: the owned queues whose broker lock this consumer holds and trusts
+    /// now (locked, renewed within `lock_max_live_time`, not dropped) — the queues it may
+    /// consume (`ProcessQueue.isLocked && !isLockExpired`).
+    #[must_use]
+    pub fn locked_queues(&self) -> BTreeSet<MessageQueue> {
+        let max_live = self.inner.config.lock_max_live_time;
+        lock(&self.inner.queues)
+            .iter()
+            .filter(|(_, state)| state.pq().lock_held(max_live))
+            .map(|(mq, _)| mq.clone())
+            .collect()
     }
 
     /// The offset this consumer would commit for `mq` now, if it owns it.
@@ -449,10 +468,7 @@ impl PushConsumer {
                     }
                 }
                 if inner.orderly() {
-                    for (_, mqs) in by_broker(&owned) {
-                        let _ =
-                            calls::unlock_batch(&inner.instance, &inner.config.group, &mqs).await;
-                    }
+                    inner.unlock_idle_queues().await;
                 }
             }
             MessageModel::Broadcasting => inner.offsets.persist_all(&inner.instance, &owned).await,
@@ -625,10 +641,12 @@ impl Inner {
         let mqs = std::slice::from_ref(mq);
         match guard {
             Some(guard) => {
+                let serial = self.lock_ops.lock().await;
                 let unlocked = calls::unlock_batch(&self.instance, &self.config.group, mqs);
                 if let Err(error) = unlocked.await {
                     tracing::warn!(%error, %mq, "cannot unlock a removed queue");
                 }
+                drop(serial);
                 drop(guard);
             }
             None => {
@@ -639,6 +657,7 @@ impl Inner {
                 let state = state.clone();
                 tokio::spawn(async move {
                     let _guard = state.consume_lock.lock().await;
+                    let _serial = inner.lock_ops.lock().await;
                     let mqs = std::slice::from_ref(&mq);
                     let unlocked = calls::unlock_batch(&inner.instance, &inner.config.group, mqs);
                     if let Err(error) = unlocked.await {
@@ -713,6 +732,7 @@ impl Inner {
     /// Orderly clustering: renews the locks of every owned queue (`lockAll`).
     async fn lock_loop(self: Arc<Self>) {
         while pause(&self.cancel, self.config.lock_interval).await {
+            let _serial = self.lock_ops.lock().await;
             let owned: Vec<MessageQueue> = lock(&self.queues).keys().cloned().collect();
             for (broker, mqs) in by_broker(&owned) {
                 let locked = calls::lock_batch(&self.instance, &self.config.group, &mqs).await;
@@ -1043,16 +1063,49 @@ impl Inner {
         }
     }
 
+    /// Shutdown of an orderly consumer: releases the lock of every owned queue once no batch
+    /// of it is with the listener (`unlockAll`). A queue whose batch is still running after
+    /// `max(await_termination_when_shutdown, 1 s)` keeps its broker lock until it expires, so
+    /// the next owner never consumes it while the listener still does (Java unlocks at once).
+    async fn unlock_idle_queues(&self) {
+        let states: Vec<Arc<QueueState>> = lock(&self.queues).values().cloned().collect();
+        let wait = self
+            .config
+            .await_termination_when_shutdown
+            .max(Duration::from_secs(1));
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut guards = Vec::new();
+        let mut idle = Vec::new();
+        for state in &states {
+            match tokio::time::timeout_at(deadline, state.consume_lock.lock()).await {
+                Ok(guard) => {
+                    guards.push(guard);
+                    idle.push(state.mq.clone());
+                }
+                Err(_) => {
+                    tracing::warn!(mq = %state.mq, "batch still consuming; lock left to expire");
+                }
+            }
+        }
+        let _serial = self.lock_ops.lock().await;
+        for (broker, mqs) in by_broker(&idle) {
+            if let Err(error) = calls::unlock_batch(&self.instance, &self.config.group, &mqs).await
+            {
+                tracing::warn!(%error, broker, "cannot unlock queues at shutdown");
+            }
+        }
+        drop(guards);
+    }
+
     /// Whether this queue's lock is held and fresh; tries to take it when not.
     async fn lock_fresh(&self, state: &QueueState) -> bool {
-        {
-            let pq = state.pq();
-            let fresh = pq
-                .last_lock
-                .is_some_and(|t| t.elapsed() < LOCK_MAX_LIVE_TIME);
-            if pq.locked && fresh {
-                return true;
-            }
+        if state.pq().lock_held(self.config.lock_max_live_time) {
+            return true;
+        }
+        // A removed queue is never locked again: its unlock may already be on the way.
+        let _serial = self.lock_ops.lock().await;
+        if state.dropped() {
+            return false;
         }
         let mqs = std::slice::from_ref(&state.mq);
         let locked = calls::lock_batch(&self.instance, &self.config.group, mqs)

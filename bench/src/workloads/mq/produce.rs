@@ -1,0 +1,268 @@
+//! The senders of `produce` and `e2e`: SEND_MESSAGE_V2 (or SEND_BATCH_MESSAGE with Java's
+//! batch body layout) to the writable queues of every master, round robin.
+
+use super::stats::Side;
+use super::{wall_ns, Mode, MqArgs, Target};
+use ferromq::broker::batch::BatchEntry;
+use ferromq::remoting::client::{ClientError, RemotingClient};
+use ferromq::remoting::headers::SendMessageRequestHeaderV2;
+use ferromq::remoting::{RemotingCommand, RequestCode, ResponseCode};
+use futures::stream::{FuturesUnordered, StreamExt};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Properties of every message: `WAIT=true`, as Java's `Message` sets by default.
+const PROPERTIES: &str = "WAIT\u{1}true\u{2}";
+/// The producer group named in the requests.
+const PRODUCER_GROUP: &str = "BenchmarkProducer";
+
+/// Runs `args.threads` senders until `deadline` or until `--messages` were handed out.
+pub async fn run(
+    targets: Arc<Vec<Target>>,
+    args: &MqArgs,
+    side: Arc<Side>,
+    start: Instant,
+    deadline: Instant,
+) {
+    let queues: Vec<(usize, i32)> = targets
+        .iter()
+        .enumerate()
+        .flat_map(|(index, t)| (0..t.broker.write_queues).map(move |q| (index, q)))
+        .collect();
+    if queues.is_empty() {
+        side.error("no writable queue in the route".to_owned());
+        return;
+    }
+    let shared = Arc::new(Shared {
+        targets,
+        queues,
+        remaining: args.messages.map(AtomicU64::new),
+        args: args.clone(),
+        side,
+        deadline,
+    });
+    let mut senders = Vec::new();
+    for index in 0..args.threads {
+        senders.push(tokio::spawn(sender(shared.clone(), index, start)));
+    }
+    for sender in senders {
+        if let Err(error) = sender.await {
+            tracing::error!(%error, "sender task failed");
+        }
+    }
+}
+
+struct Shared {
+    targets: Arc<Vec<Target>>,
+    queues: Vec<(usize, i32)>,
+    remaining: Option<AtomicU64>,
+    args: MqArgs,
+    side: Arc<Side>,
+    deadline: Instant,
+}
+
+impl Shared {
+    /// Takes up to one batch of the message budget; 0 when it is spent.
+    fn take(&self) -> u64 {
+        let want = self.args.batch as u64;
+        let Some(remaining) = &self.remaining else {
+            return want;
+        };
+        let mut current = remaining.load(Ordering::Relaxed);
+        loop {
+            let take = current.min(want);
+            if take == 0 {
+                return 0;
+            }
+            match remaining.compare_exchange_weak(
+                current,
+                current - take,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return take,
+                Err(actual) => current = actual,
+            }
+        }
+    }
+}
+
+/// The outcome of one request: the answer (or failure), its stamp, messages and bytes.
+type Done = (Result<RemotingCommand, ClientError>, Instant, u64, u64);
+
+async fn sender(shared: Arc<Shared>, index: usize, start: Instant) {
+    let args = &shared.args;
+    let timeout = Duration::from_millis(args.timeout_ms);
+    let slots = match args.mode {
+        Mode::Sync => 1,
+        Mode::Async => args.in_flight,
+        Mode::Oneway => 0,
+    };
+    // Open loop: this sender's share of the rate, its first slot staggered by its index.
+    let interval = args
+        .rate
+        .map(|rate| Duration::from_secs_f64(args.threads as f64 / rate));
+    let mut intended = interval.map(|i| start + i.mul_f64(index as f64 / args.threads as f64));
+    let mut next_queue = index;
+    let mut in_flight = FuturesUnordered::new();
+    loop {
+        while in_flight.len() >= slots.max(1) && args.mode != Mode::Oneway {
+            match in_flight.next().await {
+                Some(done) => settle(&shared.side, done),
+                None => break,
+            }
+        }
+        if let Some(at) = intended {
+            if at >= shared.deadline {
+                break;
+            }
+            // Pace; answers keep arriving meanwhile.
+            let sleep = tokio::time::sleep_until(at.into());
+            tokio::pin!(sleep);
+            loop {
+                tokio::select! {
+                    () = &mut sleep => break,
+                    Some(done) = in_flight.next(), if !in_flight.is_empty() => {
+                        settle(&shared.side, done);
+                    }
+                }
+            }
+        }
+        let now = Instant::now();
+        if now >= shared.deadline {
+            break;
+        }
+        let count = shared.take();
+        if count == 0 {
+            break;
+        }
+        let stamp = intended.unwrap_or(now);
+        if let (Some(at), Some(step)) = (intended.as_mut(), interval) {
+            *at += step.mul_f64(count as f64);
+        }
+        let (target_index, queue_id) = shared.queues[next_queue % shared.queues.len()];
+        next_queue = next_queue.wrapping_add(1);
+        let target = &shared.targets[target_index];
+        let client = target.connections[index % target.connections.len()].clone();
+        let request = request(args, queue_id, count, stamp);
+        let bytes = count * args.size as u64;
+        shared.side.sent(count);
+        if args.mode == Mode::Oneway {
+            match client.oneway(request).await {
+                Ok(()) => shared.side.record(Instant::now(), count, bytes, None),
+                Err(error) => shared.side.error(format!("connection: {error}")),
+            }
+            continue;
+        }
+        in_flight.push(send(client, request, timeout, stamp, count, bytes));
+    }
+    while let Some(done) = in_flight.next().await {
+        settle(&shared.side, done);
+    }
+}
+
+async fn send(
+    client: RemotingClient,
+    request: RemotingCommand,
+    timeout: Duration,
+    stamp: Instant,
+    count: u64,
+    bytes: u64,
+) -> Done {
+    (
+        client.request_timeout(request, timeout).await,
+        stamp,
+        count,
+        bytes,
+    )
+}
+
+/// Counts one answer: acknowledged (SUCCESS, or stored with a flush/slave warning, as Java's
+/// `SendStatus` reports them) or an error by kind.
+fn settle(side: &Side, (outcome, stamp, count, bytes): Done) {
+    let now = Instant::now();
+    match outcome {
+        Ok(response) => {
+            let code = response.response_code();
+            let stored_with_warning = [
+                ResponseCode::FLUSH_DISK_TIMEOUT,
+                ResponseCode::SLAVE_NOT_AVAILABLE,
+                ResponseCode::FLUSH_SLAVE_TIMEOUT,
+            ]
+            .contains(&code);
+            if code == ResponseCode::SUCCESS || stored_with_warning {
+                side.record(
+                    now,
+                    count,
+                    bytes,
+                    Some(now.saturating_duration_since(stamp)),
+                );
+            }
+            if code != ResponseCode::SUCCESS {
+                let remark = response.remark.unwrap_or_default();
+                let remark: String = remark.chars().take(80).collect();
+                let prefix = if stored_with_warning {
+                    "stored, but "
+                } else {
+                    ""
+                };
+                side.error(format!("{prefix}{code}: {remark}"));
+            }
+        }
+        Err(ClientError::Timeout(_)) => side.error("timeout".to_owned()),
+        Err(error) => side.error(format!("connection: {error}")),
+    }
+}
+
+/// One message body: the stamp's wall-clock nanoseconds in the first 8 bytes, then filler.
+fn body(size: usize, stamp: Instant) -> Vec<u8> {
+    let mut body: Vec<u8> = (0..size).map(|i| b'a' + (i % 26) as u8).collect();
+    if size >= 8 {
+        body[..8].copy_from_slice(&wall_ns(stamp).to_be_bytes());
+    }
+    body
+}
+
+fn request(args: &MqArgs, queue_id: i32, count: u64, stamp: Instant) -> RemotingCommand {
+    let batch = args.batch > 1;
+    let born_ms = i64::try_from(wall_ns(stamp) / 1_000_000).unwrap_or(i64::MAX);
+    let header = SendMessageRequestHeaderV2 {
+        a: PRODUCER_GROUP.to_owned(),
+        b: args.topic.clone(),
+        c: "TBW102".to_owned(),
+        d: 4,
+        e: queue_id,
+        f: 0,
+        g: born_ms,
+        h: 0,
+        i: Some(PROPERTIES.to_owned()),
+        j: Some(0),
+        k: Some(false),
+        l: None,
+        m: Some(batch),
+        n: None,
+    };
+    let code = if batch {
+        RequestCode::SEND_BATCH_MESSAGE
+    } else {
+        RequestCode::SEND_MESSAGE_V2
+    };
+    let mut request = RemotingCommand::request_with_header(code, &header);
+    request.body = if batch {
+        // Java's MessageDecoder.encodeMessages: the encoded messages back to back.
+        let mut out = Vec::with_capacity(count as usize * (args.size + 40));
+        for _ in 0..count {
+            BatchEntry {
+                flag: 0,
+                body: body(args.size, stamp),
+                properties: PROPERTIES.as_bytes().to_vec(),
+            }
+            .encode(&mut out);
+        }
+        out
+    } else {
+        body(args.size, stamp)
+    };
+    request
+}

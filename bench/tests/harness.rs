@@ -1,0 +1,333 @@
+//! `ferromq-bench produce|consume|e2e` against a real `ferromq standalone` process with a
+//! fresh data directory: the counts in each report's JSON must equal what the broker stored,
+//! as the test reads it back with GET_MAX_OFFSET on its own connection.
+//!
+//! The broker binary is the `ferromq` next to `ferromq-bench` in the same target directory
+//! (`cargo nextest run --workspace` builds both); if it is missing, it is built first.
+
+use ferromq::remoting::client::{connect_tokio, ClientConfig};
+use ferromq::remoting::headers::{GetMaxOffsetRequestHeader, OffsetResponseHeader};
+use ferromq::remoting::{RemotingCommand, RequestCode, ResponseCode};
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const BENCH: &str = env!("CARGO_BIN_EXE_ferromq-bench");
+const QUEUES: i32 = 4;
+
+/// A directory under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let path = std::env::temp_dir().join(format!(
+            "ferromq-bench-{name}-{}-{nanos}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&path).unwrap();
+        TempDir(path)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The `ferromq` binary of the same target directory, built if missing.
+fn ferromq_binary() -> PathBuf {
+    let bench = Path::new(BENCH);
+    let dir = bench.parent().unwrap();
+    let binary = dir.join("ferromq");
+    if !binary.exists() {
+        let mut build = Command::new(env!("CARGO"));
+        build.args(["build", "-p", "ferromq", "--bin", "ferromq"]);
+        if dir.file_name().is_some_and(|n| n == "release") {
+            build.arg("--release");
+        }
+        let status = build.status().expect("run cargo build");
+        assert!(status.success(), "cargo build -p ferromq failed");
+    }
+    assert!(binary.exists(), "no ferromq binary at {}", binary.display());
+    binary
+}
+
+/// `ferromq standalone` on ephemeral loopback ports; killed on drop.
+struct Standalone {
+    child: Child,
+    namesrv: SocketAddr,
+    broker: SocketAddr,
+}
+
+impl Standalone {
+    fn start(data: &Path) -> Standalone {
+        let mut child = Command::new(ferromq_binary())
+            .arg("standalone")
+            .arg("--data")
+            .arg(data)
+            .args([
+                "--namesrv-listen",
+                "127.0.0.1:0",
+                "--broker-listen",
+                "127.0.0.1:0",
+            ])
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn ferromq standalone");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                eprintln!("[standalone] {line}");
+                let _ = tx.send(line);
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = rx
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("standalone not ready: {:?}", child.try_wait()));
+            if line.contains("standalone ready") {
+                let field = |key: &str| -> SocketAddr {
+                    let rest = line.split(key).nth(1).unwrap();
+                    rest.split_whitespace().next().unwrap().parse().unwrap()
+                };
+                let (namesrv, broker) = (field("namesrv="), field("broker="));
+                return Standalone {
+                    child,
+                    namesrv,
+                    broker,
+                };
+            }
+        }
+    }
+}
+
+impl Drop for Standalone {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs the bench with `args` plus `--json`, bounded in time; returns the JSON report.
+fn bench(dir: &Path, name: &str, args: &[&str]) -> Value {
+    let json = dir.join(format!("{name}.json"));
+    let mut child = Command::new(BENCH)
+        .args(args)
+        .arg("--json")
+        .arg(&json)
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn ferromq-bench");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("ferromq-bench {name} did not finish in 120 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "ferromq-bench {name} failed: {status}");
+    serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap()
+}
+
+/// The sum of the topic's queue max offsets, read from the broker directly.
+fn stored(broker: SocketAddr, topic: &str) -> i64 {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let (client, _) = connect_tokio(broker, ClientConfig::default())
+            .await
+            .unwrap();
+        let mut total = 0;
+        for queue_id in 0..QUEUES {
+            let header = GetMaxOffsetRequestHeader {
+                topic: topic.to_owned(),
+                queue_id,
+                committed: None,
+            };
+            let request =
+                RemotingCommand::request_with_header(RequestCode::GET_MAX_OFFSET, &header);
+            let response = client
+                .request_timeout(request, Duration::from_secs(5))
+                .await
+                .unwrap();
+            assert_eq!(response.response_code(), ResponseCode::SUCCESS);
+            total += response
+                .decode_header::<OffsetResponseHeader>()
+                .unwrap()
+                .offset;
+        }
+        total
+    })
+}
+
+fn count(report: &Value, side: &str, key: &str) -> i64 {
+    report[side][key]
+        .as_i64()
+        .unwrap_or_else(|| panic!("{side}.{key} missing in {report:#}"))
+}
+
+#[test]
+fn reports_count_what_the_broker_stored() {
+    let dir = TempDir::new("harness");
+    let server = Standalone::start(&dir.0.join("data"));
+    let ns = server.namesrv.to_string();
+    let queues = QUEUES.to_string();
+    let common = |workload: &'static str| -> Vec<String> {
+        [
+            workload,
+            "-n",
+            &ns,
+            "--topic",
+            "BenchHarness",
+            "--queues",
+            &queues,
+            // Every time (idempotent): ferromq's broker tells the name server about a new
+            // topic only at its next periodic registration.
+            "--create-topic",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect()
+    };
+    let run = |name: &str, workload: &'static str, extra: &[&str]| -> Value {
+        let mut args = common(workload);
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        bench(&dir.0, name, &args)
+    };
+
+    // Sync produce: every acknowledged message is stored, and nothing else.
+    let plot = dir.0.join("produce.svg");
+    let produce = run(
+        "produce",
+        "produce",
+        &[
+            "--messages",
+            "2000",
+            "--mode",
+            "sync",
+            "--threads",
+            "4",
+            "--duration",
+            "20",
+            "--plot",
+            plot.to_str().unwrap(),
+        ],
+    );
+    let acknowledged = count(&produce, "produce", "acknowledged");
+    assert_eq!(acknowledged, 2000, "{produce:#}");
+    assert_eq!(count(&produce, "produce", "error_count"), 0);
+    assert_eq!(stored(server.broker, "BenchHarness"), acknowledged);
+    assert_eq!(produce["verification"]["broker_stored"], 2000);
+    assert_eq!(produce["verification"]["match"], true);
+    for key in [
+        "git_commit",
+        "cpu_model",
+        "cores",
+        "kernel",
+        "hostname",
+        "start_time",
+    ] {
+        assert!(!produce["metadata"][key].is_null(), "metadata.{key}");
+    }
+    assert_eq!(produce["options"]["threads"], 4);
+    assert_eq!(produce["target"], format!("name server {ns}"));
+    assert!(produce["broker_version"].is_i64());
+    for key in ["p50", "p90", "p99", "p999", "p9999", "max"] {
+        assert!(produce["produce"]["latency_us"][key].as_u64().unwrap() > 0);
+    }
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    assert!(
+        svg.starts_with("<svg") && svg.contains("<polyline"),
+        "{svg}"
+    );
+
+    // A batch produce adds exactly its messages.
+    let batch = run(
+        "batch",
+        "produce",
+        &["--batch", "10", "--messages", "300", "--size", "200"],
+    );
+    assert_eq!(count(&batch, "produce", "acknowledged"), 300);
+    assert_eq!(stored(server.broker, "BenchHarness"), 2300);
+
+    // Consuming the backlog from the first offsets reads exactly what is stored.
+    let consume = run("consume", "consume", &["--drain", "--duration", "30"]);
+    assert_eq!(count(&consume, "consume", "messages_total"), 2300);
+    assert_eq!(count(&consume, "consume", "bytes"), 2000 * 1024 + 300 * 200);
+
+    // e2e: the consumer receives every message the producer got acknowledged.
+    let e2e = run(
+        "e2e",
+        "e2e",
+        &["--messages", "1000", "--mode", "async", "--threads", "2"],
+    );
+    let produced = count(&e2e, "produce", "acknowledged");
+    assert_eq!(produced, 1000);
+    assert_eq!(count(&e2e, "consume", "messages_total"), produced);
+    assert!(count(&e2e, "consume", "latency_samples") > 0);
+    assert_eq!(stored(server.broker, "BenchHarness"), 3300);
+
+    // Oneway: no answers, but the verified count is what the broker stored.
+    let oneway = run(
+        "oneway",
+        "produce",
+        &["--messages", "1500", "--mode", "oneway", "--threads", "2"],
+    );
+    assert_eq!(count(&oneway, "produce", "sent"), 1500);
+    assert!(oneway["produce"]["acknowledged"].is_null());
+    assert_eq!(oneway["verification"]["broker_stored"], 1500);
+    assert_eq!(stored(server.broker, "BenchHarness"), 4800);
+
+    // Direct to the broker, open loop: the warm-up is left out of the rates but its messages
+    // still count as acknowledged, and they are all stored.
+    let broker = server.broker.to_string();
+    let direct = bench(
+        &dir.0,
+        "direct",
+        &[
+            "produce",
+            "--broker",
+            &broker,
+            "--topic",
+            "BenchHarness",
+            "--queues",
+            &queues,
+            "--rate",
+            "400",
+            "--duration",
+            "2",
+            "--warmup",
+            "0.5",
+            "--mode",
+            "async",
+        ],
+    );
+    let acknowledged = count(&direct, "produce", "acknowledged");
+    assert!(acknowledged > 0, "{direct:#}");
+    assert!(count(&direct, "produce", "messages") < acknowledged);
+    assert_eq!(stored(server.broker, "BenchHarness"), 4800 + acknowledged);
+    assert_eq!(direct["options"]["rate"], 400.0);
+}

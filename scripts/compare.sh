@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# One ferromq-bench workload against two RocketMQ-protocol brokers, in alternation in one run
+# (A, B, A, B, ... ROUNDS times each), then both reports and the ratio B/A of produce msgs/s,
+# produce p99 and consume msgs/s (each side's figure is the mean over its rounds).
+#
+#   scripts/compare.sh [--ferromq NS:BROKER] [--peer NS:BROKER] WORKLOAD "ARGS" A B [ROUNDS]
+#
+# WORKLOAD is produce, consume or e2e. produce and consume both run `produce ARGS` and then
+# `consume --drain` of what it stored (the consume rate of a backlog); e2e runs `e2e ARGS`.
+# Each round uses its own topic (created on every master with --create-topic), so do not put
+# --topic or --create-topic into ARGS.
+#
+# A and B are name server addresses (host:port), or one of two words that start a broker here
+# (stopped again at the end):
+#   ferromq        target/release/ferromq standalone, fresh data dir, ports from --ferromq
+#                  (default 29876:30911)
+#   rocketmq-rust  scripts/rocketmq-rust.sh start, fresh data dir, ports from --peer
+#                  (default 19876:20911); needs `scripts/rocketmq-rust.sh install` done
+# or ferromq=NS:BROKER / rocketmq-rust=NS:BROKER with the ports inline (two ferromq sides).
+#
+#   scripts/compare.sh produce "--threads 16 --duration 10 --size 1024" ferromq rocketmq-rust
+#   scripts/compare.sh e2e "--rate 5000 --duration 20" 127.0.0.1:9876 10.0.0.2:9876 3
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+ferromq_ports="29876:30911"
+peer_ports="19876:20911"
+while [[ "${1:-}" == --* ]]; do
+    case "$1" in
+        --ferromq) ferromq_ports="$2"; shift 2 ;;
+        --peer) peer_ports="$2"; shift 2 ;;
+        *) echo "unknown option $1" >&2; exit 2 ;;
+    esac
+done
+if (($# < 4)); then
+    sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2
+    exit 2
+fi
+workload="$1"
+args="$2"
+side_a="$3"
+side_b="$4"
+rounds="${5:-2}"
+case "$workload" in
+    produce | consume | e2e) ;;
+    *) echo "WORKLOAD must be produce, consume or e2e, not $workload" >&2; exit 2 ;;
+esac
+bench=target/release/ferromq-bench
+[[ -x "$bench" ]] || { echo "build first: cargo build --release -p ferromq -p ferromq-bench" >&2; exit 1; }
+work="$(mktemp -d)"
+pids=()
+peer_dirs=()
+cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for dir in "${peer_dirs[@]}"; do scripts/rocketmq-rust.sh stop "$dir" || true; done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+wait_port() { # port: bounded wait until something listens on 127.0.0.1:port
+    local port="$1" deadline=$((SECONDS + 30))
+    until (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
+        ((SECONDS <= deadline)) || { echo "nothing listens on 127.0.0.1:$port" >&2; return 1; }
+        sleep 0.2
+    done
+}
+
+resolve() { # side label: prints the name server address, starting a broker if asked
+    local side="${1%%=*}" label="$2" ports=""
+    [[ "$1" == *=* ]] && ports="${1#*=}"
+    case "$side" in
+        ferromq)
+            ports="${ports:-$ferromq_ports}"
+            local ns="${ports%%:*}" broker="${ports##*:}"
+            [[ -x target/release/ferromq ]] || { echo "no target/release/ferromq" >&2; exit 1; }
+            target/release/ferromq standalone --data "$work/$label-data" \
+                --namesrv-listen "127.0.0.1:$ns" --broker-listen "127.0.0.1:$broker" \
+                > /dev/null 2> "$work/$label-ferromq.log" &
+            pids+=("$!")
+            wait_port "$ns" >&2 && wait_port "$broker" >&2
+            echo "127.0.0.1:$ns"
+            ;;
+        rocketmq-rust)
+            ports="${ports:-$peer_ports}"
+            peer_dirs+=("$work/$label-peer")
+            scripts/rocketmq-rust.sh start "$work/$label-peer" "$ports" >&2
+            echo "127.0.0.1:${ports%%:*}"
+            ;;
+        *) echo "$1" ;;
+    esac
+}
+
+# Redirected, not in $(...): a subshell would lose the pid and dir lists.
+resolve "$side_a" a > "$work/a.addr"
+resolve "$side_b" b > "$work/b.addr"
+addr_a="$(tail -n 1 "$work/a.addr")"
+addr_b="$(tail -n 1 "$work/b.addr")"
+echo "A = $side_a (name server $addr_a)"
+echo "B = $side_b (name server $addr_b)"
+echo "workload $workload, args: $args, $rounds round(s) each, alternating"
+echo
+
+bench_run() { # name workload args...: one bench run, its JSON in $work/name.json
+    local name="$1"
+    shift
+    if ! "$bench" "$@" --json "$work/$name.json" 2> "$work/$name.err"; then
+        echo "ferromq-bench $* failed:" >&2
+        tail -n 5 "$work/$name.err" >&2
+        exit 1
+    fi
+}
+
+# shellcheck disable=SC2086 # ARGS is a list of options on purpose
+run_side() { # side addr round
+    local side="$1" addr="$2" round="$3" topic="BenchCompare_${3}_${1}_$$"
+    echo "=== round $round, side ${side^^} ($addr)"
+    if [[ "$workload" == e2e ]]; then
+        bench_run "$side-$round-e2e" e2e -n "$addr" --topic "$topic" --create-topic $args
+    else
+        bench_run "$side-$round-produce" produce -n "$addr" --topic "$topic" --create-topic $args
+        bench_run "$side-$round-consume" consume -n "$addr" --topic "$topic" --create-topic \
+            --drain --from first --duration 300
+    fi
+    echo
+}
+
+for round in $(seq 1 "$rounds"); do
+    run_side a "$addr_a" "$round"
+    run_side b "$addr_b" "$round"
+done
+
+python3 - "$work" "$rounds" "$workload" "$side_a" "$side_b" <<'PY'
+import json, sys
+work, rounds, workload, name_a, name_b = sys.argv[1], int(sys.argv[2]), sys.argv[3], *sys.argv[4:]
+
+def figures(side):
+    produce, p99, consume, e2e_p99 = [], [], [], []
+    for r in range(1, rounds + 1):
+        if workload == "e2e":
+            report = json.load(open(f"{work}/{side}-{r}-e2e.json"))
+            produce.append(report["produce"]["msgs_per_sec"])
+            p99.append(report["produce"]["latency_us"]["p99"])
+            consume.append(report["consume"]["msgs_per_sec"])
+            e2e_p99.append(report["consume"]["latency_us"]["p99"])
+        else:
+            report = json.load(open(f"{work}/{side}-{r}-produce.json"))
+            produce.append(report["produce"]["msgs_per_sec"])
+            p99.append(report["produce"]["latency_us"]["p99"])
+            drained = json.load(open(f"{work}/{side}-{r}-consume.json"))
+            consume.append(drained["consume"]["msgs_per_sec"])
+    mean = lambda xs: sum(xs) / len(xs)
+    figures = {"produce msg/s": mean(produce), "produce p99 µs": mean(p99),
+               "consume msg/s": mean(consume), "rounds": (produce, p99, consume)}
+    if e2e_p99:
+        figures["e2e p99 µs"] = mean(e2e_p99)
+    return figures
+
+a, b = figures("a"), figures("b")
+print(f"summary over {rounds} round(s) each (mean of rounds):")
+print(f"{'':16} {'A = ' + name_a:>22} {'B = ' + name_b:>22} {'ratio B/A':>10}")
+keys = ["produce msg/s", "produce p99 µs", "consume msg/s"]
+for key in keys + (["e2e p99 µs"] if workload == "e2e" else []):
+    ratio = b[key] / a[key] if a[key] else float("nan")
+    print(f"{key:16} {a[key]:>22.0f} {b[key]:>22.0f} {ratio:>10.2f}")
+print("(p99: a ratio below 1 means B is faster; msg/s: above 1 means B is faster)")
+for label, side in (("A", a), ("B", b)):
+    produce, p99, consume = side["rounds"]
+    print(f"{label} per round: produce msg/s {[round(x) for x in produce]}, "
+          f"p99 µs {p99}, consume msg/s {[round(x) for x in consume]}")
+PY

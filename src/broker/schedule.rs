@@ -1,0 +1,390 @@
+//! Delayed messages (`ScheduleMessageService` in Java).
+//!
+//! A put whose `DELAY` property names a level above 0 (and that is not a transaction's
+//! prepared or rolled-back record) is stored in `SCHEDULE_TOPIC_XXXX`, queue `level - 1`,
+//! with its real topic and queue in `REAL_TOPIC`/`REAL_QID` ([`redirect_delayed`]); levels
+//! above the highest are clamped to it. Dispatch gives such a record the tags code "store time
+//! plus the level's delay", its delivery time.
+//!
+//! On the control shard, one task per level ([`run_schedule`]) reads its queue from the saved
+//! offset and, for each record whose time has come, stores a copy in the real topic and queue
+//! (`DELAY` removed, every other property kept, so the copy is found by its `UNIQ_KEY`)
+//! through the same put path as a send. The offset moves past a record only once the copy's
+//! put succeeded, so a delayed message is delivered at least once and never lost. The offsets
+//! go to `config/delayOffset.json` every `flushDelayOffsetInterval` and at shutdown, and are
+//! read back at start, clamped into each queue's range as Java does
+//! (`correctDelayOffset`); deliveries after the last write are made again after a crash.
+
+use super::state::{now_ms, BrokerState};
+use super::transaction::{HALF_TOPIC, TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE};
+use crate::config::persist::{read_with_backup, write_atomically};
+use crate::store::commit_log::PutMessage;
+use crate::store::config_files::DelayOffsetTable;
+use crate::store::dispatch::{DelayLevels, SCHEDULE_TOPIC};
+use crate::store::message::{
+    decode_record, parse_properties, properties_to_string, MessageRecord, Record,
+};
+use crate::store::message_store::StoreHandle;
+use crate::store::reader::{GetMessageStatus, PullFilter, StoreReader};
+use ferromq_shards::Shutdown;
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// `MessageConst.PROPERTY_DELAY_TIME_LEVEL`.
+pub const PROPERTY_DELAY: &str = "DELAY";
+/// `MessageConst.PROPERTY_REAL_TOPIC`.
+pub const PROPERTY_REAL_TOPIC: &str = "REAL_TOPIC";
+/// `MessageConst.PROPERTY_REAL_QUEUE_ID`.
+pub const PROPERTY_REAL_QUEUE_ID: &str = "REAL_QID";
+/// `TopicValidator.RMQ_SYS_TRANS_HALF_TOPIC`: never a delivery target.
+const TRANS_HALF_TOPIC: &str = HALF_TOPIC;
+
+/// `MessageSysFlag` transaction bits.
+const TRANSACTION_TYPE_MASK: i32 = 0x3 << 2;
+
+/// Pause between two looks at a level's queue (`DELAY_FOR_A_WHILE`).
+const DELAY_FOR_A_WHILE: Duration = Duration::from_millis(100);
+/// Longest pause while the head of a level's queue is not due yet.
+const NOT_DUE_LOOK_MAX: Duration = Duration::from_secs(1);
+/// Pause after a read error (`DELAY_FOR_A_PERIOD`).
+const DELAY_FOR_A_PERIOD: Duration = Duration::from_secs(10);
+/// Pause before a level's first look (`FIRST_DELAY_TIME`).
+const FIRST_DELAY_TIME: Duration = Duration::from_secs(1);
+/// Records read from a level's queue per look.
+const BATCH: usize = 32;
+
+/// A property's value in a properties list.
+fn property<'a>(properties: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    properties
+        .iter()
+        .find(|(key, _)| key == name)
+        .map(|(_, value)| value.as_str())
+}
+
+/// Sets `name` to `value`, in place if present, else at the end.
+pub(crate) fn set_property(properties: &mut Vec<(String, String)>, name: &str, value: String) {
+    match properties.iter_mut().find(|(key, _)| key == name) {
+        Some(entry) => entry.1 = value,
+        None => properties.push((name.to_owned(), value)),
+    }
+}
+
+/// The properties in their stored form.
+pub(crate) fn encode_properties(properties: &[(String, String)]) -> Vec<u8> {
+    properties_to_string(properties.iter().map(|(k, v)| (k.as_str(), v.as_str()))).into_bytes()
+}
+
+/// The delay level a put asks for (`getDelayTimeLevel`): `DELAY` as a number, else 0.
+fn delay_level(properties: &[(String, String)]) -> i32 {
+    property(properties, PROPERTY_DELAY)
+        .and_then(|level| level.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Redirects a put with a delay level to `SCHEDULE_TOPIC_XXXX` (the delay part of Java's
+/// `CommitLog.putMessage`): the level clamped to the highest, the real topic and queue kept
+/// in `REAL_TOPIC`/`REAL_QID`. Puts without a level, and transaction prepared or rollback
+/// records, are left alone.
+pub fn redirect_delayed(message: &mut PutMessage, levels: &DelayLevels) {
+    let transaction = message.sys_flag & TRANSACTION_TYPE_MASK;
+    if transaction != TRANSACTION_NOT_TYPE && transaction != TRANSACTION_COMMIT_TYPE {
+        return;
+    }
+    let mut properties = parse_properties(&message.properties);
+    let level = delay_level(&properties);
+    if level <= 0 {
+        return;
+    }
+    let max = i32::try_from(levels.len()).unwrap_or(i32::MAX);
+    let level = level.min(max);
+    set_property(&mut properties, PROPERTY_DELAY, level.to_string());
+    set_property(&mut properties, PROPERTY_REAL_TOPIC, message.topic.clone());
+    set_property(
+        &mut properties,
+        PROPERTY_REAL_QUEUE_ID,
+        message.queue_id.to_string(),
+    );
+    message.properties = encode_properties(&properties);
+    message.topic = SCHEDULE_TOPIC.to_owned();
+    message.queue_id = level - 1;
+}
+
+/// The copy of a due record for its real topic (`messageTimeup`): `None` when the record
+/// names no usable real topic and queue.
+fn time_up(record: &MessageRecord<'_>) -> Option<PutMessage> {
+    let mut properties = parse_properties(record.properties);
+    let topic = property(&properties, PROPERTY_REAL_TOPIC)?.to_owned();
+    let queue_id = property(&properties, PROPERTY_REAL_QUEUE_ID)?
+        .trim()
+        .parse::<i32>()
+        .ok()?;
+    if topic == TRANS_HALF_TOPIC {
+        return None;
+    }
+    properties.retain(|(name, _)| name != PROPERTY_DELAY);
+    Some(PutMessage {
+        topic,
+        queue_id,
+        flag: record.flag,
+        sys_flag: record.sys_flag,
+        born_timestamp: record.born_timestamp,
+        born_host: record.born_host,
+        store_host: record.store_host,
+        reconsume_times: record.reconsume_times,
+        prepared_transaction_offset: 0,
+        body: record.body.to_vec(),
+        properties: encode_properties(&properties),
+    })
+}
+
+/// The scheduler's state on the control shard.
+#[doc(alias = "ScheduleMessageService")]
+#[derive(Debug)]
+struct Scheduler {
+    store: StoreHandle,
+    reader: StoreReader,
+    levels: DelayLevels,
+    /// Level → next offset of its queue, as `delayOffset.json` holds it.
+    offsets: RefCell<BTreeMap<i32, i64>>,
+    path: PathBuf,
+}
+
+impl Scheduler {
+    fn load(state: &BrokerState, store: StoreHandle) -> Scheduler {
+        let path = state.config.store.config_dir().join("delayOffset.json");
+        let table = match read_with_backup(&path, |b| DelayOffsetTable::parse(b).is_ok()) {
+            Ok(Some(bytes)) => DelayOffsetTable::parse(&bytes).unwrap_or_default(),
+            Ok(None) => DelayOffsetTable::default(),
+            Err(error) => {
+                tracing::error!(%error, path = %path.display(), "cannot read delay offsets");
+                DelayOffsetTable::default()
+            }
+        };
+        let reader = store.reader();
+        let mut offsets: BTreeMap<i32, i64> = table.offset_table.into_iter().collect();
+        for (level, offset) in &mut offsets {
+            let min = reader.min_offset_in_queue(SCHEDULE_TOPIC, level - 1);
+            let max = reader.max_offset_in_queue(SCHEDULE_TOPIC, level - 1);
+            let corrected = (*offset).max(min).min(max);
+            if corrected != *offset {
+                tracing::error!(
+                    level,
+                    from = *offset,
+                    to = corrected,
+                    "corrected delay offset"
+                );
+                *offset = corrected;
+            }
+        }
+        Scheduler {
+            store,
+            reader,
+            levels: state.config.store.message_delay_level.clone(),
+            offsets: RefCell::new(offsets),
+            path,
+        }
+    }
+
+    fn offset(&self, level: i32) -> i64 {
+        self.offsets.borrow().get(&level).copied().unwrap_or(0)
+    }
+
+    fn persist(&self) {
+        let table = DelayOffsetTable {
+            offset_table: self
+                .offsets
+                .borrow()
+                .iter()
+                .map(|(l, o)| (*l, *o))
+                .collect(),
+        };
+        if let Err(error) = write_atomically(&self.path, table.to_json().as_bytes()) {
+            tracing::error!(%error, path = %self.path.display(), "cannot write delay offsets");
+        }
+    }
+
+    /// One look at `level`'s queue (`executeOnTimeup`): delivers what is due, in order, and
+    /// answers how long to wait before the next look.
+    async fn deliver_due(&self, level: i32) -> Duration {
+        let queue_id = level - 1;
+        let offset = self.offset(level);
+        let all = PullFilter { tags_codes: None };
+        let result = match self
+            .reader
+            .get_message(SCHEDULE_TOPIC, queue_id, offset, BATCH, &all)
+            .await
+        {
+            Ok(result) => result,
+            Err(error) => {
+                tracing::error!(%error, level, offset, "cannot read the delay queue");
+                return DELAY_FOR_A_PERIOD;
+            }
+        };
+        match result.status {
+            GetMessageStatus::Found => {}
+            GetMessageStatus::OffsetTooSmall | GetMessageStatus::OffsetOverflowBadly => {
+                let corrected = offset.max(result.min_offset).min(result.max_offset);
+                tracing::error!(level, offset, corrected, "delay offset out of its queue");
+                self.offsets.borrow_mut().insert(level, corrected);
+                return DELAY_FOR_A_WHILE;
+            }
+            _ => return DELAY_FOR_A_WHILE,
+        }
+        let delay = self.levels.delay_ms(level);
+        for found in &result.messages {
+            let bytes = result
+                .body
+                .get(found.body_start..found.body_start + found.size)
+                .unwrap_or_default();
+            let Ok(Record::Message { record, .. }) = decode_record(bytes, false) else {
+                // `lookMessageByOffset` found nothing: Java skips the unit.
+                tracing::error!(
+                    level,
+                    offset = found.queue_offset,
+                    "delay unit without record"
+                );
+                self.offsets
+                    .borrow_mut()
+                    .insert(level, found.queue_offset + 1);
+                continue;
+            };
+            let now = now_ms();
+            let mut deliver_at = record.store_timestamp.saturating_add(delay);
+            // `correctDeliverTimestamp`: a time further away than the level's delay (a clock
+            // that went back) is taken as now.
+            if deliver_at > now.saturating_add(delay) {
+                deliver_at = now;
+            }
+            if deliver_at > now {
+                // The queue is in delivery order (one delay, store times growing), so nothing
+                // is due before its head; look again then, or after a second at most in case
+                // the wall clock moves.
+                let wait = u64::try_from(deliver_at - now).unwrap_or(0);
+                return Duration::from_millis(wait).min(NOT_DUE_LOOK_MAX);
+            }
+            match time_up(&record) {
+                Some(copy) => {
+                    let topic = copy.topic.clone();
+                    if let Err(error) = self.store.put(copy).await {
+                        tracing::warn!(%error, level, topic, "delayed delivery failed; retrying");
+                        return DELAY_FOR_A_WHILE;
+                    }
+                }
+                None => {
+                    tracing::error!(level, offset = found.queue_offset, "delayed record dropped");
+                }
+            }
+            self.offsets
+                .borrow_mut()
+                .insert(level, found.queue_offset + 1);
+        }
+        // Every unit up to the next begin offset was delivered or was not a message.
+        self.offsets
+            .borrow_mut()
+            .insert(level, result.next_begin_offset.max(offset));
+        if result.messages.len() >= BATCH {
+            Duration::ZERO
+        } else {
+            DELAY_FOR_A_WHILE
+        }
+    }
+
+    async fn run_level(self: Rc<Self>, level: i32) {
+        glommio::timer::sleep(FIRST_DELAY_TIME).await;
+        loop {
+            let wait = self.deliver_due(level).await;
+            if wait.is_zero() {
+                glommio::yield_if_needed().await;
+            } else {
+                glommio::timer::sleep(wait).await;
+            }
+        }
+    }
+}
+
+/// Runs delayed delivery on the control shard until shutdown, then writes the offsets. Call
+/// once the store is recovered (the saved offsets are checked against its queues).
+pub async fn run_schedule(state: Arc<BrokerState>, store: StoreHandle, shutdown: Shutdown) {
+    let scheduler = Rc::new(Scheduler::load(&state, store));
+    let levels = i32::try_from(scheduler.levels.len()).unwrap_or(0);
+    let tasks: Vec<_> = (1..=levels)
+        .map(|level| glommio::spawn_local(Rc::clone(&scheduler).run_level(level)).detach())
+        .collect();
+    let interval = state.config.flush_delay_offset_interval;
+    let persist = async {
+        loop {
+            glommio::timer::sleep(interval).await;
+            scheduler.persist();
+        }
+    };
+    futures::pin_mut!(persist);
+    let stop = shutdown.wait();
+    futures::pin_mut!(stop);
+    futures::future::select(persist, stop).await;
+    for task in tasks {
+        task.cancel();
+    }
+    scheduler.persist();
+    tracing::info!("delay offsets written at shutdown");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::SocketAddr;
+
+    fn put(properties: &str, sys_flag: i32) -> PutMessage {
+        let host: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        PutMessage {
+            topic: "T".into(),
+            queue_id: 3,
+            flag: 0,
+            sys_flag,
+            born_timestamp: 0,
+            born_host: host,
+            store_host: host,
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body: Vec::new(),
+            properties: properties.as_bytes().to_vec(),
+        }
+    }
+
+    #[test]
+    fn a_delayed_put_goes_to_the_schedule_queue_of_its_clamped_level() {
+        let levels = DelayLevels::parse("1s 2s 3s").unwrap();
+        let mut message = put("DELAY\u{1}7\u{2}KEYS\u{1}k\u{2}", 0);
+        redirect_delayed(&mut message, &levels);
+        assert_eq!(message.topic, SCHEDULE_TOPIC);
+        assert_eq!(message.queue_id, 2);
+        let properties = parse_properties(&message.properties);
+        assert_eq!(property(&properties, "DELAY"), Some("3"));
+        assert_eq!(property(&properties, "REAL_TOPIC"), Some("T"));
+        assert_eq!(property(&properties, "REAL_QID"), Some("3"));
+        assert_eq!(property(&properties, "KEYS"), Some("k"));
+    }
+
+    #[test]
+    fn no_level_and_prepared_transactions_stay_where_they_are() {
+        let levels = DelayLevels::default();
+        for (properties, sys_flag) in [
+            ("KEYS\u{1}k\u{2}", 0),
+            ("DELAY\u{1}0\u{2}", 0),
+            ("DELAY\u{1}x\u{2}", 0),
+            ("DELAY\u{1}2\u{2}", 0x4),
+            ("DELAY\u{1}2\u{2}", 0xc),
+        ] {
+            let mut message = put(properties, sys_flag);
+            redirect_delayed(&mut message, &levels);
+            assert_eq!((message.topic.as_str(), message.queue_id), ("T", 3));
+            assert_eq!(message.properties, properties.as_bytes());
+        }
+        let mut committed = put("DELAY\u{1}2\u{2}", 0x8);
+        redirect_delayed(&mut committed, &levels);
+        assert_eq!(committed.topic, SCHEDULE_TOPIC);
+    }
+}
