@@ -243,6 +243,8 @@ async fn end(
         put.sys_flag = (record.sys_flag & !TRANSACTION_TYPE_MASK) | TRANSACTION_COMMIT_TYPE;
         put.prepared_transaction_offset = header.commit_log_offset;
         put.properties = half.properties_with(&[REAL_TOPIC, REAL_QID, TRAN_MSG], &[]);
+        // As Java's CommitLog: a committed message with a delay level waits for it.
+        super::schedule::redirect_delayed(&mut put, &state.config.store.message_delay_level);
         if let Err(failure) = store.put(put).await {
             let remark = format!("cannot store the committed message: {failure}");
             return error(request, ResponseCode::SYSTEM_ERROR, remark);
