@@ -478,3 +478,34 @@ fn writer_and_dispatch_run_on_different_shards() {
     assert_eq!(writer.join().unwrap(), 400);
     assert_eq!(dispatch.join().unwrap(), 32);
 }
+
+/// A crash between creating an IndexFile and sizing it leaves an empty file: the store
+/// opens anyway (it is no other layout), drops it, and the keys stay findable.
+#[test]
+fn an_empty_index_file_left_by_a_crash_does_not_stop_the_store() {
+    let dir = TempDir::on_disk("store-empty-index");
+    let config = small_store_config(dir.path());
+    let reopen = config.clone();
+    ferromq_shards::testing::run_local(async move {
+        let store = LocalStore::open(config).await.unwrap();
+        let handle = store.handle().clone();
+        handle
+            .put(store_message("E", 0, b"kept", None, Some("key-1")))
+            .await
+            .unwrap();
+        store.shutdown().await.unwrap();
+    });
+    let empty = dir.path().join("index").join("29991231235959999");
+    std::fs::write(&empty, b"").unwrap();
+    ferromq_shards::testing::run_local(async move {
+        let store = LocalStore::open(reopen).await.unwrap();
+        let reader = store.handle().reader();
+        let found = reader
+            .query_by_key("E", "key-1", 32, 0, i64::MAX)
+            .await
+            .unwrap();
+        assert_eq!(found.len(), 1);
+        store.shutdown().await.unwrap();
+    });
+    assert!(!empty.exists(), "the empty IndexFile is dropped");
+}

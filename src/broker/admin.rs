@@ -148,6 +148,18 @@ pub fn broker_config(state: &BrokerState, request: &RemotingCommand) -> Response
             "storePathRootDir",
             store.store_path_root_dir.display().to_string(),
         ),
+        (
+            "transactionCheckInterval",
+            config.transaction_check_interval.as_millis().to_string(),
+        ),
+        (
+            "transactionCheckMax",
+            config.transaction_check_max.to_string(),
+        ),
+        (
+            "transactionTimeOut",
+            config.transaction_timeout.as_millis().to_string(),
+        ),
     ];
     let text: String = entries
         .iter()

@@ -25,6 +25,7 @@ pub mod register;
 pub mod schedule;
 pub mod send_back;
 pub mod state;
+pub mod transaction;
 
 use crate::config::broker::BrokerConfig;
 use crate::remoting::server::{self, ServerConfig};
@@ -311,7 +312,7 @@ async fn run_writer_role(
 }
 
 /// Periodic broker work: consumer offsets, retention, client expiry, and (once the store is
-/// open) delayed delivery.
+/// open) delayed delivery and the transaction check.
 async fn run_control_role(
     state: Arc<BrokerState>,
     handle: StoreHandle,
@@ -321,9 +322,21 @@ async fn run_control_role(
     let schedule_state = Arc::clone(&state);
     let schedule_handle = handle.clone();
     let schedule_shutdown = shutdown.clone();
+    let schedule_ready = Arc::clone(&ready);
     let schedule = glommio::spawn_local(async move {
-        if wait_for(&ready).await.is_ok() {
+        if wait_for(&schedule_ready).await.is_ok() {
             schedule::run_schedule(schedule_state, schedule_handle, schedule_shutdown).await;
+        }
+    })
+    .detach();
+    let transaction_state = Arc::clone(&state);
+    let transaction_handle = handle.clone();
+    let transaction_shutdown = shutdown.clone();
+    let transactions = glommio::spawn_local(async move {
+        if wait_for(&ready).await.is_ok() {
+            let check =
+                transaction::run_check(transaction_state, transaction_handle, transaction_shutdown);
+            check.await;
         }
     })
     .detach();
@@ -351,6 +364,7 @@ async fn run_control_role(
     futures::future::select(periodic, stop).await;
     let _ = retention.await;
     let _ = schedule.await;
+    let _ = transactions.await;
 }
 
 /// Binds (the first net shard picks the port; the others join it) and serves.

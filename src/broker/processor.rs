@@ -10,6 +10,7 @@ use super::send_back;
 use super::state::{
     topic_name_problem, BrokerState, ClientChannel, PERM_READ, PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX,
 };
+use super::transaction;
 use crate::remoting::headers::{
     CreateTopicRequestHeader, GetConsumerListByGroupRequestHeader,
     GetEarliestMsgStoretimeRequestHeader, GetEarliestMsgStoretimeResponseHeader,
@@ -154,6 +155,9 @@ impl BrokerHandler {
             }
             RequestCode::UNLOCK_BATCH_MQ => admin::unlock_batch(&self.state, &request),
             RequestCode::VIEW_MESSAGE_BY_ID => admin::view_message(&self.reader, &request).await,
+            RequestCode::END_TRANSACTION => {
+                transaction::end_transaction(&self.state, &self.store, &self.reader, &request).await
+            }
             RequestCode::QUERY_MESSAGE => {
                 admin::query_message(&self.reader, self.store.shared(), &request).await
             }
@@ -216,6 +220,11 @@ impl BrokerHandler {
             ..self.put_message(connection, &header, queue_id)
         };
         redirect_delayed(&mut message, &store_config.message_delay_level);
+        // After the delay: a half keeps its prepared flag until here, so no delay applies
+        // to it (the client drops the level of a transactional message anyway).
+        if transaction::is_half(&message.properties) {
+            message = transaction::into_half(&self.state, message);
+        }
         match self.store.put(message).await {
             Ok(appended) => Some(self.send_response(
                 request,

@@ -16,6 +16,7 @@
 //! (`correctDelayOffset`); deliveries after the last write are made again after a crash.
 
 use super::state::{now_ms, BrokerState};
+use super::transaction::{HALF_TOPIC, TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE};
 use crate::config::persist::{read_with_backup, write_atomically};
 use crate::store::commit_log::PutMessage;
 use crate::store::config_files::DelayOffsetTable;
@@ -40,12 +41,10 @@ pub const PROPERTY_REAL_TOPIC: &str = "REAL_TOPIC";
 /// `MessageConst.PROPERTY_REAL_QUEUE_ID`.
 pub const PROPERTY_REAL_QUEUE_ID: &str = "REAL_QID";
 /// `TopicValidator.RMQ_SYS_TRANS_HALF_TOPIC`: never a delivery target.
-const TRANS_HALF_TOPIC: &str = "RMQ_SYS_TRANS_HALF_TOPIC";
+const TRANS_HALF_TOPIC: &str = HALF_TOPIC;
 
-/// `MessageSysFlag` transaction bits and the two types a delay applies to.
+/// `MessageSysFlag` transaction bits.
 const TRANSACTION_TYPE_MASK: i32 = 0x3 << 2;
-const TRANSACTION_NOT_TYPE: i32 = 0;
-const TRANSACTION_COMMIT_TYPE: i32 = 0x2 << 2;
 
 /// Pause between two looks at a level's queue (`DELAY_FOR_A_WHILE`).
 const DELAY_FOR_A_WHILE: Duration = Duration::from_millis(100);

@@ -573,6 +573,19 @@ impl BrokerState {
         changed
     }
 
+    /// A way to reach one live producer of `group` (`ProducerManager.getAvailableChannel`):
+    /// the one heard from last.
+    #[must_use]
+    pub fn producer_outbound(&self, group: &str) -> Option<Outbound> {
+        let producers = lock(&self.producers);
+        let mut members: Vec<(&ConnectionId, &Member)> = producers.get(group)?.iter().collect();
+        members.sort_by_key(|(_, member)| std::cmp::Reverse(member.last_seen));
+        let outbounds = lock(&self.outbounds);
+        members
+            .into_iter()
+            .find_map(|(connection, _)| outbounds.get(connection).cloned())
+    }
+
     /// Client ids of a consumer group, sorted.
     #[must_use]
     pub fn consumer_ids(&self, group: &str) -> Vec<String> {

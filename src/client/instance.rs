@@ -385,6 +385,12 @@ impl ClientInstance {
         *lock(&self.hook) = Some(hook);
     }
 
+    /// The handler set by [`ClientInstance::set_request_hook`], to chain a new one to it.
+    #[must_use]
+    pub fn request_hook(&self) -> Option<RequestHook> {
+        lock(&self.hook).clone()
+    }
+
     /// The heartbeat body: every registered group.
     #[must_use]
     pub fn heartbeat_data(&self) -> HeartbeatData {

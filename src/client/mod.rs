@@ -37,6 +37,7 @@ pub mod message;
 pub mod msg_id;
 pub mod producer;
 pub mod query;
+pub mod transaction;
 
 pub use crate::remoting::heartbeat::{ConsumerData, HeartbeatData, ProducerData, SubscriptionData};
 pub use config::ClientConfig;
@@ -47,3 +48,6 @@ pub use instance::{
 };
 pub use message::{decode_messages, property, Message, MessageExt, MessageQueue};
 pub use producer::{Producer, ProducerOptions, SendResult, SendStatus};
+pub use transaction::{
+    LocalTransactionState, TransactionListener, TransactionProducer, TransactionSendResult,
+};

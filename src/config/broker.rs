@@ -76,6 +76,13 @@ pub struct BrokerConfig {
     /// `channelNotActiveInterval`-like expiry of client channels without heartbeat
     /// (`channelExpiredTimeout`, 120 s).
     pub channel_expired_timeout: Duration,
+    /// `transactionTimeOut` (6 s): how old a half message must be before its producer is
+    /// asked about it.
+    pub transaction_timeout: Duration,
+    /// `transactionCheckMax` (15): checks of one half message before it is discarded.
+    pub transaction_check_max: i32,
+    /// `transactionCheckInterval` (60 s): period of the transaction check.
+    pub transaction_check_interval: Duration,
     /// `serverChannelMaxIdleTimeSeconds` (120).
     pub channel_idle_timeout: Duration,
     /// How long an orderly consumer's queue lock lasts without renewal (60 s). Java reads it
@@ -125,6 +132,9 @@ impl Default for BrokerConfig {
             flush_consumer_offset_interval: Duration::from_secs(5),
             flush_delay_offset_interval: Duration::from_secs(10),
             channel_expired_timeout: Duration::from_secs(120),
+            transaction_timeout: Duration::from_secs(6),
+            transaction_check_max: 15,
+            transaction_check_interval: Duration::from_secs(60),
             channel_idle_timeout: limits::CHANNEL_IDLE_TIMEOUT,
             rebalance_lock_max_live_time: Duration::from_secs(60),
             frame_size_max: limits::FRAME_SIZE_MAX,
@@ -244,6 +254,13 @@ impl BrokerConfig {
                 }
                 "flushConsumerOffsetInterval" => {
                     self.flush_consumer_offset_interval = millis(&at, key, value)?;
+                }
+                "transactionTimeOut" => self.transaction_timeout = millis(&at, key, value)?,
+                "transactionCheckMax" => {
+                    self.transaction_check_max = parse_value(&at, key, value, "a count")?;
+                }
+                "transactionCheckInterval" => {
+                    self.transaction_check_interval = millis(&at, key, value)?;
                 }
                 "flushDelayOffsetInterval" => {
                     self.flush_delay_offset_interval = millis(&at, key, value)?;

@@ -334,7 +334,9 @@ fn check_queue_file_size(file: &std::fs::DirEntry, units: usize) -> Result<(), S
 }
 
 /// Refuses IndexFiles of another layout than `maxHashSlotNum` and `maxIndexNum` give: mapped
-/// with ours, they would be resized and their slots misread and overwritten.
+/// with ours, they would be resized and their slots misread and overwritten. An empty file
+/// is a crash between creating a file and sizing it, not another layout: it holds nothing,
+/// and loading the index drops it (no valid header) and re-dispatch rebuilds what it lacks.
 fn check_index_file_sizes(config: &StoreConfig) -> Result<(), StoreError> {
     let (slots, items) = (config.max_hash_slot_num, config.max_index_num);
     let size = u64::try_from(index_file_size(slots, items)).expect("fits u64");
@@ -344,7 +346,7 @@ fn check_index_file_sizes(config: &StoreConfig) -> Result<(), StoreError> {
             .to_str()
             .is_some_and(|n| n.len() == 17 && n.bytes().all(|b| b.is_ascii_digit()));
         let len = file_len(&file.path())?;
-        if is_index && len != size {
+        if is_index && len != size && len != 0 {
             return Err(StoreError::Layout(format!(
                 "IndexFile {} is {len} bytes, but maxHashSlotNum {slots} and maxIndexNum \
                  {items} make {size}",
