@@ -19,6 +19,7 @@ use ferromq::namesrv::NamesrvHandle;
 use ferromq::remoting::client::{connect_tokio, ClientConfig};
 use ferromq::remoting::headers::GetRouteInfoRequestHeader;
 use ferromq::remoting::{RemotingCommand, RequestCode, ResponseCode};
+use ferromq::store::dispatch::DelayLevels;
 use ferromq::store::flush::FlushDiskType;
 use ferromq_shards::Shutdown;
 use rocketmq_client_rust::{
@@ -55,6 +56,7 @@ pub struct Ferromq {
     broker: Option<BrokerHandle>,
     flush: FlushDiskType,
     dir: PathBuf,
+    delay_levels: Option<DelayLevels>,
 }
 
 impl Ferromq {
@@ -68,6 +70,14 @@ impl Ferromq {
     /// As [`Ferromq::start`], with the given flush mode.
     #[must_use]
     pub fn start_with(name: &str, flush: FlushDiskType) -> Ferromq {
+        Self::start_configured(name, flush, None)
+    }
+
+    fn start_configured(
+        name: &str,
+        flush: FlushDiskType,
+        delay_levels: Option<DelayLevels>,
+    ) -> Ferromq {
         // The store opens its segments with O_DIRECT, which a tmpfs /tmp refuses: keep the
         // data on the build's own disk.
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
@@ -93,6 +103,7 @@ impl Ferromq {
             broker: None,
             flush,
             dir,
+            delay_levels,
         };
         ferromq.start_broker();
         ferromq
@@ -117,6 +128,9 @@ impl Ferromq {
         config.store.flush_disk_type = self.flush;
         // Small segments: a test writes a few MiB at most.
         config.store.mapped_file_size_commit_log = 64 << 20;
+        if let Some(levels) = &self.delay_levels {
+            config.store.message_delay_level = levels.clone();
+        }
         let broker = ferromq::broker::start(config, Shutdown::new()).expect("start the broker");
         self.broker_addr = broker.addr;
         self.broker = Some(broker);
@@ -555,4 +569,17 @@ fn now_ns() -> u128 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos())
+}
+
+impl Ferromq {
+    /// As [`Ferromq::start`], with the broker's `messageDelayLevel` set to `levels` (e.g.
+    /// `"1s 2s 3s"`), kept across broker restarts.
+    ///
+    /// # Panics
+    /// When `levels` do not parse or the broker does not start.
+    #[must_use]
+    pub fn start_with_delay_levels(name: &str, levels: &str) -> Ferromq {
+        let levels = DelayLevels::parse(levels).expect("valid delay levels");
+        Self::start_configured(name, async_flush(), Some(levels))
+    }
 }
