@@ -1,11 +1,15 @@
 //! Delayed messages through the crates.io RocketMQ client (`rocketmq-client-rust`): its
 //! producer sends with delay levels 1, 2 and 3 to a ferromq whose `messageDelayLevel` is
 //! `1s 2s 3s 4s 5s`, and its push consumer receives each message no earlier than its delay
-//! after the send and within a second after it, with its keys, tag and user property.
+//! after the send and within a second after it, with its keys, tag and user property; and
+//! messages still waiting when the broker stops are delivered once each after it starts
+//! again over the same store (read back with ferromq's own remoting client).
 
 mod common;
 
-use common::{bounded, start_producer, unique, wait_until, Client, Ferromq, SEND_TIMEOUT_MS};
+use common::{
+    bounded, pull_queue, start_producer, unique, wait_until, Client, Ferromq, SEND_TIMEOUT_MS,
+};
 use rocketmq_client_rust::{
     ClientResult, ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, DefaultMQPushConsumer,
     MQPushConsumer, SendStatus,
@@ -205,5 +209,86 @@ fn each_delay_level_is_received_on_time_with_keys_tag_and_user_property() {
 
         bounded("shutdown", consumer.shutdown()).await;
         bounded("producer shutdown", producer.shutdown()).await;
+    });
+}
+
+#[test]
+fn delayed_messages_survive_a_broker_restart_between_send_and_delivery() {
+    const PER_LEVEL: usize = 5;
+    /// After a restart the schedule's first look comes a second later; then 100 ms checks.
+    const AFTER_RESTART_MS: i64 = 2_500;
+    let mut ferromq = Ferromq::start_with_delay_levels("delay-restart", LEVELS);
+    let client = Client::new("delay-restart");
+    client.run(TEST_LIMIT, async {
+        let topic = unique("DelayRestart");
+        ferromq.create_topic(&topic, 2).await;
+        let mut producer = start_producer(&client, &ferromq, &unique("restart_pg")).await;
+        let mut expected = BTreeMap::new();
+        for i in 0..PER_LEVEL {
+            for level in [3, 4] {
+                let body = format!("restart-{level}-{i}");
+                let result = bounded(
+                    "send",
+                    producer.send_with_timeout(delayed(&topic, level, &body), SEND_TIMEOUT_MS),
+                )
+                .await
+                .expect("the delayed send succeeds")
+                .expect("a sync send has a result");
+                assert_eq!(result.send_status, SendStatus::SendOk, "{body}");
+                expected.insert(body, level);
+            }
+        }
+        bounded("producer shutdown", producer.shutdown()).await;
+        // Stop and start the broker over the same store while every message still waits.
+        ferromq.stop_broker();
+        ferromq.start_broker();
+        let restarted_ms = now_ms();
+
+        let mut stored = Vec::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while stored.len() < expected.len() && std::time::Instant::now() < deadline {
+            stored.clear();
+            for queue in 0..2 {
+                let limit = Duration::from_millis(200);
+                let found = pull_queue(&ferromq, ("delay-reader", &topic, queue), 1, limit).await;
+                stored.extend(found);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+        for copy in &stored {
+            *counts.entry(copy.body.as_str()).or_default() += 1;
+        }
+        let wanted: BTreeMap<&str, usize> = expected.keys().map(|b| (b.as_str(), 1)).collect();
+        assert_eq!(
+            counts, wanted,
+            "each delayed message delivered once after the restart"
+        );
+        for copy in &stored {
+            let level = expected[&copy.body];
+            let delay = i64::from(level) * 1_000;
+            let due = copy.born_timestamp + delay;
+            assert!(
+                copy.store_timestamp >= restarted_ms,
+                "{} was delivered before the restart: the test did not test a restart",
+                copy.body
+            );
+            assert!(
+                copy.store_timestamp >= due,
+                "{}: delivered {} ms before its delay",
+                copy.body,
+                due - copy.store_timestamp
+            );
+            let latest = due.max(restarted_ms) + AFTER_RESTART_MS;
+            assert!(
+                copy.store_timestamp <= latest,
+                "{}: delivered {} ms after it was due (restart at {restarted_ms}, due {due})",
+                copy.body,
+                copy.store_timestamp - due
+            );
+            assert_eq!(copy.prop("TAGS"), Some(format!("Tag{level}").as_str()));
+            assert_eq!(copy.prop("KEYS"), Some(format!("K{level} shared").as_str()));
+            assert_eq!(copy.prop("user"), Some(format!("v{level}").as_str()));
+        }
     });
 }

@@ -10,11 +10,9 @@
 
 mod common;
 
-use common::{bounded, start_producer, unique, wait_until, Client, Ferromq, SEND_TIMEOUT_MS};
-use ferromq::remoting::client::{connect_tokio, ClientConfig};
-use ferromq::remoting::headers::PullMessageRequestHeader;
-use ferromq::remoting::{RemotingCommand, RequestCode, ResponseCode};
-use ferromq::store::message::{decode_record, parse_properties, Record};
+use common::{
+    bounded, pull_queue, start_producer, unique, wait_until, Client, Ferromq, SEND_TIMEOUT_MS,
+};
 use rocketmq_client_rust::{
     ClientResult, ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, DefaultMQProducer,
     DefaultMQPushConsumer, MQPushConsumer, SendStatus,
@@ -24,7 +22,7 @@ use rocketmq_model::common::message::message_ext::MessageExt;
 use rocketmq_model::common::message::message_single::Message;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const TEST_LIMIT: Duration = Duration::from_secs(120);
 const LEVELS: &str = "1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s";
@@ -156,86 +154,6 @@ fn times(deliveries: &Deliveries, body: &str) -> Vec<i32> {
         .unwrap_or_default()
 }
 
-/// A stored message as a raw pull answers it.
-#[derive(Debug)]
-struct Stored {
-    topic: String,
-    reconsume_times: i32,
-    body: String,
-    properties: Vec<(String, String)>,
-}
-
-impl Stored {
-    fn prop(&self, name: &str) -> Option<&str> {
-        self.properties
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-/// Every message of queue 0 of `topic`, pulled from offset 0 with ferromq's remoting client
-/// (no suspension); polls until there are at least `expected`, for at most `limit`.
-async fn pull_queue(
-    ferromq: &Ferromq,
-    (group, topic): (&str, &str),
-    expected: usize,
-    limit: Duration,
-) -> Vec<Stored> {
-    let (client, _inbound) = connect_tokio(ferromq.broker_addr, ClientConfig::default())
-        .await
-        .expect("connect to the broker");
-    let deadline = Instant::now() + limit;
-    loop {
-        let mut all = Vec::new();
-        for _ in 0..100 {
-            let header = PullMessageRequestHeader {
-                consumer_group: group.to_owned(),
-                topic: topic.to_owned(),
-                queue_id: 0,
-                queue_offset: i64::try_from(all.len()).expect("small"),
-                max_msg_nums: 32,
-                sys_flag: 0x4,
-                commit_offset: 0,
-                suspend_timeout_millis: 0,
-                subscription: Some("*".to_owned()),
-                sub_version: 0,
-                expression_type: Some("TAG".to_owned()),
-                max_msg_bytes: None,
-                request_source: None,
-                broker_name: None,
-            };
-            let request = RemotingCommand::request_with_header(RequestCode::PULL_MESSAGE, &header);
-            let response = client
-                .request_timeout(request, Duration::from_secs(3))
-                .await
-                .expect("pull answered");
-            if response.code != ResponseCode::SUCCESS.0 {
-                break;
-            }
-            let mut at = 0;
-            while at < response.body.len() {
-                let Ok(Record::Message { record, size }) =
-                    decode_record(&response.body[at..], true)
-                else {
-                    panic!("{topic}: the pull body is not records at {at}");
-                };
-                all.push(Stored {
-                    topic: record.topic.to_owned(),
-                    reconsume_times: record.reconsume_times,
-                    body: String::from_utf8_lossy(record.body).into_owned(),
-                    properties: parse_properties(record.properties),
-                });
-                at += size;
-            }
-        }
-        if all.len() >= expected || Instant::now() >= deadline {
-            return all;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 #[test]
 fn reconsume_later_redelivers_with_growing_reconsume_times_until_success() {
     let ferromq = Ferromq::start_with_delay_levels("retry-grow", LEVELS);
@@ -286,7 +204,7 @@ fn reconsume_later_redelivers_with_growing_reconsume_times_until_success() {
 
         // The broker's %RETRY% topic holds one copy per failure, reconsumeTimes 1, 2, ...
         let retry_topic = format!("%RETRY%{group}");
-        let stored = pull_queue(&ferromq, (READER, &retry_topic), 4, PULL_LIMIT).await;
+        let stored = pull_queue(&ferromq, (READER, &retry_topic, 0), 4, PULL_LIMIT).await;
         let mut by_body: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
         for copy in &stored {
             assert_eq!(copy.topic, retry_topic);
@@ -322,7 +240,7 @@ fn a_message_failing_past_max_reconsume_times_ends_in_the_dlq() {
 
         // Deliveries at reconsumeTimes 0, 1, 2; the send-back of the last goes to the DLQ.
         let dlq = format!("%DLQ%{group}");
-        let dead = pull_queue(&ferromq, (READER, &dlq), 1, REDELIVERY_LIMIT * 3).await;
+        let dead = pull_queue(&ferromq, (READER, &dlq, 0), 1, REDELIVERY_LIMIT * 3).await;
         let seen = times(&deliveries, body);
         assert_eq!(dead.len(), 1, "DLQ {dead:#?}, deliveries {seen:?}");
         let dead = &dead[0];
@@ -340,11 +258,11 @@ fn a_message_failing_past_max_reconsume_times_ends_in_the_dlq() {
         let seen = times(&deliveries, body);
         assert_eq!(seen, (0..=MAX).collect::<Vec<_>>(), "deliveries");
         let retry_topic = format!("%RETRY%{group}");
-        let retried = pull_queue(&ferromq, (READER, &retry_topic), 2, PULL_LIMIT).await;
+        let retried = pull_queue(&ferromq, (READER, &retry_topic, 0), 2, PULL_LIMIT).await;
         let retried: Vec<i32> = retried.iter().map(|s| s.reconsume_times).collect();
         assert_eq!(retried, [1, 2], "retry copies before the DLQ");
         assert_eq!(
-            pull_queue(&ferromq, (READER, &dlq), 1, PULL_LIMIT)
+            pull_queue(&ferromq, (READER, &dlq, 0), 1, PULL_LIMIT)
                 .await
                 .len(),
             1

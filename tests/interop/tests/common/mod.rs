@@ -17,10 +17,11 @@ use ferromq::config::namesrv::NamesrvConfig;
 use ferromq::config::topic::TopicConfig;
 use ferromq::namesrv::NamesrvHandle;
 use ferromq::remoting::client::{connect_tokio, ClientConfig};
-use ferromq::remoting::headers::GetRouteInfoRequestHeader;
+use ferromq::remoting::headers::{GetRouteInfoRequestHeader, PullMessageRequestHeader};
 use ferromq::remoting::{RemotingCommand, RequestCode, ResponseCode};
 use ferromq::store::dispatch::DelayLevels;
 use ferromq::store::flush::FlushDiskType;
+use ferromq::store::message::{decode_record, parse_properties, Record};
 use ferromq_shards::Shutdown;
 use rocketmq_client_rust::{
     ClientResult, ClientRuntime, ClientRuntimeConfig, ConsumeConcurrentlyContext,
@@ -581,5 +582,104 @@ impl Ferromq {
     pub fn start_with_delay_levels(name: &str, levels: &str) -> Ferromq {
         let levels = DelayLevels::parse(levels).expect("valid delay levels");
         Self::start_configured(name, async_flush(), Some(levels))
+    }
+}
+
+/// A stored message as a raw pull answers it.
+#[derive(Debug)]
+pub struct Stored {
+    /// The topic it is stored under.
+    pub topic: String,
+    /// Its queue offset.
+    pub queue_offset: i64,
+    /// `reconsumeTimes`.
+    pub reconsume_times: i32,
+    /// When the producer made it, ms since the epoch.
+    pub born_timestamp: i64,
+    /// When the broker stored this copy, ms since the epoch.
+    pub store_timestamp: i64,
+    /// The body, as text.
+    pub body: String,
+    /// Its properties, in stored order.
+    pub properties: Vec<(String, String)>,
+}
+
+impl Stored {
+    /// The value of property `name`.
+    #[must_use]
+    pub fn prop(&self, name: &str) -> Option<&str> {
+        self.properties
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Every message of queue `queue_id` of `topic`, pulled from offset 0 by `group` with
+/// ferromq's own remoting client (no suspension); polls until there are at least `expected`,
+/// for at most `limit`, and returns what is there then.
+///
+/// # Panics
+/// When the broker cannot be reached or answers with something that is not records.
+pub async fn pull_queue(
+    ferromq: &Ferromq,
+    (group, topic, queue_id): (&str, &str, i32),
+    expected: usize,
+    limit: Duration,
+) -> Vec<Stored> {
+    let (client, _inbound) = connect_tokio(ferromq.broker_addr, ClientConfig::default())
+        .await
+        .expect("connect to the broker");
+    let deadline = Instant::now() + limit;
+    loop {
+        let mut all = Vec::new();
+        for _ in 0..100 {
+            let header = PullMessageRequestHeader {
+                consumer_group: group.to_owned(),
+                topic: topic.to_owned(),
+                queue_id,
+                queue_offset: i64::try_from(all.len()).expect("small"),
+                max_msg_nums: 32,
+                sys_flag: 0x4,
+                commit_offset: 0,
+                suspend_timeout_millis: 0,
+                subscription: Some("*".to_owned()),
+                sub_version: 0,
+                expression_type: Some("TAG".to_owned()),
+                max_msg_bytes: None,
+                request_source: None,
+                broker_name: None,
+            };
+            let request = RemotingCommand::request_with_header(RequestCode::PULL_MESSAGE, &header);
+            let response = client
+                .request_timeout(request, Duration::from_secs(3))
+                .await
+                .expect("pull answered");
+            if response.code != ResponseCode::SUCCESS.0 {
+                break;
+            }
+            let mut at = 0;
+            while at < response.body.len() {
+                let Ok(Record::Message { record, size }) =
+                    decode_record(&response.body[at..], true)
+                else {
+                    panic!("{topic}: the pull body is not records at {at}");
+                };
+                all.push(Stored {
+                    topic: record.topic.to_owned(),
+                    queue_offset: record.queue_offset,
+                    born_timestamp: record.born_timestamp,
+                    store_timestamp: record.store_timestamp,
+                    reconsume_times: record.reconsume_times,
+                    body: String::from_utf8_lossy(record.body).into_owned(),
+                    properties: parse_properties(record.properties),
+                });
+                at += size;
+            }
+        }
+        if all.len() >= expected || Instant::now() >= deadline {
+            return all;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
