@@ -2,7 +2,7 @@
 //! INVOKE_BROKER_TO_RESET_OFFSET (222) and pushes RESET_CONSUMER_CLIENT_OFFSET (220) to the
 //! group's members, which consume again from the reset offsets; with no member online the
 //! broker answers CONSUMER_NOT_ONLINE and the admin commits the offsets itself; a topic the
-//! broker does not have is refused.
+//! broker does not have is refused. Both a concurrently and an orderly consuming member.
 //!
 //! Method: a real `ferromq namesrv` and `ferromq broker`, the crate's producer and push
 //! consumer, and the real `ferromq admin` binary; every wait is a bounded poll.
@@ -11,7 +11,8 @@ mod common;
 
 use common::{connect, BrokerProcess, NamesrvProcess, TempDir};
 use ferromq::client::consumer::{
-    ConsumeConcurrentlyStatus, ConsumeFromWhere, MessageQueue, PushConsumer, PushConsumerConfig,
+    ConsumeConcurrentlyStatus, ConsumeFromWhere, ConsumeOrderlyStatus, MessageQueue, PushConsumer,
+    PushConsumerConfig,
 };
 use ferromq::client::producer::Producer;
 use ferromq::client::{ClientConfig, ClientInstance, Message, MessageExt};
@@ -106,6 +107,16 @@ fn now_ms() -> i64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reset_by_time_replays_to_the_online_consumer_and_falls_back_when_none_is() {
+    reset_scenario(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reset_by_time_replays_to_an_online_orderly_consumer() {
+    reset_scenario(true).await;
+}
+
+/// The whole story with a concurrently or an orderly consuming member.
+async fn reset_scenario(orderly: bool) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
@@ -160,6 +171,7 @@ async fn reset_by_time_replays_to_the_online_consumer_and_falls_back_when_none_i
     let mut config = PushConsumerConfig::new(GROUP);
     config.consume_from_where = ConsumeFromWhere::FirstOffset;
     config.rebalance_interval = Duration::from_millis(300);
+    config.lock_interval = Duration::from_secs(1);
     config.pull_time_delay_when_exception = Duration::from_millis(200);
     config.broker_suspend_max_time = Duration::from_secs(2);
     config.consumer_timeout_when_suspend = Duration::from_secs(5);
@@ -167,11 +179,21 @@ async fn reset_by_time_replays_to_the_online_consumer_and_falls_back_when_none_i
     let consumer = PushConsumer::new(client("consumer"), config);
     consumer.subscribe(TOPIC, "*").unwrap();
     let record = seen.clone();
-    consumer.register_message_listener_concurrently(move |messages: &[MessageExt]| {
+    let keep = move |messages: &[MessageExt]| {
         let mut record = record.lock().unwrap();
         record.extend(messages.iter().map(MessageExt::msg_id));
-        ConsumeConcurrentlyStatus::ConsumeSuccess
-    });
+    };
+    if orderly {
+        consumer.register_message_listener_orderly(move |messages: &[MessageExt]| {
+            keep(messages);
+            ConsumeOrderlyStatus::Success
+        });
+    } else {
+        consumer.register_message_listener_concurrently(move |messages: &[MessageExt]| {
+            keep(messages);
+            ConsumeConcurrentlyStatus::ConsumeSuccess
+        });
+    }
     consumer.start().await.unwrap();
     let counts = |seen: &Arc<Mutex<Vec<String>>>| {
         let mut counts: HashMap<String, usize> = HashMap::new();

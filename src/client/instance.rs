@@ -66,7 +66,8 @@ pub trait ConsumerInner: Send + Sync {
     }
 }
 
-/// Answers broker requests other than NOTIFY_CONSUMER_IDS_CHANGED: called with the broker
+/// Answers broker requests other than NOTIFY_CONSUMER_IDS_CHANGED and
+/// RESET_CONSUMER_CLIENT_OFFSET (both go to the consumer): called with the broker
 /// address and the request; `Some` is sent back as the response.
 pub type RequestHook = Arc<dyn Fn(&str, RemotingCommand) -> Option<RemotingCommand> + Send + Sync>;
 
@@ -391,7 +392,7 @@ impl ClientInstance {
         lock(&self.consumers).get(group).cloned()
     }
 
-    /// Sets the handler of broker requests other than NOTIFY_CONSUMER_IDS_CHANGED.
+    /// Sets the handler of broker requests other than those for consumers.
     pub fn set_request_hook(&self, hook: RequestHook) {
         *lock(&self.hook) = Some(hook);
     }

@@ -583,6 +583,15 @@ impl Inner {
                 let Some(state) = lock(&self.queues).remove(&mq) else {
                     continue;
                 };
+                // Orderly: the batch in flight finishes first (up to 1 s, as in
+                // `remove_queue`), so the queue is never with the listener twice at once.
+                let in_flight = if self.orderly() {
+                    tokio::time::timeout(Duration::from_secs(1), state.consume_lock.lock())
+                        .await
+                        .ok()
+                } else {
+                    None
+                };
                 {
                     let mut pq = state.pq();
                     pq.dropped = true;
@@ -594,6 +603,7 @@ impl Inner {
                     tracing::warn!(%error, %mq, "cannot commit a reset offset");
                 }
                 self.offsets.remove(&mq);
+                drop(in_flight);
                 tracing::info!(group = self.config.group, %mq, offset, "[reset-offset] applied");
             }
         }
