@@ -4,7 +4,8 @@
 //! local transaction is delivered once to the client's push consumer and never checked; a
 //! rollback is never delivered nor checked, even after several check rounds; an `Unknown`
 //! answer is checked back and the check's commit delivers once; a producer that keeps
-//! answering `Unknown` is asked `transactionCheckMax` times and the message is never delivered.
+//! answering `Unknown` is asked `transactionCheckMax` times and the message is never delivered;
+//! a broker restarted between the half and its end still checks it back and delivers the commit.
 //! What is stored under the real topic is read back with ferromq's own remoting client too.
 
 mod common;
@@ -14,7 +15,7 @@ use common::{
     Stored, SEND_TIMEOUT_MS,
 };
 use rocketmq_client_rust::{
-    LocalTransactionState, SendStatus, TransactionListener, TransactionMQProducer,
+    ClientConfig, LocalTransactionState, SendStatus, TransactionListener, TransactionMQProducer,
     TransactionSendResult,
 };
 use rocketmq_model::common::message::message_ext::MessageExt;
@@ -85,7 +86,18 @@ impl Producer {
         client: &Client,
         ferromq: &Ferromq,
         topic: &str,
+        states: (LocalTransactionState, LocalTransactionState),
+    ) -> Producer {
+        Self::start_configured(client, ferromq, topic, states, ClientConfig::default()).await
+    }
+
+    /// As [`Producer::start`], with `client_config` (set before the name server address).
+    async fn start_configured(
+        client: &Client,
+        ferromq: &Ferromq,
+        topic: &str,
         (execute, check): (LocalTransactionState, LocalTransactionState),
+        client_config: ClientConfig,
     ) -> Producer {
         let executed = Arc::<Mutex<Vec<String>>>::default();
         let checks = Arc::<Mutex<Vec<Check>>>::default();
@@ -96,6 +108,7 @@ impl Producer {
             checks: Arc::clone(&checks),
         };
         let mut producer = TransactionMQProducer::builder(client.runtime())
+            .client_config(client_config)
             .producer_group(unique("tx_pg"))
             .name_server_addr(ferromq.namesrv_addr.clone())
             .topics(vec![topic.to_owned()])
@@ -368,6 +381,69 @@ fn a_producer_that_never_decides_is_checked_check_max_times_and_never_delivered(
             ["undecided"],
             "the half went to TRANS_CHECK_MAX_TIME_TOPIC"
         );
+
+        bounded("producer shutdown", producer.producer.shutdown()).await;
+    });
+}
+
+#[test]
+fn a_broker_restart_between_the_half_and_its_end_still_delivers_the_checks_commit() {
+    // After the restart the broker knows no producer of the group until the client's next
+    // heartbeat (10 s at the least); each check round meanwhile counts as a check, as in
+    // Java, so the limit is raised well past that.
+    let config = format!("{TX_CONFIG}\ntransactionCheckMax=200");
+    let mut ferromq = Ferromq::start_with_config("tx-restart", &config);
+    let client = Client::new("tx-restart");
+    client.run(TEST_LIMIT, async {
+        let topic = unique("TxRestart");
+        ferromq.create_topic(&topic, QUEUES).await;
+        let unknown = LocalTransactionState::Unknown;
+        let commit = LocalTransactionState::CommitMessage;
+        // Route refresh and heartbeats at the client's minimum, 10 s (30 s by default): after
+        // the restart the producer must find the broker's new address and beat to it before
+        // the broker knows a live producer to check with.
+        let mut config = ClientConfig::default();
+        config.poll_name_server_interval = 10_000;
+        config.heartbeat_broker_interval = 10_000;
+        let states = (unknown, commit);
+        let mut producer =
+            Producer::start_configured(&client, &ferromq, &topic, states, config).await;
+        producer.send(&topic, "survivor").await;
+        // Well within transactionTimeOut: nothing was checked before the restart.
+        ferromq.stop_broker();
+        assert!(
+            producer.checks().is_empty(),
+            "checked before the restart: {:?}",
+            producer.checks()
+        );
+        ferromq.start_broker();
+
+        let mut copies = Vec::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(40);
+        while copies.is_empty() && std::time::Instant::now() < deadline {
+            copies = stored(&ferromq, &topic).await;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(
+            !copies.is_empty(),
+            "not delivered in 40 s after the restart (checks: {:?})",
+            producer.checks()
+        );
+        tokio::time::sleep(CHECK_ROUNDS_PASSED).await;
+        let copies = stored(&ferromq, &topic).await;
+        let bodies: Vec<&str> = copies.iter().map(|s| s.body.as_str()).collect();
+        assert_eq!(
+            bodies,
+            ["survivor"],
+            "delivered exactly once after the restart"
+        );
+        let checks = producer.checks();
+        assert_eq!(
+            checks.len(),
+            1,
+            "checked once after the restart: {checks:#?}"
+        );
+        assert_eq!(checks[0].body, "survivor");
 
         bounded("producer shutdown", producer.producer.shutdown()).await;
     });
