@@ -402,9 +402,11 @@ fn a_broker_restart_between_the_half_and_its_end_still_delivers_the_checks_commi
         // Route refresh and heartbeats at the client's minimum, 10 s (30 s by default): after
         // the restart the producer must find the broker's new address and beat to it before
         // the broker knows a live producer to check with.
-        let mut config = ClientConfig::default();
-        config.poll_name_server_interval = 10_000;
-        config.heartbeat_broker_interval = 10_000;
+        let config = ClientConfig {
+            poll_name_server_interval: 10_000,
+            heartbeat_broker_interval: 10_000,
+            ..ClientConfig::default()
+        };
         let states = (unknown, commit);
         let mut producer =
             Producer::start_configured(&client, &ferromq, &topic, states, config).await;
