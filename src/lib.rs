@@ -15,6 +15,7 @@
 pub mod admin;
 pub mod broker;
 pub mod bytes;
+pub mod calendar;
 pub mod client;
 pub mod config;
 pub mod limits;

@@ -567,11 +567,10 @@ fn admin_requests_manage_topics_groups_locks_and_find_messages() {
                 },
             )
         };
+        // The IndexFile is written by dispatch, after the send's answer: poll, bounded.
         let mut found = client.request(query("order-42")).await.unwrap();
-        for _ in 0..100 {
-            if found.code == 0 {
-                break;
-            }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while found.code != 0 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;
             found = client.request(query("order-42")).await.unwrap();
         }

@@ -2,6 +2,7 @@
 //! times as `yyyy-MM-dd HH:mm:ss,SSS` (UTC), and the readers of the broker bodies that are
 //! not plain JSON (fastjson maps keyed by `MessageQueue` objects).
 
+use crate::calendar::{civil_from_days, days_from_civil};
 use serde_json::Value;
 
 /// A command's result: the JSON for `--json` and the text for people.
@@ -118,36 +119,6 @@ pub fn parse_timestamp(text: &str, now_ms: i64) -> Result<i64, String> {
     }
     let days = days_from_civil(year, month, day);
     Ok(((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000 + millis)
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let month_index = (month + 9) % 12;
-    let day_of_year = (153 * month_index + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
-}
-
-/// The date of a day count since 1970-01-01; the inverse of [`days_from_civil`].
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z - era * 146_097;
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_index = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 {
-        month_index + 3
-    } else {
-        month_index - 9
-    };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 /// The entries of a fastjson map whose keys are `MessageQueue` objects, found under `field`

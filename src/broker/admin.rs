@@ -23,7 +23,8 @@ use serde::Deserialize;
 /// A response or nothing (oneway).
 pub type Response = Option<RemotingCommand>;
 
-fn error(request: &RemotingCommand, code: ResponseCode, remark: impl Into<String>) -> Response {
+/// A response with `code` and `remark` to `request`.
+pub fn error(request: &RemotingCommand, code: ResponseCode, remark: impl Into<String>) -> Response {
     Some(RemotingCommand::response_to(
         request,
         code,

@@ -2,7 +2,7 @@
 //! `ClientManageProcessor`, `ConsumerManageProcessor`, parts of `AdminBrokerProcessor`): one
 //! [`BrokerHandler`] per net shard, answering with Java's response codes and remarks.
 
-use super::admin;
+use super::admin::{self, error, Response};
 use super::batch::{decode_batch, merge_properties, BatchDecodeError};
 use super::long_poll::LongPoll;
 use super::schedule::redirect_delayed;
@@ -66,16 +66,6 @@ pub struct BrokerHandler {
     reader: StoreReader,
     long_poll: Rc<LongPoll>,
     store_host: SocketAddr,
-}
-
-type Response = Option<RemotingCommand>;
-
-fn error(request: &RemotingCommand, code: ResponseCode, remark: impl Into<String>) -> Response {
-    Some(RemotingCommand::response_to(
-        request,
-        code,
-        Some(remark.into()),
-    ))
 }
 
 impl BrokerHandler {

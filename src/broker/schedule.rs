@@ -127,17 +127,8 @@ fn time_up(record: &MessageRecord<'_>) -> Option<PutMessage> {
     }
     properties.retain(|(name, _)| name != PROPERTY_DELAY);
     Some(PutMessage {
-        topic,
-        queue_id,
-        flag: record.flag,
-        sys_flag: record.sys_flag,
-        born_timestamp: record.born_timestamp,
-        born_host: record.born_host,
-        store_host: record.store_host,
-        reconsume_times: record.reconsume_times,
-        prepared_transaction_offset: 0,
-        body: record.body.to_vec(),
         properties: encode_properties(&properties),
+        ..PutMessage::from_record(record, topic, queue_id)
     })
 }
 

@@ -10,6 +10,7 @@
 //! request's, else the group's `retryMaxTimes`), or handed back with a negative level, goes
 //! to `%DLQ%<group>` at once instead.
 
+use super::admin::{error, Response};
 use super::processor::FAQ;
 use super::schedule::{encode_properties, redirect_delayed, set_property, PROPERTY_DELAY};
 use super::state::{
@@ -32,16 +33,6 @@ pub const DLQ_NUMS_PER_GROUP: i32 = 1;
 /// `MQVersion.Version.V3_4_9.ordinal()`: clients from this version on send their own
 /// `maxReconsumeTimes`.
 const V3_4_9: i32 = 165;
-
-type Response = Option<RemotingCommand>;
-
-fn error(request: &RemotingCommand, code: ResponseCode, remark: impl Into<String>) -> Response {
-    Some(RemotingCommand::response_to(
-        request,
-        code,
-        Some(remark.into()),
-    ))
-}
 
 /// SUBSCRIPTION_GROUP_NOT_EXIST with Java's remark.
 fn group_not_exist(request: &RemotingCommand, group: &str) -> Response {
@@ -162,17 +153,9 @@ pub async fn consumer_send_msg_back(
         .unwrap_or_else(|| offset_msg_id(record.store_host, record.physical_offset));
     set_property(&mut properties, PROPERTY_ORIGIN_MESSAGE_ID, origin);
     let mut message = PutMessage {
-        topic,
-        queue_id,
-        flag: record.flag,
-        sys_flag: record.sys_flag,
-        born_timestamp: record.born_timestamp,
-        born_host: record.born_host,
-        store_host: record.store_host,
         reconsume_times: record.reconsume_times.saturating_add(1),
-        prepared_transaction_offset: 0,
-        body: record.body.to_vec(),
         properties: encode_properties(&properties),
+        ..PutMessage::from_record(&record, topic, queue_id)
     };
     redirect_delayed(&mut message, &config.store.message_delay_level);
     match store.put(message).await {

@@ -19,6 +19,7 @@
 //! progress offsets are consumer offsets, persisted with the others, so a restart resumes the
 //! walk; a stale offset after a crash only makes the walk read some halves and ops again.
 
+use super::admin::{error, Response};
 use super::state::{now_ms, BrokerState, PERM_READ, PERM_WRITE};
 use crate::remoting::headers::{CheckTransactionStateRequestHeader, EndTransactionRequestHeader};
 use crate::remoting::{RemotingCommand, RequestCode, ResponseCode};
@@ -74,16 +75,6 @@ const READ_BATCH: usize = 32;
 
 /// Java's remark when END_TRANSACTION names no half message.
 const NOT_FOUND: &str = "Find prepared transaction message failed";
-
-type Response = Option<RemotingCommand>;
-
-fn error(request: &RemotingCommand, code: ResponseCode, remark: impl Into<String>) -> Response {
-    Some(RemotingCommand::response_to(
-        request,
-        code,
-        Some(remark.into()),
-    ))
-}
 
 /// Whether stored properties mark a transaction half (`TRAN_MSG` = `true`, as Java's
 /// `Boolean.parseBoolean`).
@@ -158,19 +149,7 @@ impl Stored {
 
     /// A put of the same message, fields as stored.
     fn put(&self, record: &MessageRecord<'_>, topic: &str, queue_id: i32) -> PutMessage {
-        PutMessage {
-            topic: topic.to_owned(),
-            queue_id,
-            flag: record.flag,
-            sys_flag: record.sys_flag,
-            born_timestamp: record.born_timestamp,
-            born_host: record.born_host,
-            store_host: record.store_host,
-            reconsume_times: record.reconsume_times,
-            prepared_transaction_offset: 0,
-            body: record.body.to_vec(),
-            properties: Vec::new(),
-        }
+        PutMessage::from_record(record, topic.to_owned(), queue_id)
     }
 }
 

@@ -15,10 +15,9 @@
 //! parser, [`nearly_time_from_id`], uses the same rule, so it round-trips).
 
 use crate::broker::state::now_ms;
+use crate::calendar::{civil_from_days, days_from_civil, MS_PER_DAY};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
-
-const MS_PER_DAY: i64 = 86_400_000;
 
 /// The generator behind [`create_uniq_id`].
 #[derive(Debug)]
@@ -121,31 +120,6 @@ fn month_bounds(ms: i64) -> (i64, i64) {
         days_from_civil(year, month, 1) * MS_PER_DAY,
         days_from_civil(next_year, next_month, 1) * MS_PER_DAY,
     )
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// The date of a day number (inverse of [`days_from_civil`]).
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -57,6 +57,28 @@ pub struct PutMessage {
     pub properties: Vec<u8>,
 }
 
+impl PutMessage {
+    /// A stored record put again under `topic`/`queue_id` (schedule delivery, send-back,
+    /// transaction commit): flags, times, hosts, retry count and body as stored; no
+    /// properties and no prepared offset — the caller sets what changes.
+    #[must_use]
+    pub fn from_record(record: &MessageRecord<'_>, topic: String, queue_id: i32) -> PutMessage {
+        PutMessage {
+            topic,
+            queue_id,
+            flag: record.flag,
+            sys_flag: record.sys_flag,
+            born_timestamp: record.born_timestamp,
+            born_host: record.born_host,
+            store_host: record.store_host,
+            reconsume_times: record.reconsume_times,
+            prepared_transaction_offset: 0,
+            body: record.body.to_vec(),
+            properties: Vec::new(),
+        }
+    }
+}
+
 /// Where an append landed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Appended {

@@ -6,6 +6,7 @@
 //! [`IndexService::flush`] msyncs the newest file.
 
 use super::index_file::{index_file_size, IndexFileBuilder};
+use crate::calendar::civil_from_days;
 use ferromq_uring::mapped::MappedFile;
 use ferromq_uring::IoError;
 use std::path::{Path, PathBuf};
@@ -264,20 +265,6 @@ pub fn file_name_for(unix_ms: i64) -> String {
         day_secs % 3600 / 60,
         day_secs % 60
     )
-}
-
-/// Gregorian date of a day count since 1970-01-01 (Howard Hinnant's `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 #[cfg(test)]

@@ -58,6 +58,8 @@ pub struct Ferromq {
     flush: FlushDiskType,
     dir: PathBuf,
     delay_levels: Option<DelayLevels>,
+    /// Broker config lines (`key=value`) applied on top of the harness's, at every start.
+    extra_config: String,
 }
 
 impl Ferromq {
@@ -71,13 +73,14 @@ impl Ferromq {
     /// As [`Ferromq::start`], with the given flush mode.
     #[must_use]
     pub fn start_with(name: &str, flush: FlushDiskType) -> Ferromq {
-        Self::start_configured(name, flush, None)
+        Self::start_configured(name, flush, None, "")
     }
 
     fn start_configured(
         name: &str,
         flush: FlushDiskType,
         delay_levels: Option<DelayLevels>,
+        extra_config: &str,
     ) -> Ferromq {
         // The store opens its segments with O_DIRECT, which a tmpfs /tmp refuses: keep the
         // data on the build's own disk.
@@ -105,6 +108,7 @@ impl Ferromq {
             flush,
             dir,
             delay_levels,
+            extra_config: extra_config.to_owned(),
         };
         ferromq.start_broker();
         ferromq
@@ -132,6 +136,11 @@ impl Ferromq {
         if let Some(levels) = &self.delay_levels {
             config.store.message_delay_level = levels.clone();
         }
+        let extra = ferromq::config::properties::parse(&self.extra_config);
+        let unknown = config
+            .apply("the test's extra config", &extra)
+            .expect("valid extra broker config");
+        assert!(unknown.is_empty(), "unknown broker config keys {unknown:?}");
         let broker = ferromq::broker::start(config, Shutdown::new()).expect("start the broker");
         self.broker_addr = broker.addr;
         self.broker = Some(broker);
@@ -581,7 +590,7 @@ impl Ferromq {
     #[must_use]
     pub fn start_with_delay_levels(name: &str, levels: &str) -> Ferromq {
         let levels = DelayLevels::parse(levels).expect("valid delay levels");
-        Self::start_configured(name, async_flush(), Some(levels))
+        Self::start_configured(name, async_flush(), Some(levels), "")
     }
 }
 
@@ -681,5 +690,18 @@ pub async fn pull_queue(
             return all;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+impl Ferromq {
+    /// As [`Ferromq::start`], with `lines` (`key=value` broker config, one a line, e.g.
+    /// `"transactionCheckInterval=300"`) applied on top of the harness's config, kept across
+    /// broker restarts.
+    ///
+    /// # Panics
+    /// When a line does not parse, names an unknown key, or the broker does not start.
+    #[must_use]
+    pub fn start_with_config(name: &str, lines: &str) -> Ferromq {
+        Self::start_configured(name, async_flush(), None, lines)
     }
 }
