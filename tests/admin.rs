@@ -290,7 +290,7 @@ fn admin_commands_manage_and_inspect_a_running_broker() {
     let cells: Vec<&str> = line.split_whitespace().collect();
     assert_eq!(cells[3..6], ["3", "1", "2"], "{table}");
 
-    // resetOffsetByTime (by commits: ferromq does not serve INVOKE_BROKER_TO_RESET_OFFSET):
+    // resetOffsetByTime (by commits: no member of the group is online):
     // back to the start (time 0), then forward to the end (`now`).
     let reset = json(
         ns,

@@ -513,11 +513,12 @@ fn offset_of(response: &RemotingCommand, addr: &str) -> Result<i64, AdminError> 
 
 /// `resetOffsetByTime`, as mqadmin does it: first INVOKE_BROKER_TO_RESET_OFFSET on every
 /// master of the topic, which resets the group's online consumers too; when a broker
-/// answers CONSUMER_NOT_ONLINE (no member online) or does not serve that request (ferromq
-/// does not yet), the old path (`resetOffsetByTimestampOld`): per queue, SEARCH_OFFSET_BY_
-/// TIMESTAMP (GET_MAX_OFFSET for `now`), then UPDATE_CONSUMER_OFFSET when forced or when
-/// that moves the offset back. On the old path, online consumers keep their own offsets and
-/// may commit over the reset; stop them first.
+/// answers CONSUMER_NOT_ONLINE (no member online) or does not serve that request, the old
+/// path (`resetOffsetByTimestampOld`): per queue, SEARCH_OFFSET_BY_TIMESTAMP
+/// (GET_MAX_OFFSET for `now`), then UPDATE_CONSUMER_OFFSET when forced or when that moves
+/// the offset back. On the old path, online consumers keep their own offsets and may commit
+/// over the reset; stop them first. The JSON output's `mode` says which path ran (`broker`
+/// or `commit`).
 ///
 /// # Errors
 /// A bad timestamp, or a broker's refusal.

@@ -9,10 +9,11 @@ use crate::remoting::headers::{
     DeleteSubscriptionGroupRequestHeader, DeleteTopicRequestHeader, GetBrokerConfigResponseHeader,
     GetConsumeStatsRequestHeader, GetConsumerConnectionListRequestHeader,
     GetProducerConnectionListRequestHeader, GetTopicStatsInfoRequestHeader,
-    QueryMessageRequestHeader, QueryMessageResponseHeader, ViewMessageRequestHeader,
+    QueryMessageRequestHeader, QueryMessageResponseHeader, ResetOffsetRequestHeader,
+    ViewMessageRequestHeader,
 };
 use crate::remoting::heartbeat::MessageQueue;
-use crate::remoting::{RemotingCommand, ResponseCode};
+use crate::remoting::{RemotingCommand, RequestCode, ResponseCode};
 use crate::store::config_files::SubscriptionGroupConfig;
 use crate::store::flush::FlushDiskType;
 use crate::store::reader::StoreReader;
@@ -433,4 +434,126 @@ pub async fn consume_stats(
             queue_keyed_map(&entries)
         ),
     )
+}
+
+/// `MQVersion.Version.V3_0_7_SNAPSHOT`: the first client that applies a pushed reset.
+const V3_0_7_SNAPSHOT: i32 = 28;
+
+/// INVOKE_BROKER_TO_RESET_OFFSET (222), `Broker2Client.resetOffset`: per writable queue of
+/// the topic, the offset found by `timestamp` (the max offset for -1) when forced or when it
+/// lies before the group's committed offset, else the committed one; the table goes to every
+/// online member of the group (RESET_CONSUMER_CLIENT_OFFSET, oneway), which commits it
+/// itself; the broker's own offsets stay as they are, as in Java. CONSUMER_NOT_ONLINE when
+/// no member is connected; unlike Java, that is checked before the group's committed offsets,
+/// so that a group with no member online gets it even when it never committed in some queue
+/// (Java answers "consumer group not exist" then, and mqadmin gives up instead of falling
+/// back to committing the offsets itself).
+pub async fn reset_offset(
+    state: &BrokerState,
+    reader: &StoreReader,
+    request: &RemotingCommand,
+) -> Response {
+    let header = match request.decode_header::<ResetOffsetRequestHeader>() {
+        Ok(header) => header,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    let Some(topic) = state.topic(&header.topic) else {
+        let remark = format!(
+            "[reset-offset] reset offset failed, no topic in this broker. topic={}",
+            header.topic
+        );
+        return error(request, ResponseCode::SYSTEM_ERROR, remark);
+    };
+    let members = state.consumer_outbounds(&header.group);
+    if members.is_empty() {
+        let remark = format!(
+            "Consumer not online, so can not reset offset, Group: {} Topic: {} Timestamp: {}",
+            header.group, header.topic, header.timestamp
+        );
+        return error(request, ResponseCode::CONSUMER_NOT_ONLINE, remark);
+    }
+    if let Some((_, version)) = members.iter().find(|(_, v)| *v < V3_0_7_SNAPSHOT) {
+        let remark = format!("the client does not support this feature. version={version}");
+        return error(request, ResponseCode::SYSTEM_ERROR, remark);
+    }
+    let mut entries = Vec::new();
+    for queue_id in 0..topic.write_queue_nums {
+        let Some(committed) = state.committed_offset(&header.group, &header.topic, queue_id) else {
+            let remark = format!("THe consumer group <{}> not exist", header.group);
+            return error(request, ResponseCode::SYSTEM_ERROR, remark);
+        };
+        let by_time = if header.timestamp == -1 {
+            reader.max_offset_in_queue(&header.topic, queue_id)
+        } else {
+            match reader
+                .offset_by_time(&header.topic, queue_id, header.timestamp)
+                .await
+            {
+                Ok(offset) => offset,
+                Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+            }
+        }
+        .max(0);
+        let offset = if header.is_force || by_time < committed {
+            by_time
+        } else {
+            committed
+        };
+        let queue = MessageQueue {
+            topic: header.topic.clone(),
+            broker_name: state.config.broker_name.clone(),
+            queue_id,
+        };
+        entries.push((queue, offset));
+    }
+    let body = reset_offset_body(&entries);
+    let push_body = if request.language.name() == Some("CPP") {
+        // `ResetOffsetBodyForC`: a list of `MessageQueueForC`.
+        let list: Vec<serde_json::Value> = entries
+            .iter()
+            .map(|(queue, offset)| {
+                serde_json::json!({
+                    "brokerName": queue.broker_name,
+                    "offset": offset,
+                    "queueId": queue.queue_id,
+                    "topic": queue.topic,
+                })
+            })
+            .collect();
+        serde_json::json!({ "offsetTable": list }).to_string()
+    } else {
+        body.clone()
+    };
+    let push_header = ResetOffsetRequestHeader {
+        topic: header.topic.clone(),
+        group: header.group.clone(),
+        timestamp: header.timestamp,
+        is_force: false,
+        queue_id: None,
+        offset: None,
+    };
+    for (outbound, _) in &members {
+        let mut push = RemotingCommand::request_with_header(
+            RequestCode::RESET_CONSUMER_CLIENT_OFFSET,
+            &push_header,
+        );
+        push.body = push_body.clone().into_bytes();
+        outbound.send_oneway(push);
+    }
+    tracing::info!(
+        topic = %header.topic,
+        group = %header.group,
+        members = members.len(),
+        "[reset-offset] pushed to the group's consumers"
+    );
+    with_body(request, body)
+}
+
+/// `ResetOffsetBody`: `{"offsetTable":{<MessageQueue>:offset}}`.
+fn reset_offset_body(entries: &[(MessageQueue, i64)]) -> String {
+    let entries: Vec<(MessageQueue, serde_json::Value)> = entries
+        .iter()
+        .map(|(queue, offset)| (queue.clone(), serde_json::Value::from(*offset)))
+        .collect();
+    format!(r#"{{"offsetTable":{}}}"#, queue_keyed_map(&entries))
 }

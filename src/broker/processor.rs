@@ -143,6 +143,9 @@ impl BrokerHandler {
             RequestCode::GET_CONSUME_STATS => {
                 admin::consume_stats(&self.state, &self.reader, &request).await
             }
+            RequestCode::INVOKE_BROKER_TO_RESET_OFFSET => {
+                admin::reset_offset(&self.state, &self.reader, &request).await
+            }
             RequestCode::UNLOCK_BATCH_MQ => admin::unlock_batch(&self.state, &request),
             RequestCode::VIEW_MESSAGE_BY_ID => admin::view_message(&self.reader, &request).await,
             RequestCode::END_TRANSACTION => {

@@ -647,6 +647,24 @@ impl BrokerState {
             .collect()
     }
 
+    /// How to reach each member of a consumer group, with its `MQVersion` ordinal.
+    #[must_use]
+    pub fn consumer_outbounds(&self, group: &str) -> Vec<(Outbound, i32)> {
+        let consumers = lock(&self.consumers);
+        let Some(members) = consumers.get(group) else {
+            return Vec::new();
+        };
+        let outbounds = lock(&self.outbounds);
+        members
+            .members
+            .iter()
+            .filter_map(|(connection, member)| {
+                let outbound = outbounds.get(connection)?.clone();
+                Some((outbound, member.client.version))
+            })
+            .collect()
+    }
+
     /// Connections of a consumer group (to notify them).
     #[must_use]
     pub fn consumer_connections(&self, group: &str) -> Vec<ConnectionId> {

@@ -15,6 +15,7 @@
 use super::config::ClientConfig;
 use super::error::{ClientError, Result};
 use super::message::{decode_messages, MessageExt, MessageQueue};
+use crate::admin::output::queue_keyed_map;
 use crate::config::fastjson::parse_lenient;
 use crate::remoting::body::TopicRouteData;
 use crate::remoting::client::{
@@ -25,8 +26,8 @@ use crate::remoting::headers::{
     GetConsumerListByGroupRequestHeader, GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader,
     GetRouteInfoRequestHeader, NotifyConsumerIdsChangedRequestHeader, OffsetResponseHeader,
     PullMessageRequestHeader, PullMessageResponseHeader, QueryConsumerOffsetRequestHeader,
-    QueryConsumerOffsetResponseHeader, SearchOffsetRequestHeader, UnregisterClientRequestHeader,
-    UpdateConsumerOffsetRequestHeader,
+    QueryConsumerOffsetResponseHeader, ResetOffsetRequestHeader, SearchOffsetRequestHeader,
+    UnregisterClientRequestHeader, UpdateConsumerOffsetRequestHeader,
 };
 use crate::remoting::heartbeat::{ConsumerData, HeartbeatData, ProducerData};
 use crate::remoting::{RemotingCommand, RequestCode, ResponseCode, FLAG_RESPONSE};
@@ -53,9 +54,20 @@ pub trait ConsumerInner: Send + Sync {
     fn on_consumer_ids_changed(&self);
     /// Topics whose routes the instance must keep fresh.
     fn topics(&self) -> Vec<String>;
+    /// The broker pushed new offsets for `topic` (RESET_CONSUMER_CLIENT_OFFSET, after an
+    /// admin's INVOKE_BROKER_TO_RESET_OFFSET): consume the owned queues among them again
+    /// from there. Only push consumers do (`MQClientInstance.resetOffset`); others ignore it.
+    fn reset_offset(&self, topic: &str, offsets: Vec<(MessageQueue, i64)>) {
+        tracing::info!(
+            topic,
+            queues = offsets.len(),
+            "offset reset ignored by this consumer"
+        );
+    }
 }
 
-/// Answers broker requests other than NOTIFY_CONSUMER_IDS_CHANGED: called with the broker
+/// Answers broker requests other than NOTIFY_CONSUMER_IDS_CHANGED and
+/// RESET_CONSUMER_CLIENT_OFFSET (both go to the consumer): called with the broker
 /// address and the request; `Some` is sent back as the response.
 pub type RequestHook = Arc<dyn Fn(&str, RemotingCommand) -> Option<RemotingCommand> + Send + Sync>;
 
@@ -380,7 +392,7 @@ impl ClientInstance {
         lock(&self.consumers).get(group).cloned()
     }
 
-    /// Sets the handler of broker requests other than NOTIFY_CONSUMER_IDS_CHANGED.
+    /// Sets the handler of broker requests other than those for consumers.
     pub fn set_request_hook(&self, hook: RequestHook) {
         *lock(&self.hook) = Some(hook);
     }
@@ -754,6 +766,10 @@ impl ClientInstance {
             }
             return (!oneway).then(|| RemotingCommand::success_to(&request));
         }
+        if request.request_code() == RequestCode::RESET_CONSUMER_CLIENT_OFFSET {
+            self.reset_offset(addr, &request);
+            return (!oneway).then(|| RemotingCommand::success_to(&request));
+        }
         let hook = lock(&self.hook).clone();
         let opaque = request.opaque;
         let answer = hook.and_then(|hook| hook(addr, request.clone()));
@@ -769,6 +785,47 @@ impl ClientInstance {
                 ResponseCode::REQUEST_CODE_NOT_SUPPORTED,
                 Some(format!("{} request type not supported", request.code)),
             )),
+        }
+    }
+
+    /// RESET_CONSUMER_CLIENT_OFFSET (`ClientRemotingProcessor.resetOffset`): hands the
+    /// broker's `ResetOffsetBody` to the group's consumer.
+    fn reset_offset(&self, addr: &str, request: &RemotingCommand) {
+        let header = match request.decode_header::<ResetOffsetRequestHeader>() {
+            Ok(header) => header,
+            Err(error) => {
+                tracing::warn!(%error, %addr, "bad RESET_CONSUMER_CLIENT_OFFSET");
+                return;
+            }
+        };
+        let entries = if request.body.is_empty() {
+            Vec::new()
+        } else {
+            match queue_keyed_map(&request.body, "offsetTable") {
+                Ok(entries) => entries,
+                Err(error) => {
+                    tracing::warn!(%error, %addr, "bad ResetOffsetBody");
+                    return;
+                }
+            }
+        };
+        let offsets: Vec<(MessageQueue, i64)> = entries
+            .into_iter()
+            .filter_map(|(queue, offset)| {
+                Some((serde_json::from_value(queue).ok()?, offset.as_i64()?))
+            })
+            .collect();
+        tracing::info!(
+            %addr,
+            topic = %header.topic,
+            group = %header.group,
+            timestamp = header.timestamp,
+            queues = offsets.len(),
+            "reset offset pushed by the broker"
+        );
+        match self.consumer(&header.group) {
+            Some(consumer) => consumer.reset_offset(&header.topic, offsets),
+            None => tracing::info!(group = %header.group, "[reset-offset] no such consumer"),
         }
     }
 

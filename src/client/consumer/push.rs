@@ -202,6 +202,9 @@ impl QueueState {
     }
 }
 
+/// New offsets of queues, as a broker pushes them (`ResetOffsetBody.offsetTable`).
+type OffsetTable = Vec<(MessageQueue, i64)>;
+
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
@@ -217,6 +220,9 @@ struct Inner {
     queues: Mutex<BTreeMap<MessageQueue, Arc<QueueState>>>,
     offsets: OffsetStore,
     rebalance_now: Notify,
+    /// Offset tables pushed by brokers (RESET_CONSUMER_CLIENT_OFFSET), by topic, applied by
+    /// the rebalance loop before its next rebalance.
+    resets: Mutex<Vec<(String, OffsetTable)>>,
     /// Orderly clustering: serializes LOCK_BATCH_MQ renewals with UNLOCK_BATCH_MQ of removed
     /// queues, so a renewal sent before a removal never lands after its unlock and re-locks a
     /// queue that already belongs to another member.
@@ -283,6 +289,7 @@ impl PushConsumer {
                 queues: Mutex::new(BTreeMap::new()),
                 offsets,
                 rebalance_now: Notify::new(),
+                resets: Mutex::new(Vec::new()),
                 lock_ops: tokio::sync::Mutex::new(()),
                 permits,
                 cancel: CancellationToken::new(),
@@ -513,6 +520,11 @@ impl ConsumerInner for Inner {
     fn topics(&self) -> Vec<String> {
         lock(&self.subscriptions).keys().cloned().collect()
     }
+
+    fn reset_offset(&self, topic: &str, offsets: Vec<(MessageQueue, i64)>) {
+        lock(&self.resets).push((topic.to_owned(), offsets));
+        self.rebalance_now.notify_one();
+    }
 }
 
 /// Sleeps `delay` unless `cancel` fires first; returns false when cancelled.
@@ -547,11 +559,52 @@ impl Inner {
 
     async fn rebalance_loop(self: Arc<Self>) {
         loop {
+            self.apply_resets().await;
             self.rebalance().await;
             tokio::select! {
                 () = self.cancel.cancelled() => return,
                 () = self.rebalance_now.notified() => {}
                 () = tokio::time::sleep(self.config.rebalance_interval) => {}
+            }
+        }
+    }
+
+    /// Applies the offset tables brokers pushed (`MQClientInstance.resetOffset`): each owned
+    /// queue among them is dropped (its cached messages discarded, its pull task stopped,
+    /// results of batches in flight not committed), its new offset committed to the broker,
+    /// and the queue released; the rebalance that follows takes it again from that offset.
+    async fn apply_resets(self: &Arc<Self>) {
+        let resets = std::mem::take(&mut *lock(&self.resets));
+        for (topic, offsets) in resets {
+            for (mq, offset) in offsets {
+                if mq.topic != topic {
+                    continue;
+                }
+                let Some(state) = lock(&self.queues).remove(&mq) else {
+                    continue;
+                };
+                // Orderly: the batch in flight finishes first (up to 1 s, as in
+                // `remove_queue`), so the queue is never with the listener twice at once.
+                let in_flight = if self.orderly() {
+                    tokio::time::timeout(Duration::from_secs(1), state.consume_lock.lock())
+                        .await
+                        .ok()
+                } else {
+                    None
+                };
+                {
+                    let mut pq = state.pq();
+                    pq.dropped = true;
+                    pq.clear();
+                }
+                state.cancel.cancel();
+                self.offsets.update(&mq, offset, false);
+                if let Err(error) = self.offsets.persist(&self.instance, &mq).await {
+                    tracing::warn!(%error, %mq, "cannot commit a reset offset");
+                }
+                self.offsets.remove(&mq);
+                drop(in_flight);
+                tracing::info!(group = self.config.group, %mq, offset, "[reset-offset] applied");
             }
         }
     }
