@@ -4,9 +4,10 @@
 
 use super::client::{bad_body, check, route_masters};
 use super::cluster::BrokerTargetArgs;
-use super::output::{human_time, int, parse_timestamp, queue_keyed_map, text, Report, Table};
+use super::output::{human_time, int, parse_timestamp, text, Report, Table};
 use super::{AdminClient, AdminError};
 use crate::config::fastjson::parse_lenient;
+use crate::config::fastjson::queue_keyed_map;
 use crate::remoting::headers::{
     DeleteSubscriptionGroupRequestHeader, GetConsumeStatsRequestHeader,
     GetConsumerConnectionListRequestHeader, GetMaxOffsetRequestHeader,

@@ -121,72 +121,6 @@ pub fn parse_timestamp(text: &str, now_ms: i64) -> Result<i64, String> {
     Ok(((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000 + millis)
 }
 
-/// The entries of a fastjson map whose keys are `MessageQueue` objects, found under `field`
-/// of the body's top object (`{"offsetTable":{{"brokerName":..}:{..},..}}`), as
-/// (key, value) pairs. Standard JSON with string keys holding the queue JSON reads too.
-///
-/// # Errors
-/// What is malformed, as text.
-pub fn queue_keyed_map(body: &[u8], field: &str) -> Result<Vec<(Value, Value)>, String> {
-    let needle = format!("\"{field}\"");
-    let start = find(body, needle.as_bytes()).ok_or_else(|| format!("no {field} in body"))?;
-    let mut at = skip_space(body, start + needle.len());
-    at = expect(body, at, b':')?;
-    at = expect(body, at, b'{')?;
-    let mut entries = Vec::new();
-    for _ in 0..body.len() {
-        if body.get(at) == Some(&b'}') {
-            return Ok(entries);
-        }
-        let (key, next) = next_value(body, at)?;
-        let key = match key {
-            Value::String(text) => serde_json::from_str(&text).map_err(|e| e.to_string())?,
-            other => other,
-        };
-        at = expect(body, next, b':')?;
-        let (value, next) = next_value(body, at)?;
-        entries.push((key, value));
-        at = skip_space(body, next);
-        match body.get(at) {
-            Some(b',') => at = skip_space(body, at + 1),
-            Some(b'}') => {}
-            _ => return Err(format!("expected , or }} at byte {at} of {field}")),
-        }
-    }
-    Err(format!("{field} does not end"))
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
-}
-
-fn skip_space(body: &[u8], mut at: usize) -> usize {
-    while body.get(at).is_some_and(u8::is_ascii_whitespace) {
-        at += 1;
-    }
-    at
-}
-
-fn expect(body: &[u8], at: usize, byte: u8) -> Result<usize, String> {
-    let at = skip_space(body, at);
-    if body.get(at) == Some(&byte) {
-        Ok(skip_space(body, at + 1))
-    } else {
-        Err(format!("expected `{}` at byte {at}", char::from(byte)))
-    }
-}
-
-/// One JSON value starting at `at`, and the position after it.
-fn next_value(body: &[u8], at: usize) -> Result<(Value, usize), String> {
-    let rest = body.get(at..).ok_or("body ends early")?;
-    let mut stream = serde_json::Deserializer::from_slice(rest).into_iter::<Value>();
-    let value = stream
-        .next()
-        .ok_or("body ends early")?
-        .map_err(|e| e.to_string())?;
-    Ok((value, at + stream.byte_offset()))
-}
-
 /// An `i64` field of a JSON object, 0 when absent.
 #[must_use]
 pub fn int(value: &Value, field: &str) -> i64 {
@@ -218,23 +152,6 @@ mod tests {
         assert_eq!(parse_timestamp("now", 42), Ok(42));
         assert_eq!(parse_timestamp("1234", 42), Ok(1234));
         assert!(parse_timestamp("yesterday", 0).is_err());
-    }
-
-    #[test]
-    fn queue_keyed_maps_read_with_object_keys() {
-        let body = concat!(
-            r#"{"consumeTps":0.0,"offsetTable":{"#,
-            r#"{"brokerName":"b","queueId":1,"topic":"T"}:{"maxOffset":3},"#,
-            r#"{"brokerName":"b","queueId":0,"topic":"T"}:{"maxOffset":0}}}"#
-        )
-        .as_bytes();
-        let entries = queue_keyed_map(body, "offsetTable").unwrap();
-        assert_eq!(entries.len(), 2);
-        assert_eq!(entries[0].0["queueId"], 1);
-        assert_eq!(entries[0].1["maxOffset"], 3);
-        let empty = queue_keyed_map(br#"{"offsetTable":{}}"#, "offsetTable").unwrap();
-        assert!(empty.is_empty());
-        assert!(queue_keyed_map(br#"{"offsetTable":{{"a":1}"#, "offsetTable").is_err());
     }
 
     #[test]

@@ -3,8 +3,9 @@
 
 use super::client::{bad_body, route_masters};
 use super::cluster::BrokerTargetArgs;
-use super::output::{human_time, int, queue_keyed_map, text, Report, Table};
+use super::output::{human_time, int, text, Report, Table};
 use super::{AdminClient, AdminError};
+use crate::config::fastjson::queue_keyed_map;
 use crate::remoting::body::{JsonFlavour, TopicList};
 use crate::remoting::headers::{
     CreateTopicRequestHeader, DeleteTopicFromNamesrvRequestHeader, DeleteTopicRequestHeader,

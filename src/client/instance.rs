@@ -15,8 +15,8 @@
 use super::config::ClientConfig;
 use super::error::{ClientError, Result};
 use super::message::{decode_messages, MessageExt, MessageQueue};
-use crate::admin::output::queue_keyed_map;
 use crate::config::fastjson::parse_lenient;
+use crate::config::fastjson::queue_keyed_map;
 use crate::remoting::body::TopicRouteData;
 use crate::remoting::client::{
     connect_tokio, ClientConfig as ConnectionConfig, ClientError as RemotingError, InboundRequests,
