@@ -9,7 +9,6 @@ use ferromq::client::{
     ClientConfig, ClientError, ClientInstance, ConsumerData, ConsumerInner, Message, MessageQueue,
     Producer, PullStatus, SubscriptionData,
 };
-use ferromq::remoting::headers::PullMessageRequestHeader;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -184,22 +183,7 @@ fn members_offsets_and_pulls_through_the_instance() {
 
         // Pulls: found, nothing new at the end, offset moved beyond it.
         let addr = first.master_addr("broker-a").unwrap();
-        let pull = |offset| PullMessageRequestHeader {
-            consumer_group: GROUP.into(),
-            topic: TOPIC.into(),
-            queue_id: queue.queue_id,
-            queue_offset: offset,
-            max_msg_nums: 32,
-            sys_flag: 0x4,
-            commit_offset: 0,
-            suspend_timeout_millis: 0,
-            subscription: Some("*".into()),
-            sub_version: 0,
-            expression_type: Some("TAG".into()),
-            max_msg_bytes: None,
-            request_source: None,
-            broker_name: None,
-        };
+        let pull = |offset| common::pull_header(GROUP, TOPIC, queue.queue_id, offset);
         let timeout = Duration::from_secs(5);
         let found = first.pull(&addr, pull(1), timeout).await.unwrap();
         assert_eq!(found.status, PullStatus::Found);

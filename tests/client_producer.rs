@@ -78,23 +78,7 @@ async fn started_producer(cluster: &Cluster, group: &str) -> Producer {
 }
 
 fn pull_header(queue: &MessageQueue, offset: i64) -> PullMessageRequestHeader {
-    PullMessageRequestHeader {
-        consumer_group: "client-test-reader".into(),
-        topic: queue.topic.clone(),
-        queue_id: queue.queue_id,
-        queue_offset: offset,
-        max_msg_nums: 32,
-        // The subscription travels in the request (0x4).
-        sys_flag: 0x4,
-        commit_offset: 0,
-        suspend_timeout_millis: 0,
-        subscription: Some("*".into()),
-        sub_version: 0,
-        expression_type: Some("TAG".into()),
-        max_msg_bytes: None,
-        request_source: None,
-        broker_name: None,
-    }
+    common::pull_header("client-test-reader", &queue.topic, queue.queue_id, offset)
 }
 
 /// Pulls `queue` from `offset` until `count` messages arrived (bounded).

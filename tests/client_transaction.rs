@@ -176,22 +176,7 @@ async fn send_deciding(
 }
 
 fn pull_header(queue: &MessageQueue, offset: i64) -> PullMessageRequestHeader {
-    PullMessageRequestHeader {
-        consumer_group: "tx-test-reader".into(),
-        topic: queue.topic.clone(),
-        queue_id: queue.queue_id,
-        queue_offset: offset,
-        max_msg_nums: 32,
-        sys_flag: 0x4,
-        commit_offset: 0,
-        suspend_timeout_millis: 0,
-        subscription: Some("*".into()),
-        sub_version: 0,
-        expression_type: Some("TAG".into()),
-        max_msg_bytes: None,
-        request_source: None,
-        broker_name: None,
-    }
+    common::pull_header("tx-test-reader", &queue.topic, queue.queue_id, offset)
 }
 
 /// Every message stored in `queue` now (bounded).

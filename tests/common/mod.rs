@@ -351,3 +351,29 @@ pub fn small_store_config(dir: &Path) -> ferromq::store::config::StoreConfig {
     config.delete_commit_log_files_interval = Duration::ZERO;
     config
 }
+
+/// A PULL_MESSAGE header that reads up to 32 messages of `queue_id` from `offset` without
+/// suspension, the subscription (`*`, TAG) carried in the request (sys flag 0x4).
+pub fn pull_header(
+    group: &str,
+    topic: &str,
+    queue_id: i32,
+    offset: i64,
+) -> ferromq::remoting::headers::PullMessageRequestHeader {
+    ferromq::remoting::headers::PullMessageRequestHeader {
+        consumer_group: group.into(),
+        topic: topic.into(),
+        queue_id,
+        queue_offset: offset,
+        max_msg_nums: 32,
+        sys_flag: 0x4,
+        commit_offset: 0,
+        suspend_timeout_millis: 0,
+        subscription: Some("*".into()),
+        sub_version: 0,
+        expression_type: Some("TAG".into()),
+        max_msg_bytes: None,
+        request_source: None,
+        broker_name: None,
+    }
+}

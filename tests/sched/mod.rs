@@ -5,8 +5,7 @@
 
 use ferromq::remoting::client::RemotingClient;
 use ferromq::remoting::headers::{
-    GetMaxOffsetRequestHeader, OffsetResponseHeader, PullMessageRequestHeader,
-    SendMessageRequestHeaderV2,
+    GetMaxOffsetRequestHeader, OffsetResponseHeader, SendMessageRequestHeaderV2,
 };
 use ferromq::remoting::{RemotingCommand, RequestCode, ResponseCode};
 use ferromq::store::message::{decode_record, parse_properties, Record};
@@ -134,22 +133,7 @@ pub async fn pull(
     queue_id: i32,
     offset: i64,
 ) -> RemotingCommand {
-    let header = PullMessageRequestHeader {
-        consumer_group: group.into(),
-        topic: topic.into(),
-        queue_id,
-        queue_offset: offset,
-        max_msg_nums: 32,
-        sys_flag: 0x4,
-        commit_offset: 0,
-        suspend_timeout_millis: 0,
-        subscription: Some("*".into()),
-        sub_version: 0,
-        expression_type: Some("TAG".into()),
-        max_msg_bytes: None,
-        request_source: None,
-        broker_name: None,
-    };
+    let header = super::common::pull_header(group, topic, queue_id, offset);
     let request = RemotingCommand::request_with_header(RequestCode::PULL_MESSAGE, &header);
     client.request(request).await.unwrap()
 }
