@@ -216,7 +216,8 @@ impl std::fmt::Debug for ClientInstance {
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+/// Locks `mutex`, poisoned or not.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // Every critical section leaves its map consistent, so a poisoned lock is usable.
     mutex
         .lock()

@@ -48,6 +48,7 @@ use super::error::{ClientError, Result};
 use super::instance::{ClientInstance, RequestHook};
 use super::message::{decode_messages, property, Message, MessageExt};
 use super::producer::{Producer, SendResult, SendStatus};
+use crate::client::instance::lock;
 use crate::remoting::headers::{CheckTransactionStateRequestHeader, EndTransactionRequestHeader};
 use crate::remoting::{RemotingCommand, RequestCode};
 use crate::store::message::decode_offset_msg_id;
@@ -127,12 +128,6 @@ pub struct TransactionProducer {
     running: Arc<AtomicBool>,
     /// Brokers sent a heartbeat after a half message.
     introduced: Arc<Mutex<HashSet<String>>>,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl std::fmt::Debug for TransactionProducer {

@@ -202,6 +202,25 @@ pub fn restore_retry_topic(message: &mut MessageExt, group: &str) {
     }
 }
 
+/// The heartbeat entry of a consumer group (`ConsumerData`): `consume_type` is
+/// `CONSUME_PASSIVELY` for push consumers, `CONSUME_ACTIVELY` for pull consumers.
+pub(crate) fn consumer_data(
+    group: &str,
+    consume_type: &str,
+    message_model: MessageModel,
+    consume_from_where: ConsumeFromWhere,
+    subscriptions: &std::collections::BTreeMap<String, crate::client::SubscriptionData>,
+) -> crate::client::ConsumerData {
+    crate::client::ConsumerData {
+        group_name: group.to_owned(),
+        consume_type: Some(consume_type.to_owned()),
+        message_model: Some(message_model.java_name().to_owned()),
+        consume_from_where: Some(consume_from_where.java_name().to_owned()),
+        subscription_data_set: subscriptions.values().cloned().collect(),
+        unit_mode: false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -38,6 +38,7 @@ use super::rebalance::{allocate_topic, diff};
 use super::{default_offsets_root, ConsumeFromWhere, MessageModel, MessageQueue};
 use crate::client::config::ClientConfig;
 use crate::client::error::{ClientError, Result};
+use crate::client::instance::lock;
 use crate::client::instance::PullStatus;
 use crate::client::instance::{ClientInstance, ConsumerInner};
 use crate::client::message::MessageExt;
@@ -128,12 +129,6 @@ struct Batch {
     mq: MessageQueue,
     generation: u64,
     messages: Vec<MessageExt>,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[derive(Debug)]
@@ -447,14 +442,13 @@ impl LitePullConsumer {
 
 impl ConsumerInner for Inner {
     fn consumer_data(&self) -> ConsumerData {
-        ConsumerData {
-            group_name: self.config.group.clone(),
-            consume_type: Some("CONSUME_ACTIVELY".to_owned()),
-            message_model: Some(self.config.message_model.java_name().to_owned()),
-            consume_from_where: Some(self.config.consume_from_where.java_name().to_owned()),
-            subscription_data_set: lock(&self.subscriptions).values().cloned().collect(),
-            unit_mode: false,
-        }
+        super::consumer_data(
+            &self.config.group,
+            "CONSUME_ACTIVELY",
+            self.config.message_model,
+            self.config.consume_from_where,
+            &lock(&self.subscriptions),
+        )
     }
 
     fn on_consumer_ids_changed(&self) {

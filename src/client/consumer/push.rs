@@ -27,6 +27,7 @@ use super::{
 };
 use crate::client::config::ClientConfig;
 use crate::client::error::{ClientError, Result};
+use crate::client::instance::lock;
 use crate::client::instance::{ClientInstance, ConsumerInner};
 use crate::client::instance::{PullResult, PullStatus};
 use crate::client::message::MessageExt;
@@ -204,12 +205,6 @@ impl QueueState {
 
 /// New offsets of queues, as a broker pushes them (`ResetOffsetBody.offsetTable`).
 type OffsetTable = Vec<(MessageQueue, i64)>;
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 struct Inner {
     config: PushConsumerConfig,
@@ -503,14 +498,13 @@ fn by_broker(mqs: &[MessageQueue]) -> BTreeMap<String, Vec<MessageQueue>> {
 
 impl ConsumerInner for Inner {
     fn consumer_data(&self) -> ConsumerData {
-        ConsumerData {
-            group_name: self.config.group.clone(),
-            consume_type: Some("CONSUME_PASSIVELY".to_owned()),
-            message_model: Some(self.config.message_model.java_name().to_owned()),
-            consume_from_where: Some(self.config.consume_from_where.java_name().to_owned()),
-            subscription_data_set: lock(&self.subscriptions).values().cloned().collect(),
-            unit_mode: false,
-        }
+        super::consumer_data(
+            &self.config.group,
+            "CONSUME_PASSIVELY",
+            self.config.message_model,
+            self.config.consume_from_where,
+            &lock(&self.subscriptions),
+        )
     }
 
     fn on_consumer_ids_changed(&self) {
