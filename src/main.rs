@@ -9,6 +9,12 @@ use ferromq::config::properties;
 use ferromq::config::ConfigError;
 use ferromq_shards::{Placement, Shutdown};
 use std::io::IsTerminal;
+
+/// mimalloc: request bodies are allocated on network shards and freed on the writer shard;
+/// glibc's malloc serialises such cross-thread frees on an arena lock (seen in the store
+/// benchmark's profile), mimalloc hands them back to the owning thread without one.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 

@@ -169,3 +169,91 @@ fn async_flush_syncs_on_schedule_under_continuous_load() {
         stats.syncs
     );
 }
+
+#[test]
+fn puts_arriving_during_a_sync_are_encoded_meanwhile_and_answered_after_their_own_sync() {
+    // The disk's sync takes 64 scheduler turns. Put A starts a write job; puts B1..B8 arrive
+    // while its sync runs: they are appended at once (the loop does not wait for the disk),
+    // then written and synced together by the next job. Every answer must find its record
+    // in the durable image at the moment it arrives, and the B's must come after A's.
+    let directory = SimDirectory::default();
+    let (stats, answers) = ferromq_shards::testing::run_local({
+        let directory = directory.clone();
+        async move {
+            use ferromq::store::commit_log::SegmentOpener;
+            let segment = directory.open(0, SEGMENT_SIZE).await.unwrap();
+            segment.set_sync_turns(64);
+            let log = CommitLog::open(directory, SEGMENT_SIZE, 0, HashMap::new())
+                .await
+                .unwrap();
+            let (mut sender, receiver) = mpsc::channel::<PutRequest>(64);
+            // The loop reads the clock once per group of puts it takes: note whether the
+            // disk was syncing then.
+            let taken_while_syncing = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+            let clock = {
+                let taken = taken_while_syncing.clone();
+                let segment = segment.clone();
+                move || {
+                    taken.borrow_mut().push(segment.is_syncing());
+                    42
+                }
+            };
+            let writer = glommio::spawn_local(run_group_commit(
+                log,
+                receiver,
+                FlushDiskType::SyncFlush,
+                clock,
+            ));
+            let mut pending = Vec::new();
+            for seq in 0..9 {
+                let (reply, answer) = oneshot::channel();
+                let request = PutRequest {
+                    message: message(0, seq),
+                    reply,
+                };
+                sender.send(request).await.unwrap();
+                pending.push(glommio::spawn_local({
+                    let segment = segment.clone();
+                    async move {
+                        let appended = answer.await.unwrap().unwrap();
+                        let at = usize::try_from(appended.physical_offset).unwrap();
+                        let durable = segment.durable_bytes(at, appended.size);
+                        let decoded = ferromq::store::message::decode_record(&durable, true);
+                        let Ok(ferromq::store::message::Record::Message { record, .. }) = decoded
+                        else {
+                            panic!("put {seq} answered before its record was durable");
+                        };
+                        assert_eq!(record.body, format!("p0-m{seq}").as_bytes());
+                        (seq, std::time::Instant::now())
+                    }
+                }));
+                if seq == 0 {
+                    // Let the writer take A and start its job.
+                    for _ in 0..4 {
+                        futures_lite::future::yield_now().await;
+                    }
+                }
+            }
+            let mut answers = Vec::new();
+            for answer in pending {
+                answers.push(answer.await);
+            }
+            drop(sender);
+            let stats = writer.await.1;
+            assert!(
+                taken_while_syncing.borrow().iter().any(|syncing| *syncing),
+                "puts were taken only while the disk was idle: {:?}",
+                taken_while_syncing.borrow()
+            );
+            (stats, answers)
+        }
+    });
+    assert_eq!(stats.puts, 9);
+    assert_eq!(
+        (stats.batches, stats.syncs),
+        (2, 2),
+        "A alone, then the eight that arrived during its sync"
+    );
+    let a_answered = answers[0].1;
+    assert!(answers[1..].iter().all(|(_, at)| *at >= a_answered));
+}

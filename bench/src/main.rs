@@ -15,6 +15,11 @@
 
 mod workloads;
 
+/// The broker's allocator (see the `ferromq` binary), so that in-process store benchmarks
+/// allocate as the broker does.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{Parser, Subcommand};
 use std::io::IsTerminal;
 

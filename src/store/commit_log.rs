@@ -22,7 +22,7 @@ use super::message::{
     body_crc32, decode_record, encode_blank, encode_record, MessageRecord, MessageVersion, Record,
     BLANK_RECORD_SIZE, TRANSACTION_TYPE_MASK,
 };
-use super::segment_writer::SegmentWriter;
+use super::segment_writer::{SegmentWriter, WriteJob, WriteOutcome};
 use ferromq_uring::file::SegmentFile;
 use ferromq_uring::IoError;
 use std::collections::HashMap;
@@ -94,7 +94,36 @@ pub struct Appended {
 #[derive(Debug)]
 pub struct CommitLog<O: SegmentOpener> {
     writer: SegmentWriter<O>,
-    queue_offsets: HashMap<(String, i32), i64>,
+    queue_offsets: QueueOffsets,
+}
+
+/// The next queue offset of every queue, keyed by topic then queue id, so that a put looks
+/// its queue up by `&str` without building an owned key. ahash: topics come from clients.
+#[derive(Debug, Default)]
+struct QueueOffsets(ahash::AHashMap<String, ahash::AHashMap<i32, i64>>);
+
+impl QueueOffsets {
+    fn next(&self, topic: &str, queue_id: i32) -> i64 {
+        self.0
+            .get(topic)
+            .and_then(|queues| queues.get(&queue_id))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    fn set(&mut self, topic: &str, queue_id: i32, next: i64) {
+        match self.0.get_mut(topic) {
+            Some(queues) => {
+                queues.insert(queue_id, next);
+            }
+            None => {
+                self.0
+                    .entry(topic.to_owned())
+                    .or_default()
+                    .insert(queue_id, next);
+            }
+        }
+    }
 }
 
 impl<O: SegmentOpener> CommitLog<O> {
@@ -110,9 +139,13 @@ impl<O: SegmentOpener> CommitLog<O> {
         queue_offsets: HashMap<(String, i32), i64>,
     ) -> Result<CommitLog<O>, StoreError> {
         let writer = SegmentWriter::open(opener, segment_size, write_offset).await?;
+        let mut offsets = QueueOffsets::default();
+        for ((topic, queue_id), next) in queue_offsets {
+            offsets.set(&topic, queue_id, next);
+        }
         Ok(CommitLog {
             writer,
-            queue_offsets,
+            queue_offsets: offsets,
         })
     }
 
@@ -132,9 +165,8 @@ impl<O: SegmentOpener> CommitLog<O> {
         }
         let transaction_type = input.sys_flag & TRANSACTION_TYPE_MASK;
         let enters_queue = transaction_type != 0x4 && transaction_type != 0xC;
-        let key = (input.topic.clone(), input.queue_id);
         let queue_offset = if enters_queue {
-            self.queue_offsets.get(&key).copied().unwrap_or(0)
+            self.queue_offsets.next(&input.topic, input.queue_id)
         } else {
             0
         };
@@ -179,9 +211,27 @@ impl<O: SegmentOpener> CommitLog<O> {
             queue_offset,
         };
         if enters_queue {
-            self.queue_offsets.insert(key, queue_offset + 1);
+            self.queue_offsets
+                .set(&input.topic, input.queue_id, queue_offset + 1);
         }
         Ok(appended)
+    }
+
+    /// Hands everything appended so far to a write job (see [`SegmentWriter::start_write`]);
+    /// appends may go on while it runs.
+    ///
+    /// # Errors
+    /// [`StoreError::NotWritable`] once poisoned.
+    pub fn start_write(&mut self, sync: bool) -> Result<Option<WriteJob<O::File>>, StoreError> {
+        self.writer.start_write(sync)
+    }
+
+    /// Takes back what a write job did; returns the written (with sync, durable) end.
+    ///
+    /// # Errors
+    /// The job's I/O error; the log is then poisoned.
+    pub fn finish_write(&mut self, outcome: WriteOutcome) -> Result<u64, StoreError> {
+        self.writer.finish_write(outcome)
     }
 
     /// Writes everything appended so far, without syncing; returns the written end.

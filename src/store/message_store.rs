@@ -16,6 +16,7 @@ use super::dispatch::{dispatch_entry, DispatchEntry, RecordMeta};
 use super::flush::{run_group_commit_with, CommitObserver, GroupCommitStats, PutRequest};
 use super::index::index_file::index_file_size;
 use super::index::IndexService;
+use super::prefill::CommitLogDirectory;
 use super::reader::StoreReader;
 use super::recovery::{
     cut_tail, list_segments, walk, walk_start, FindEnd, RecoveryMode, WalkVisitor,
@@ -407,8 +408,14 @@ impl CommitObserver for StoreObserver {
 
     async fn committed(&mut self, end: u64) {
         self.shared.set_committed_end(end);
+        // Entries are in CommitLog order; those past `end` were appended while the write
+        // ran and belong to the next one.
+        let end_offset = i64::try_from(end).unwrap_or(i64::MAX);
+        let committed = self
+            .pending
+            .partition_point(|entry| entry.physical_offset < end_offset);
         let batch = CommittedBatch {
-            entries: std::mem::take(&mut self.pending),
+            entries: self.pending.drain(..committed).collect(),
             end,
         };
         // Dispatch gone means the store is stopping; recovery re-dispatches what it missed.
@@ -435,9 +442,7 @@ pub async fn run_writer(
     batches: mpsc::Sender<CommittedBatch>,
 ) -> Result<GroupCommitStats, StoreError> {
     let config = &shared.config;
-    let opener = DmaDirectory {
-        dir: config.commit_log_dir(),
-    };
+    let opener = CommitLogDirectory::new(config.commit_log_dir(), true);
     let log = CommitLog::open(
         opener,
         config.mapped_file_size_commit_log,

@@ -19,6 +19,7 @@ pub mod flush;
 pub mod index;
 pub mod message;
 pub mod message_store;
+pub mod prefill;
 pub mod reader;
 pub mod recovery;
 pub mod reput;

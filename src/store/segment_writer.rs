@@ -3,15 +3,23 @@
 //! without mmap).
 //!
 //! The writer keeps the unwritten tail of the current segment in memory, starting at an
-//! aligned offset. [`SegmentWriter::write_out`] writes that tail (padded with zeros to the
-//! alignment) and keeps only its last partial block; [`SegmentWriter::flush`] also syncs every
-//! file written since the last sync. Callers decide what goes where and when to roll.
+//! aligned offset; appending and rolling to the next segment touch memory only (and open the
+//! next file). Writing is a [`WriteJob`]: [`SegmentWriter::start_write`] hands the unwritten
+//! tails (padded with zeros to the alignment) to a job that owns them, keeps only the last
+//! partial block, and lets appends go on while the job writes and, if asked, syncs every file
+//! written since the last sync; [`SegmentWriter::finish_write`] takes the outcome back. This
+//! is what lets the group commit encode the next batch while the disk takes the previous
+//! one. [`SegmentWriter::write_out`] and [`SegmentWriter::flush`] do both steps at once.
 //!
 //! Invariants:
 //! - `flushed_offset <= written_offset <= write_offset`; below `flushed_offset` is durable,
 //!   below `written_offset` is in the files;
 //! - the tail holds exactly `[tail_start, write_offset)` of the current segment, with
-//!   `tail_start` aligned within the segment file;
+//!   `tail_start` aligned within the segment file; tails of segments rolled away from wait in
+//!   `sealed` for the next job;
+//! - at most one job is in flight, and jobs run in order: the last partial block is written
+//!   again by the next job, and two writes of one block in flight at once could land in
+//!   either order;
 //! - after a failed write or sync the writer is poisoned and refuses everything until
 //!   restart: a failed fsync cannot be retried safely. A torn rewrite of the last partial
 //!   block cannot damage older bytes: they are rewritten with the same content.
@@ -20,13 +28,18 @@ use super::segment::segment_start;
 use ferromq_uring::file::SegmentFile;
 use ferromq_uring::IoError;
 use std::future::Future;
+use std::rc::Rc;
 
 /// Opens segment files by start offset (a directory of segments).
 pub trait SegmentOpener {
     /// The file type.
-    type File: SegmentFile + std::fmt::Debug;
+    type File: SegmentFile + std::fmt::Debug + 'static;
     /// Opens (creating if needed) the segment starting at `start`, `size` bytes long.
     fn open(&self, start: u64, size: u64) -> impl Future<Output = Result<Self::File, IoError>>;
+
+    /// The writer starts a job of `bytes`: a hint of the load for whoever prepares segments
+    /// ahead of it.
+    fn writing(&self, _bytes: u64) {}
 }
 
 /// Why an append, write or flush failed.
@@ -65,15 +78,99 @@ pub enum StoreError {
 pub struct SegmentWriter<O: SegmentOpener> {
     opener: O,
     segment_size: u64,
-    current: O::File,
+    current: Rc<O::File>,
     current_start: u64,
-    unsynced_previous: Vec<O::File>,
+    /// Tails of segments rolled away from, not yet written.
+    sealed: Vec<TailWrite<O::File>>,
+    /// Files other than `current` written since the last sync.
+    unsynced: Vec<Rc<O::File>>,
     tail: Vec<u8>,
+    /// A tail buffer a finished job gave back, reused so that the tail does not regrow.
+    spare: Vec<u8>,
     tail_start: u64,
     write_offset: u64,
     written_offset: u64,
     flushed_offset: u64,
+    in_flight: bool,
     poisoned: bool,
+}
+
+/// One aligned write of a job.
+#[derive(Debug)]
+struct TailWrite<F> {
+    file: Rc<F>,
+    /// Position in the file, aligned.
+    position: u64,
+    /// The bytes, padded to the alignment when the job is made.
+    bytes: Vec<u8>,
+}
+
+/// Writes (and syncs) handed out by [`SegmentWriter::start_write`]; owns everything it needs,
+/// so appends go on while it runs.
+#[derive(Debug)]
+#[must_use = "a started write must be run and finished"]
+pub struct WriteJob<F> {
+    writes: Vec<TailWrite<F>>,
+    syncs: Vec<Rc<F>>,
+    end: u64,
+    sync: bool,
+}
+
+/// What a [`WriteJob`] did, for [`SegmentWriter::finish_write`].
+#[derive(Debug)]
+pub struct WriteOutcome {
+    result: Result<(), IoError>,
+    end: u64,
+    sync: bool,
+    buffers: Vec<Vec<u8>>,
+}
+
+impl WriteOutcome {
+    /// Whether the job synced (or tried to).
+    #[must_use]
+    pub fn syncs(&self) -> bool {
+        self.sync
+    }
+}
+
+impl<F: SegmentFile> WriteJob<F> {
+    /// The end of the data this job writes.
+    #[must_use]
+    pub fn end(&self) -> u64 {
+        self.end
+    }
+
+    /// Whether this job syncs.
+    #[must_use]
+    pub fn syncs(&self) -> bool {
+        self.sync
+    }
+
+    /// Writes, in order, then syncs the files if asked.
+    pub async fn run(self) -> WriteOutcome {
+        let mut buffers = Vec::with_capacity(self.writes.len());
+        let mut result = Ok(());
+        for write in self.writes {
+            if result.is_ok() {
+                result = write.file.write_at(write.position, &write.bytes).await;
+            }
+            buffers.push(write.bytes);
+        }
+        if result.is_ok() {
+            for file in &self.syncs {
+                result = file.sync().await;
+                if result.is_err() {
+                    break;
+                }
+            }
+        }
+        WriteOutcome {
+            result,
+            end: self.end,
+            sync: self.sync,
+            buffers,
+        }
+    }
 }
 
 impl<O: SegmentOpener> SegmentWriter<O> {
@@ -98,14 +195,17 @@ impl<O: SegmentOpener> SegmentWriter<O> {
         Ok(SegmentWriter {
             opener,
             segment_size,
-            current,
+            current: Rc::new(current),
             current_start,
-            unsynced_previous: Vec::new(),
+            sealed: Vec::new(),
+            unsynced: Vec::new(),
             tail,
+            spare: Vec::new(),
             tail_start,
             write_offset,
             written_offset: write_offset,
             flushed_offset: write_offset,
+            in_flight: false,
             poisoned: false,
         })
     }
@@ -148,16 +248,14 @@ impl<O: SegmentOpener> SegmentWriter<O> {
         self.write_offset = end;
     }
 
-    /// Writes out the current segment and moves to the next one; the caller has filled (or
-    /// closed with a blank record) the rest of this one.
+    /// Moves to the next segment; the caller has filled (or closed with a blank record) the
+    /// rest of this one, whose tail the next job writes.
     ///
     /// # Errors
-    /// The I/O error; the writer is then poisoned.
+    /// The I/O error of opening the next segment; the writer is then poisoned.
     pub async fn roll(&mut self) -> Result<(), StoreError> {
-        self.write_offset = self.current_start + self.segment_size;
-        if let Err(error) = self.write_tail().await {
-            self.poisoned = true;
-            return Err(error.into());
+        if self.poisoned {
+            return Err(StoreError::NotWritable);
         }
         let next_start = self.current_start + self.segment_size;
         let next = match self.opener.open(next_start, self.segment_size).await {
@@ -167,12 +265,105 @@ impl<O: SegmentOpener> SegmentWriter<O> {
                 return Err(error.into());
             }
         };
-        let previous = std::mem::replace(&mut self.current, next);
-        self.unsynced_previous.push(previous);
+        self.write_offset = next_start;
+        let previous = std::mem::replace(&mut self.current, Rc::new(next));
+        let bytes = std::mem::replace(&mut self.tail, std::mem::take(&mut self.spare));
+        if !bytes.is_empty() {
+            self.sealed.push(TailWrite {
+                file: Rc::clone(&previous),
+                position: self.tail_start - self.current_start,
+                bytes,
+            });
+        }
+        self.unsynced.push(previous);
         self.current_start = next_start;
         self.tail.clear();
         self.tail_start = next_start;
         Ok(())
+    }
+
+    /// Hands everything appended so far to a job, which also syncs if `sync`; `None` if
+    /// there is nothing to write (or, with `sync`, nothing to write or sync). Appends may go
+    /// on while it runs; no other job may start before [`SegmentWriter::finish_write`].
+    ///
+    /// # Errors
+    /// [`StoreError::NotWritable`] once poisoned.
+    ///
+    /// # Panics
+    /// If a job is already in flight.
+    pub fn start_write(&mut self, sync: bool) -> Result<Option<WriteJob<O::File>>, StoreError> {
+        if self.poisoned {
+            return Err(StoreError::NotWritable);
+        }
+        assert!(!self.in_flight, "one write job at a time");
+        let unwritten = self.written_offset < self.write_offset;
+        let unsynced = self.flushed_offset < self.written_offset || !self.unsynced.is_empty();
+        let work = unwritten || (sync && unsynced);
+        if !work {
+            return Ok(None);
+        }
+        let alignment = usize::try_from(self.current.alignment()).expect("alignment fits usize");
+        let mut writes: Vec<TailWrite<O::File>> = self.sealed.drain(..).collect();
+        if !self.tail.is_empty() && self.written_offset < self.write_offset {
+            // Keep only the last partial block: the next job writes it again, with what
+            // follows.
+            let keep_from = align_down(self.tail.len() as u64, alignment as u64) as usize;
+            let mut next_tail = std::mem::take(&mut self.spare);
+            next_tail.clear();
+            next_tail.extend_from_slice(&self.tail[keep_from..]);
+            let bytes = std::mem::replace(&mut self.tail, next_tail);
+            writes.push(TailWrite {
+                file: Rc::clone(&self.current),
+                position: self.tail_start - self.current_start,
+                bytes,
+            });
+            self.tail_start += keep_from as u64;
+        }
+        let mut bytes = 0u64;
+        for write in &mut writes {
+            let padded = write.bytes.len().div_ceil(alignment) * alignment;
+            write.bytes.resize(padded, 0);
+            bytes += padded as u64;
+        }
+        self.opener.writing(bytes);
+        let syncs = if sync {
+            let mut files: Vec<Rc<O::File>> = self.unsynced.drain(..).collect();
+            files.push(Rc::clone(&self.current));
+            files
+        } else {
+            Vec::new()
+        };
+        self.in_flight = true;
+        Ok(Some(WriteJob {
+            writes,
+            syncs,
+            end: self.write_offset,
+            sync,
+        }))
+    }
+
+    /// Takes back what a job did; returns the written (with `sync`, durable) end.
+    ///
+    /// # Errors
+    /// The I/O error; the writer is then poisoned.
+    pub fn finish_write(&mut self, outcome: WriteOutcome) -> Result<u64, StoreError> {
+        self.in_flight = false;
+        if let Some(mut buffer) = outcome.buffers.into_iter().max_by_key(Vec::capacity) {
+            if buffer.capacity() > self.spare.capacity() {
+                buffer.clear();
+                self.spare = buffer;
+            }
+        }
+        if let Err(error) = outcome.result {
+            self.poisoned = true;
+            tracing::error!(%error, "segment write or sync failed; refusing puts until restart");
+            return Err(error.into());
+        }
+        self.written_offset = outcome.end;
+        if outcome.sync {
+            self.flushed_offset = outcome.end;
+        }
+        Ok(outcome.end)
     }
 
     /// Writes everything appended so far to the files, without syncing: the data then
@@ -181,26 +372,13 @@ impl<O: SegmentOpener> SegmentWriter<O> {
     /// # Errors
     /// The I/O error; the writer is then poisoned.
     pub async fn write_out(&mut self) -> Result<u64, StoreError> {
-        if self.poisoned {
-            return Err(StoreError::NotWritable);
+        match self.start_write(false)? {
+            Some(job) => {
+                let outcome = job.run().await;
+                self.finish_write(outcome)
+            }
+            None => Ok(self.written_offset),
         }
-        if self.written_offset == self.write_offset {
-            return Ok(self.written_offset);
-        }
-        if let Err(error) = self.write_tail().await {
-            self.poisoned = true;
-            tracing::error!(%error, "segment write failed; refusing puts until restart");
-            return Err(error.into());
-        }
-        self.written_offset = self.write_offset;
-        // Keep only the last partial block: it is rewritten, with what follows, next time.
-        let alignment = self.current.alignment();
-        let keep_from =
-            self.current_start + align_down(self.write_offset - self.current_start, alignment);
-        let drop = usize::try_from(keep_from - self.tail_start).expect("within the tail");
-        self.tail.drain(..drop);
-        self.tail_start = keep_from;
-        Ok(self.written_offset)
     }
 
     /// Writes everything appended so far and syncs it; returns the durable end.
@@ -208,23 +386,25 @@ impl<O: SegmentOpener> SegmentWriter<O> {
     /// # Errors
     /// The I/O error; the writer is then poisoned.
     pub async fn flush(&mut self) -> Result<u64, StoreError> {
-        self.write_out().await?;
-        if self.flushed_offset == self.written_offset && self.unsynced_previous.is_empty() {
-            return Ok(self.flushed_offset);
+        match self.start_write(true)? {
+            Some(job) => {
+                let outcome = job.run().await;
+                self.finish_write(outcome)
+            }
+            None => Ok(self.flushed_offset),
         }
-        if let Err(error) = self.sync_files().await {
-            self.poisoned = true;
-            tracing::error!(%error, "segment sync failed; refusing puts until restart");
-            return Err(error.into());
-        }
-        self.flushed_offset = self.written_offset;
-        Ok(self.flushed_offset)
     }
 
     /// End of appended data.
     #[must_use]
     pub fn write_offset(&self) -> u64 {
         self.write_offset
+    }
+
+    /// End of data in the files (written, maybe not synced).
+    #[must_use]
+    pub fn written_offset(&self) -> u64 {
+        self.written_offset
     }
 
     /// End of durable data.
@@ -237,30 +417,6 @@ impl<O: SegmentOpener> SegmentWriter<O> {
     #[must_use]
     pub fn is_poisoned(&self) -> bool {
         self.poisoned
-    }
-
-    async fn sync_files(&mut self) -> Result<(), IoError> {
-        for previous in self.unsynced_previous.drain(..) {
-            previous.sync().await?;
-        }
-        self.current.sync().await
-    }
-
-    /// Writes the tail buffer, padded with zeros to the alignment, where it belongs.
-    async fn write_tail(&mut self) -> Result<(), IoError> {
-        if self.tail.is_empty() {
-            return Ok(());
-        }
-        let alignment = usize::try_from(self.current.alignment()).expect("alignment fits usize");
-        let len = self.tail.len();
-        let padded = len.div_ceil(alignment) * alignment;
-        self.tail.resize(padded, 0);
-        let written = self
-            .current
-            .write_at(self.tail_start - self.current_start, &self.tail)
-            .await;
-        self.tail.truncate(len);
-        written
     }
 }
 

@@ -5,7 +5,9 @@
 //! sync). Writes since the last sync are remembered in order, so a simulated crash can keep
 //! none of them, or a prefix of them with the last one torn at a sector boundary — what a
 //! power loss does to a disk that reorders nothing within a file but writes sector by sector.
-//! A failure can be injected on the Nth operation.
+//! A failure can be injected on the Nth operation, and a sync can be made to take a number
+//! of scheduler turns, as a real one takes time, so that callers can be seen working while
+//! it runs.
 //!
 //! Single-threaded by design (it lives on one shard in tests): `Rc<RefCell<..>>` inside, and
 //! clones share the same file.
@@ -45,6 +47,8 @@ struct SimState {
     unsynced: Vec<(u64, Vec<u8>)>,
     operations: u64,
     fail_at_operation: Option<u64>,
+    sync_turns: usize,
+    syncing: bool,
 }
 
 impl SimSegment {
@@ -58,6 +62,8 @@ impl SimSegment {
                 unsynced: Vec::new(),
                 operations: 0,
                 fail_at_operation: None,
+                sync_turns: 0,
+                syncing: false,
             })),
         }
     }
@@ -88,6 +94,26 @@ impl SimSegment {
         state.volatile.clone_from(&image);
         state.durable = image;
         state.unsynced.clear();
+    }
+
+    /// Makes every later sync yield to the scheduler `turns` times before it takes effect.
+    pub fn set_sync_turns(&self, turns: usize) {
+        self.state.borrow_mut().sync_turns = turns;
+    }
+
+    /// `len` bytes at `offset` of the durable image: what a crash now would leave.
+    #[must_use]
+    pub fn durable_bytes(&self, offset: usize, len: usize) -> Vec<u8> {
+        let state = self.state.borrow();
+        let start = offset.min(state.durable.len());
+        let end = offset.saturating_add(len).min(state.durable.len());
+        state.durable[start..end].to_vec()
+    }
+
+    /// Whether a sync is running (only seen with [`SimSegment::set_sync_turns`]).
+    #[must_use]
+    pub fn is_syncing(&self) -> bool {
+        self.state.borrow().syncing
     }
 
     /// How many writes are not yet synced.
@@ -153,10 +179,24 @@ impl SegmentFile for SimSegment {
 
     async fn sync(&self) -> Result<(), IoError> {
         self.begin("fdatasync")?;
+        // Like fdatasync, it makes durable what was written when it was called, not what
+        // is written while it runs.
+        let (image, covered, turns) = {
+            let mut state = self.state.borrow_mut();
+            state.syncing = true;
+            (
+                state.volatile.clone(),
+                state.unsynced.len(),
+                state.sync_turns,
+            )
+        };
+        for _ in 0..turns {
+            futures_lite::future::yield_now().await;
+        }
         let mut state = self.state.borrow_mut();
-        let state = &mut *state;
-        state.durable.clone_from(&state.volatile);
-        state.unsynced.clear();
+        state.syncing = false;
+        state.durable = image;
+        state.unsynced.drain(..covered);
         Ok(())
     }
 }
