@@ -257,3 +257,49 @@ fn puts_arriving_during_a_sync_are_encoded_meanwhile_and_answered_after_their_ow
     let a_answered = answers[0].1;
     assert!(answers[1..].iter().all(|(_, at)| *at >= a_answered));
 }
+
+#[test]
+fn puts_waiting_for_the_next_job_are_bounded_in_bytes() {
+    // 40 puts of 1 MiB arrive at once. The first starts a job on its own (the disk was idle
+    // and it is more than a job's worth); the others wait for the next job, but no more than
+    // `BATCH_BYTES_MAX` of them, so the tail held in memory stays bounded: the last ones make
+    // a third job.
+    const BIG_SEGMENT: u64 = 64 << 20;
+    const PUTS: usize = 40;
+    let directory = SimDirectory::default();
+    let stats = ferromq_shards::testing::run_local(async move {
+        let log = CommitLog::open(directory, BIG_SEGMENT, 0, HashMap::new())
+            .await
+            .unwrap();
+        let (mut sender, receiver) = mpsc::channel::<PutRequest>(PUTS);
+        let writer = glommio::spawn_local(run_group_commit(
+            log,
+            receiver,
+            FlushDiskType::SyncFlush,
+            || 42,
+        ));
+        let body = vec![b'b'; 1 << 20];
+        let mut answers = Vec::new();
+        for _ in 0..PUTS {
+            let (reply, answer) = oneshot::channel();
+            let message = common::put_message(0, &body);
+            sender.send(PutRequest { message, reply }).await.unwrap();
+            answers.push(answer);
+        }
+        for answer in answers {
+            assert!(answer.await.unwrap().is_ok());
+        }
+        drop(sender);
+        writer.await.1
+    });
+    let per_job = ferromq::store::flush::BATCH_BYTES_MAX / (1 << 20);
+    assert!(
+        per_job < PUTS - 1,
+        "the test needs more puts than one job takes"
+    );
+    assert_eq!(stats.puts as usize, PUTS);
+    assert_eq!(
+        stats.batches, 3,
+        "1, then at most {per_job} MiB, then the rest"
+    );
+}

@@ -60,6 +60,10 @@ pub struct GroupCommitStats {
 /// Most puts appended before a write.
 pub const BATCH_PUTS_MAX: usize = 4096;
 
+/// Most record bytes appended before a write: bounds the tail kept in memory (4096 puts of
+/// Java's 4 MiB `maxMessageSize` would be 16 GiB). Puts beyond wait in the channel.
+pub const BATCH_BYTES_MAX: usize = 32 << 20;
+
 /// While a job is in flight, the loop yields to the executor after this many appends.
 const YIELD_EVERY_PUTS: usize = 32;
 
@@ -177,9 +181,7 @@ where
         let event = match (in_flight.as_mut(), closed) {
             (None, true) => continue,
             (Some(flight), true) => Event::Written((&mut flight.job).await),
-            (Some(flight), false) if waiting.answers.len() >= BATCH_PUTS_MAX => {
-                Event::Written((&mut flight.job).await)
-            }
+            (Some(flight), false) if waiting.is_full() => Event::Written((&mut flight.job).await),
             (Some(flight), false) => match select(requests.next(), &mut flight.job).await {
                 Either::Left((request, _)) => Event::Request(request),
                 Either::Right((outcome, _)) => Event::Written(outcome),
@@ -215,13 +217,12 @@ where
                     // With the disk idle, start it as soon as there is a job's worth; the
                     // rest is encoded while it writes.
                     let disk_idle = in_flight.is_none();
-                    request = if waiting.answers.len() < BATCH_PUTS_MAX
-                        && !(disk_idle && waiting.bytes >= JOB_START_BYTES)
-                    {
-                        requests.try_recv().ok()
-                    } else {
-                        None
-                    };
+                    request =
+                        if !waiting.is_full() && !(disk_idle && waiting.bytes >= JOB_START_BYTES) {
+                            requests.try_recv().ok()
+                        } else {
+                            None
+                        };
                     if !disk_idle && waiting.answers.len() % YIELD_EVERY_PUTS == 0 {
                         // Let the job task go from its write to its sync.
                         futures_lite::future::yield_now().await;
@@ -287,6 +288,11 @@ struct Batch {
 }
 
 impl Batch {
+    /// Whether no more puts may join before the job in flight ends.
+    fn is_full(&self) -> bool {
+        self.answers.len() >= BATCH_PUTS_MAX || self.bytes >= BATCH_BYTES_MAX
+    }
+
     /// Answers every put: its append's result if `written` is fine, else "not writable".
     /// Returns how many were answered.
     fn answer(&mut self, written: &Result<u64, StoreError>) -> u64 {
