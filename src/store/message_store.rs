@@ -13,7 +13,9 @@ use super::commit_log::{Appended, CommitLog, PutMessage};
 use super::config::StoreConfig;
 use super::consume_queue::{recover_queue, UNIT_SIZE};
 use super::dispatch::{dispatch_entry, DispatchEntry, RecordMeta};
-use super::flush::{run_group_commit_with, CommitObserver, GroupCommitStats, PutRequest};
+use super::flush::{
+    run_group_commit_with, CommitObserver, FlushDiskType, GroupCommitStats, PutRequest,
+};
 use super::index::index_file::index_file_size;
 use super::index::IndexService;
 use super::prefill::CommitLogDirectory;
@@ -442,7 +444,12 @@ pub async fn run_writer(
     batches: mpsc::Sender<CommittedBatch>,
 ) -> Result<GroupCommitStats, StoreError> {
     let config = &shared.config;
-    let opener = CommitLogDirectory::new(config.commit_log_dir(), true);
+    let opener = CommitLogDirectory::new(
+        config.commit_log_dir(),
+        // Only a sync after every job gains from written blocks; under ASYNC_FLUSH the
+        // zeros would only compete with the writes.
+        config.flush_disk_type == FlushDiskType::SyncFlush,
+    );
     let log = CommitLog::open(
         opener,
         config.mapped_file_size_commit_log,

@@ -67,9 +67,9 @@ pub struct CommitLogArgs {
         default_value = "128,1024,16384"
     )]
     body_sizes: Vec<usize>,
-    /// Comma-separated: `on` (the next segment is zero-filled ahead of the writer, as the
-    /// broker runs) and/or `off` (segments are created when the writer reaches them). With
-    /// both, each case runs twice and the table ends with the on/off ratios.
+    /// Comma-separated: `on` (under SYNC_FLUSH the next segment is zero-filled ahead of the
+    /// writer, as the broker runs) and/or `off` (segments are created when the writer reaches
+    /// them). With both, each case runs twice and the table ends with the on/off ratios.
     #[arg(long, value_delimiter = ',', default_value = "on")]
     prefill: Vec<Prefill>,
     /// Comma-separated flush modes: `sync` (SYNC_FLUSH) and/or `async` (ASYNC_FLUSH).
@@ -581,7 +581,9 @@ fn measure_case(dir: PathBuf, plan: CasePlan, args: &CommitLogArgs) -> anyhow::R
         .name("bench-writer")
         .spawn(move || async move {
             let cpu_start = thread_cpu_time();
-            let opener = CommitLogDirectory::new(dir, plan.prefill == Prefill::On);
+            // As the broker does: the fill only under SYNC_FLUSH.
+            let prefill = plan.prefill == Prefill::On && plan.flush == FlushMode::Sync;
+            let opener = CommitLogDirectory::new(dir, prefill);
             let log = CommitLog::open(opener, segment_size, 0, HashMap::new())
                 .await
                 .context("opening the CommitLog")?;
