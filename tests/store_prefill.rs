@@ -114,3 +114,31 @@ fn the_writer_rolls_into_the_segment_the_fill_made_and_the_commit_log_holds_only
         store.shutdown().await.unwrap();
     });
 }
+
+#[test]
+fn no_segment_is_filled_ahead_under_async_flush() {
+    // No put waits for an fdatasync under ASYNC_FLUSH: zeros would only compete with writes.
+    let dir = TempDir::on_disk("store-prefill-async");
+    let mut config = small_store_config(dir.path());
+    config.flush_disk_type = ferromq::store::flush::FlushDiskType::AsyncFlush {
+        interval: Duration::from_millis(20),
+    };
+    let segment_size = config.mapped_file_size_commit_log;
+    let fill_dir = fill_dir_of(&config.commit_log_dir());
+    ferromq_shards::testing::run_local(async move {
+        let store = LocalStore::open(config).await.unwrap();
+        let handle = store.handle().clone();
+        let body = vec![b'x'; 1000];
+        let mut last_offset = 0;
+        while last_offset < 2 * segment_size {
+            let appended = handle
+                .put(store_message("T", 0, &body, None, None))
+                .await
+                .unwrap();
+            last_offset = appended.physical_offset;
+        }
+        glommio::timer::sleep(Duration::from_millis(50)).await;
+        assert!(!fill_dir.exists(), "{} was made", fill_dir.display());
+        store.shutdown().await.unwrap();
+    });
+}
