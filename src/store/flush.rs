@@ -217,12 +217,12 @@ where
                     // With the disk idle, start it as soon as there is a job's worth; the
                     // rest is encoded while it writes.
                     let disk_idle = in_flight.is_none();
-                    request =
-                        if !waiting.is_full() && !(disk_idle && waiting.bytes >= JOB_START_BYTES) {
-                            requests.try_recv().ok()
-                        } else {
-                            None
-                        };
+                    let job_ready = disk_idle && waiting.bytes >= JOB_START_BYTES;
+                    request = if waiting.is_full() || job_ready {
+                        None
+                    } else {
+                        requests.try_recv().ok()
+                    };
                     if !disk_idle && waiting.answers.len() % YIELD_EVERY_PUTS == 0 {
                         // Let the job task go from its write to its sync.
                         futures_lite::future::yield_now().await;
