@@ -29,7 +29,7 @@
 
 use super::segment::segment_name;
 use super::segment_writer::SegmentOpener;
-use ferromq_uring::file::{zero_fill, DmaSegment};
+use ferromq_uring::file::{zero_fill, DmaSegment, ZeroFillPace};
 use ferromq_uring::IoError;
 use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
@@ -150,7 +150,14 @@ impl CommitLogDirectory {
         };
         let task = glommio::spawn_local({
             let stop = Rc::clone(&stop);
-            async move { zero_fill(&path, size, &stop, FILL_PAUSE, hold).await }
+            async move {
+                let pace = ZeroFillPace {
+                    stop: &stop,
+                    pause: FILL_PAUSE,
+                    hold,
+                };
+                zero_fill(&path, size, &pace).await
+            }
         })
         .detach();
         *self.fill.borrow_mut() = Some(Fill { start, stop, task });

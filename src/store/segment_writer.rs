@@ -372,13 +372,7 @@ impl<O: SegmentOpener> SegmentWriter<O> {
     /// # Errors
     /// The I/O error; the writer is then poisoned.
     pub async fn write_out(&mut self) -> Result<u64, StoreError> {
-        match self.start_write(false)? {
-            Some(job) => {
-                let outcome = job.run().await;
-                self.finish_write(outcome)
-            }
-            None => Ok(self.written_offset),
-        }
+        self.write_now(false).await
     }
 
     /// Writes everything appended so far and syncs it; returns the durable end.
@@ -386,12 +380,17 @@ impl<O: SegmentOpener> SegmentWriter<O> {
     /// # Errors
     /// The I/O error; the writer is then poisoned.
     pub async fn flush(&mut self) -> Result<u64, StoreError> {
-        match self.start_write(true)? {
+        self.write_now(true).await
+    }
+
+    async fn write_now(&mut self, sync: bool) -> Result<u64, StoreError> {
+        match self.start_write(sync)? {
             Some(job) => {
                 let outcome = job.run().await;
                 self.finish_write(outcome)
             }
-            None => Ok(self.flushed_offset),
+            None if sync => Ok(self.flushed_offset),
+            None => Ok(self.written_offset),
         }
     }
 

@@ -70,15 +70,6 @@ impl DmaSegment {
     /// # Errors
     /// [`IoError::File`] naming the path and the step that failed.
     pub async fn open(path: &Path, size: u64) -> Result<DmaSegment, IoError> {
-        let io = |op: &'static str| {
-            let path = path.to_owned();
-            move |e: glommio::GlommioError<()>| IoError::File {
-                op,
-                path,
-                offset: 0,
-                source: e.into(),
-            }
-        };
         // Give a new file its length and a written first block before glommio opens it:
         // glommio probes whether the device supports polled I/O by reading the first block,
         // and on an empty or sparse file that read succeeds without reaching the device, so
@@ -89,18 +80,13 @@ impl DmaSegment {
         if is_new {
             create_with_first_block(path, size).map_err(IoError::on("create", path))?;
         }
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .dma_open(path)
-            .await
-            .map_err(io("open"))?;
+        let file = open_read_write(path).await?;
         if is_new {
             // Allocate every block now so that fdatasync after a write has no metadata to
             // write.
             file.pre_allocate(size, false)
                 .await
-                .map_err(io("preallocate"))?;
+                .map_err(glommio_error("preallocate", path, 0))?;
         }
         Ok(DmaSegment {
             file,
@@ -160,11 +146,21 @@ impl DmaSegment {
 /// Bytes written per zero-fill write in [`zero_fill`].
 const ZERO_FILL_CHUNK_BYTES: usize = 1 << 20;
 
+/// How [`zero_fill`] goes: when to stop, how long to pause after each chunk, when to hold.
+#[derive(Debug)]
+pub struct ZeroFillPace<'a, H: Fn() -> bool> {
+    /// Set by the owner: stop after the chunk being written.
+    pub stop: &'a std::cell::Cell<bool>,
+    /// Pause after each chunk, so that a writer syncing another file on the same disk keeps
+    /// most of it.
+    pub pause: std::time::Duration,
+    /// While it says so, no chunk is written (checked every `pause`).
+    pub hold: H,
+}
+
 /// Makes `path` a new file of `size` bytes whose blocks are written with zeros, from the
-/// start, one [`ZERO_FILL_CHUNK_BYTES`] chunk at a time with `pause` after each (so that a
-/// writer syncing another file on the same disk keeps most of it), and no chunk while `hold`
-/// says so, until the file is full or `stop` is set; then syncs it. Returns the bytes
-/// written.
+/// start, one [`ZERO_FILL_CHUNK_BYTES`] chunk at a time as `pace` says, until the file is full
+/// or `pace.stop` is set; then syncs it. Returns the bytes written.
 ///
 /// Why: a direct write into blocks that `fallocate` reserved but nobody wrote turns their
 /// extent from unwritten to written, and the fdatasync after it must then commit the
@@ -174,21 +170,14 @@ const ZERO_FILL_CHUNK_BYTES: usize = 1 << 20;
 ///
 /// # Errors
 /// [`IoError::File`] naming the path and the step that failed (e.g. `ENOSPC` preallocating).
-pub async fn zero_fill(
+pub async fn zero_fill<H: Fn() -> bool>(
     path: &Path,
     size: u64,
-    stop: &std::cell::Cell<bool>,
-    pause: std::time::Duration,
-    hold: impl Fn() -> bool,
+    pace: &ZeroFillPace<'_, H>,
 ) -> Result<u64, IoError> {
     create_with_first_block(path, size).map_err(IoError::on("create", path))?;
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .dma_open(path)
-        .await
-        .map_err(glommio_error("open", path, 0))?;
-    let filled = fill_zeros(&file, path, size, stop, pause, hold).await;
+    let file = open_read_write(path).await?;
+    let filled = fill_zeros(&file, path, size, pace).await;
     let synced = match &filled {
         Ok(_) => file
             .fdatasync()
@@ -203,13 +192,11 @@ pub async fn zero_fill(
     Ok(written)
 }
 
-async fn fill_zeros(
+async fn fill_zeros<H: Fn() -> bool>(
     file: &DmaFile,
     path: &Path,
     size: u64,
-    stop: &std::cell::Cell<bool>,
-    pause: std::time::Duration,
-    hold: impl Fn() -> bool,
+    pace: &ZeroFillPace<'_, H>,
 ) -> Result<u64, IoError> {
     file.pre_allocate(size, false)
         .await
@@ -221,9 +208,9 @@ async fn fill_zeros(
     // Whole aligned chunks only: a last partial block stays as fallocate left it.
     let end = size - size % file.alignment();
     let mut offset = 0u64;
-    while offset < end && !stop.get() {
-        if hold() {
-            glommio::timer::sleep(pause).await;
+    while offset < end && !pace.stop.get() {
+        if (pace.hold)() {
+            glommio::timer::sleep(pace.pause).await;
             continue;
         }
         let len = chunk.min(end - offset);
@@ -240,9 +227,19 @@ async fn fill_zeros(
             return Err(IoError::file("write", path, short));
         }
         offset += len;
-        glommio::timer::sleep(pause).await;
+        glommio::timer::sleep(pace.pause).await;
     }
     Ok(offset)
+}
+
+/// Opens `path` for direct reads and writes.
+async fn open_read_write(path: &Path) -> Result<DmaFile, IoError> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .dma_open(path)
+        .await
+        .map_err(glommio_error("open", path, 0))
 }
 
 /// Turns a glommio error of `op` at `offset` of `path` into an [`IoError::File`].
