@@ -1,10 +1,11 @@
 //! The CommitLog's segment directory with the next segment made ready ahead of the writer
-//! (the `AllocateMappedFileService` role in Java, with `warmMapedFileEnable` always on).
+//! (the `AllocateMappedFileService` role in Java, with `warmMapedFileEnable` on under
+//! SYNC_FLUSH).
 //!
-//! Under SYNC_FLUSH, while the writer fills segment `n`, a background task on the writer's shard builds segment
-//! `n + 1` in `<commitlog>.prefill/` and writes it with zeros ([`zero_fill`]): into blocks
-//! already written, the writer's fdatasync is a device-cache flush only, instead of a journal
-//! commit for the extents its write converted. On the development disk (ext4 on virtio) a
+//! Under SYNC_FLUSH, while the writer fills segment `n`, a background task on the writer's
+//! shard builds segment `n + 1` in `<commitlog>.prefill/` and writes it with zeros
+//! ([`zero_fill`]): into blocks already written, the writer's fdatasync is a device-cache
+//! flush only, instead of a journal commit for the extents its write converted. On the development disk (ext4 on virtio) a
 //! 64 KiB write + fdatasync takes 143 µs into written blocks against 312 µs into fresh ones.
 //!
 //! The fill is free only while the disk has bandwidth to spare: when the writer moves big
