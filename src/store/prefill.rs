@@ -5,8 +5,9 @@
 //! Under SYNC_FLUSH, while the writer fills segment `n`, a background task on the writer's
 //! shard builds segment `n + 1` in `<commitlog>.prefill/` and writes it with zeros
 //! ([`zero_fill`]): into blocks already written, the writer's fdatasync is a device-cache
-//! flush only, instead of a journal commit for the extents its write converted. On the development disk (ext4 on virtio) a
-//! 64 KiB write + fdatasync takes 143 µs into written blocks against 312 µs into fresh ones.
+//! flush only, instead of a journal commit for the extents its write converted. On the
+//! development disk (ext4 on virtio) a 64 KiB write + fdatasync takes 143 µs into written
+//! blocks against 312 µs into fresh ones.
 //!
 //! The fill is free only while the disk has bandwidth to spare: when the writer moves big
 //! jobs (over [`BIG_JOB_BYTES`], a bandwidth-bound load), zeros would halve what it gets, and
