@@ -303,3 +303,62 @@ fn puts_waiting_for_the_next_job_are_bounded_in_bytes() {
         "1, then at most {per_job} MiB, then the rest"
     );
 }
+
+#[test]
+fn a_failed_sync_fails_the_puts_encoded_while_it_ran() {
+    // Put A's job fails in its sync, which takes 64 turns; B1..B8 were appended meanwhile.
+    // None of them may be answered "stored": A's sync failed, and the B's can never be
+    // written (the log is poisoned). Later puts are refused too.
+    let directory = SimDirectory::default();
+    let outcomes = ferromq_shards::testing::run_local({
+        let directory = directory.clone();
+        async move {
+            use ferromq::store::commit_log::SegmentOpener;
+            let segment = directory.open(0, SEGMENT_SIZE).await.unwrap();
+            segment.set_sync_turns(64);
+            // Operation 1 reads the tail at open, 2 is A's write, 3 its sync.
+            segment.fail_operation(3);
+            let log = CommitLog::open(directory, SEGMENT_SIZE, 0, HashMap::new())
+                .await
+                .unwrap();
+            let (mut sender, receiver) = mpsc::channel::<PutRequest>(64);
+            let writer = glommio::spawn_local(run_group_commit(
+                log,
+                receiver,
+                FlushDiskType::SyncFlush,
+                || 42,
+            ));
+            let mut answers = Vec::new();
+            for seq in 0..10 {
+                let (reply, answer) = oneshot::channel();
+                let request = PutRequest {
+                    message: message(0, seq),
+                    reply,
+                };
+                sender.send(request).await.unwrap();
+                answers.push(answer);
+                if seq == 0 {
+                    for _ in 0..4 {
+                        futures_lite::future::yield_now().await;
+                    }
+                }
+            }
+            let mut outcomes = Vec::new();
+            for answer in answers {
+                outcomes.push(answer.await.unwrap().map(|_| ()).map_err(|e| e.to_string()));
+            }
+            drop(sender);
+            let stats = writer.await.1;
+            assert_eq!(stats.batches, 1, "only A's job ran: the B's waited for it");
+            outcomes
+        }
+    });
+    assert!(
+        outcomes.iter().all(Result::is_err),
+        "no put may be answered stored: {outcomes:?}"
+    );
+    for file in directory.0.borrow().values() {
+        file.crash(CrashKeep::Nothing);
+    }
+    assert_eq!(recovered_bodies(&directory), 0);
+}

@@ -178,9 +178,9 @@ impl SegmentFile for SimSegment {
     }
 
     async fn sync(&self) -> Result<(), IoError> {
-        self.begin("fdatasync")?;
         // Like fdatasync, it makes durable what was written when it was called, not what
-        // is written while it runs.
+        // is written while it runs; an injected failure shows at its end, as a real one
+        // does.
         let (image, covered, turns) = {
             let mut state = self.state.borrow_mut();
             state.syncing = true;
@@ -193,8 +193,9 @@ impl SegmentFile for SimSegment {
         for _ in 0..turns {
             futures_lite::future::yield_now().await;
         }
+        self.state.borrow_mut().syncing = false;
+        self.begin("fdatasync")?;
         let mut state = self.state.borrow_mut();
-        state.syncing = false;
         state.durable = image;
         state.unsynced.drain(..covered);
         Ok(())
