@@ -362,3 +362,30 @@ fn a_failed_sync_fails_the_puts_encoded_while_it_ran() {
     }
     assert_eq!(recovered_bodies(&directory), 0);
 }
+
+#[test]
+fn with_writes_durable_on_completion_sync_flush_issues_no_sync_and_loses_nothing() {
+    // Segments opened with O_DSYNC (simulated): a SYNC_FLUSH job is its write alone, and
+    // every answered put is still there after a power loss.
+    let directory = SimDirectory::default();
+    futures_lite::future::block_on(async {
+        use ferromq::store::commit_log::SegmentOpener;
+        let segment = directory.open(0, SEGMENT_SIZE).await.unwrap();
+        segment.set_durable_writes();
+    });
+    let (outcomes, stats) = drive(directory.clone(), FlushDiskType::SyncFlush);
+    assert!(outcomes.iter().all(|ok| *ok));
+    assert!(stats.batches > 1);
+    // Only the first segment is O_DSYNC (the sim opens the others plain, and syncs them).
+    assert!(directory.0.borrow().len() > 1, "the puts rolled a segment");
+    assert_eq!(
+        directory.0.borrow()[&0].sync_calls(),
+        0,
+        "the O_DSYNC segment was never synced"
+    );
+    assert!(directory.0.borrow()[&SEGMENT_SIZE].sync_calls() > 0);
+    for file in directory.0.borrow().values() {
+        file.crash(CrashKeep::Nothing);
+    }
+    assert_eq!(recovered_bodies(&directory), PRODUCERS * PUTS_EACH);
+}

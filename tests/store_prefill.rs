@@ -4,7 +4,8 @@
 //! Method: a store of 64 KiB segments on a real directory takes puts until it has rolled a few
 //! times. The story checks what a user (or a Java broker taking the store back) would see in
 //! the CommitLog directory, that the segment the writer rolls into is the very file the fill
-//! made, and that a file a crash left in the fill directory does not survive the next start.
+//! made, that a file a crash left in the fill directory does not survive the next start, and
+//! that the writer's segment is open with O_DSYNC — all under SYNC_FLUSH only.
 
 mod common;
 
@@ -28,6 +29,31 @@ fn segments(dir: &Path) -> Vec<u64> {
     starts.sort_unstable();
     starts
 }
+
+/// The open flags of every descriptor of this process open on `path` (`/proc/self/fdinfo`).
+fn open_flags(path: &Path) -> Vec<u32> {
+    let target = std::fs::canonicalize(path).unwrap();
+    let mut flags = Vec::new();
+    for entry in std::fs::read_dir("/proc/self/fd").unwrap() {
+        let entry = entry.unwrap();
+        if std::fs::read_link(entry.path()).ok().as_deref() != Some(target.as_path()) {
+            continue;
+        }
+        let info = std::fs::read_to_string(Path::new("/proc/self/fdinfo").join(entry.file_name()))
+            .unwrap_or_default();
+        let octal = info
+            .lines()
+            .find_map(|line| line.strip_prefix("flags:"))
+            .map(str::trim);
+        if let Some(bits) = octal.and_then(|o| u32::from_str_radix(o, 8).ok()) {
+            flags.push(bits);
+        }
+    }
+    flags
+}
+
+/// `O_DSYNC` on Linux.
+const O_DSYNC: u32 = 0o10000;
 
 /// Waits (bounded) until `path` exists; returns its inode.
 async fn inode_when_present(path: &Path) -> u64 {
@@ -91,6 +117,14 @@ fn the_writer_rolls_into_the_segment_the_fill_made_and_the_commit_log_holds_only
             }
         }
         assert_eq!(adopted, 4, "every roll took the filled file");
+        // The writer's segment is open with O_DSYNC: its writes need no fdatasync.
+        let current = commit_log.join(segment_name(last_offset - last_offset % segment_size));
+        let flags = open_flags(&current);
+        assert!(
+            flags.iter().any(|f| f & O_DSYNC != 0),
+            "no O_DSYNC descriptor on {}: {flags:?}",
+            current.display()
+        );
         // Everything put is still there, across the adopted segments.
         let reader = handle.reader();
         for _ in 0..1000 {
@@ -124,7 +158,8 @@ fn no_segment_is_filled_ahead_under_async_flush() {
         interval: Duration::from_millis(20),
     };
     let segment_size = config.mapped_file_size_commit_log;
-    let fill_dir = fill_dir_of(&config.commit_log_dir());
+    let commit_log = config.commit_log_dir();
+    let fill_dir = fill_dir_of(&commit_log);
     ferromq_shards::testing::run_local(async move {
         let store = LocalStore::open(config).await.unwrap();
         let handle = store.handle().clone();
@@ -139,6 +174,11 @@ fn no_segment_is_filled_ahead_under_async_flush() {
         }
         glommio::timer::sleep(Duration::from_millis(50)).await;
         assert!(!fill_dir.exists(), "{} was made", fill_dir.display());
+        // Nor O_DSYNC: every write would wait for the device.
+        let current = commit_log.join(segment_name(last_offset - last_offset % segment_size));
+        let flags = open_flags(&current);
+        assert!(!flags.is_empty(), "the writer's segment is open");
+        assert!(flags.iter().all(|f| f & O_DSYNC == 0), "{flags:?}");
         store.shutdown().await.unwrap();
     });
 }

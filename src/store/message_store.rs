@@ -13,12 +13,10 @@ use super::commit_log::{Appended, CommitLog, PutMessage};
 use super::config::StoreConfig;
 use super::consume_queue::{recover_queue, UNIT_SIZE};
 use super::dispatch::{dispatch_entry, DispatchEntry, RecordMeta};
-use super::flush::{
-    run_group_commit_with, CommitObserver, FlushDiskType, GroupCommitStats, PutRequest,
-};
+use super::flush::{run_group_commit_with, CommitObserver, GroupCommitStats, PutRequest};
 use super::index::index_file::index_file_size;
 use super::index::IndexService;
-use super::prefill::CommitLogDirectory;
+use super::prefill::{CommitLogDirectory, SegmentOptions};
 use super::reader::StoreReader;
 use super::recovery::{
     cut_tail, list_segments, walk, walk_start, FindEnd, RecoveryMode, WalkVisitor,
@@ -446,9 +444,7 @@ pub async fn run_writer(
     let config = &shared.config;
     let opener = CommitLogDirectory::new(
         config.commit_log_dir(),
-        // Only a sync after every job gains from written blocks; under ASYNC_FLUSH the
-        // zeros would only compete with the writes.
-        config.flush_disk_type == FlushDiskType::SyncFlush,
+        SegmentOptions::for_flush(config.flush_disk_type),
     );
     let log = CommitLog::open(
         opener,

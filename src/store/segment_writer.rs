@@ -329,6 +329,7 @@ impl<O: SegmentOpener> SegmentWriter<O> {
         let syncs = if sync {
             let mut files: Vec<Rc<O::File>> = self.unsynced.drain(..).collect();
             files.push(Rc::clone(&self.current));
+            files.retain(|file| !file.writes_are_durable());
             files
         } else {
             Vec::new()

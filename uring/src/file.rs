@@ -31,6 +31,12 @@ pub trait SegmentFile {
 
     /// Makes every completed write durable (fdatasync).
     fn sync(&self) -> impl Future<Output = Result<(), IoError>>;
+
+    /// Whether a completed write is already durable (the file is open with `O_DSYNC`), so
+    /// that it needs no sync.
+    fn writes_are_durable(&self) -> bool {
+        false
+    }
 }
 
 /// Checks the direct-I/O alignment rule.
@@ -62,6 +68,7 @@ pub struct DmaSegment {
     file: DmaFile,
     path: PathBuf,
     size: u64,
+    dsync: bool,
 }
 
 impl DmaSegment {
@@ -70,6 +77,15 @@ impl DmaSegment {
     /// # Errors
     /// [`IoError::File`] naming the path and the step that failed.
     pub async fn open(path: &Path, size: u64) -> Result<DmaSegment, IoError> {
+        Self::open_with(path, size, false).await
+    }
+
+    /// [`DmaSegment::open`], with `O_DSYNC` if `dsync`: each write is durable when it
+    /// completes (the kernel flushes the device cache after it), with no sync to issue.
+    ///
+    /// # Errors
+    /// [`IoError::File`] naming the path and the step that failed.
+    pub async fn open_with(path: &Path, size: u64, dsync: bool) -> Result<DmaSegment, IoError> {
         // Give a new file its length and a written first block before glommio opens it:
         // glommio probes whether the device supports polled I/O by reading the first block,
         // and on an empty or sparse file that read succeeds without reaching the device, so
@@ -80,7 +96,7 @@ impl DmaSegment {
         if is_new {
             create_with_first_block(path, size).map_err(IoError::on("create", path))?;
         }
-        let file = open_read_write(path).await?;
+        let file = open_read_write(path, dsync).await?;
         if is_new {
             // Allocate every block now so that fdatasync after a write has no metadata to
             // write.
@@ -92,6 +108,7 @@ impl DmaSegment {
             file,
             path: path.to_owned(),
             size,
+            dsync,
         })
     }
 
@@ -118,6 +135,7 @@ impl DmaSegment {
             file,
             path: path.to_owned(),
             size,
+            dsync: false,
         })
     }
 
@@ -176,7 +194,7 @@ pub async fn zero_fill<H: Fn() -> bool>(
     pace: &ZeroFillPace<'_, H>,
 ) -> Result<u64, IoError> {
     create_with_first_block(path, size).map_err(IoError::on("create", path))?;
-    let file = open_read_write(path).await?;
+    let file = open_read_write(path, false).await?;
     let filled = fill_zeros(&file, path, size, pace).await;
     let synced = match &filled {
         Ok(_) => file
@@ -233,10 +251,16 @@ async fn fill_zeros<H: Fn() -> bool>(
 }
 
 /// Opens `path` for direct reads and writes.
-async fn open_read_write(path: &Path) -> Result<DmaFile, IoError> {
+async fn open_read_write(path: &Path, dsync: bool) -> Result<DmaFile, IoError> {
+    let flags = if dsync {
+        i32::try_from(rustix::fs::OFlags::DSYNC.bits()).expect("O_DSYNC fits i32")
+    } else {
+        0
+    };
     OpenOptions::new()
         .read(true)
         .write(true)
+        .custom_flags(flags)
         .dma_open(path)
         .await
         .map_err(glommio_error("open", path, 0))
@@ -334,6 +358,10 @@ impl SegmentFile for DmaSegment {
             .await
             .map_err(|e| self.error("read", offset, e))?;
         Ok(read.to_vec())
+    }
+
+    fn writes_are_durable(&self) -> bool {
+        self.dsync
     }
 
     async fn sync(&self) -> Result<(), IoError> {

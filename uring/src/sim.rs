@@ -49,6 +49,8 @@ struct SimState {
     fail_at_operation: Option<u64>,
     sync_turns: usize,
     syncing: bool,
+    durable_writes: bool,
+    sync_calls: u64,
 }
 
 impl SimSegment {
@@ -64,6 +66,8 @@ impl SimSegment {
                 fail_at_operation: None,
                 sync_turns: 0,
                 syncing: false,
+                durable_writes: false,
+                sync_calls: 0,
             })),
         }
     }
@@ -110,6 +114,17 @@ impl SimSegment {
         state.durable[start..end].to_vec()
     }
 
+    /// Makes every later write durable when it completes, as with `O_DSYNC`.
+    pub fn set_durable_writes(&self) {
+        self.state.borrow_mut().durable_writes = true;
+    }
+
+    /// How many syncs were called.
+    #[must_use]
+    pub fn sync_calls(&self) -> u64 {
+        self.state.borrow().sync_calls
+    }
+
     /// Whether a sync is running (only seen with [`SimSegment::set_sync_turns`]).
     #[must_use]
     pub fn is_syncing(&self) -> bool {
@@ -138,6 +153,10 @@ impl SegmentFile for SimSegment {
         SECTOR_SIZE as u64
     }
 
+    fn writes_are_durable(&self) -> bool {
+        self.state.borrow().durable_writes
+    }
+
     async fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), IoError> {
         check_aligned("write", offset, data.len(), self.alignment())?;
         self.begin("write")?;
@@ -163,7 +182,11 @@ impl SegmentFile for SimSegment {
         }
         let kept = data.len().min(file_len - at);
         state.volatile[at..at + kept].copy_from_slice(&data[..kept]);
-        state.unsynced.push((offset, data[..kept].to_vec()));
+        if state.durable_writes {
+            state.durable[at..at + kept].copy_from_slice(&data[..kept]);
+        } else {
+            state.unsynced.push((offset, data[..kept].to_vec()));
+        }
         Ok(())
     }
 
@@ -184,6 +207,7 @@ impl SegmentFile for SimSegment {
         let (image, covered, turns) = {
             let mut state = self.state.borrow_mut();
             state.syncing = true;
+            state.sync_calls += 1;
             (
                 state.volatile.clone(),
                 state.unsynced.len(),

@@ -29,7 +29,7 @@
 use anyhow::{bail, ensure, Context};
 use ferromq::store::commit_log::{CommitLog, PutMessage};
 use ferromq::store::flush::{run_group_commit, FlushDiskType, PutRequest};
-use ferromq::store::prefill::{fill_dir_of, CommitLogDirectory};
+use ferromq::store::prefill::{fill_dir_of, CommitLogDirectory, SegmentOptions};
 use futures::channel::{mpsc, oneshot};
 use futures::SinkExt;
 use glommio::io::{DmaFile, OpenOptions};
@@ -581,9 +581,10 @@ fn measure_case(dir: PathBuf, plan: CasePlan, args: &CommitLogArgs) -> anyhow::R
         .name("bench-writer")
         .spawn(move || async move {
             let cpu_start = thread_cpu_time();
-            // As the broker does: the fill only under SYNC_FLUSH.
-            let prefill = plan.prefill == Prefill::On && plan.flush == FlushMode::Sync;
-            let opener = CommitLogDirectory::new(dir, prefill);
+            // As the broker opens them; `--prefill off` turns the fill off.
+            let mut options = SegmentOptions::for_flush(mode);
+            options.prefill &= plan.prefill == Prefill::On;
+            let opener = CommitLogDirectory::new(dir, options);
             let log = CommitLog::open(opener, segment_size, 0, HashMap::new())
                 .await
                 .context("opening the CommitLog")?;
