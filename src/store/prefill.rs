@@ -12,8 +12,11 @@
 //! The fill is free only while the disk has bandwidth to spare: when the writer moves big
 //! jobs (over [`BIG_JOB_BYTES`], a bandwidth-bound load), zeros would halve what it gets, and
 //! the journal commit each sync pays is small next to its write. So the fill holds while big
-//! jobs have been seen in the last [`HOLD_AFTER_BIG_JOB`], and resumes when the load turns
-//! latency-bound again; the segment is then only partly filled, which is still correct.
+//! jobs have been seen in the last [`HOLD_AFTER_BIG_JOB`] (and makes no file at all while it
+//! holds from the start: the writer then creates the segment at the roll, as without the
+//! fill), and resumes when the load turns latency-bound again; the segment is then only
+//! partly filled, which is still correct. Stopping it never waits for more than the one zero
+//! write in flight.
 //!
 //! Under SYNC_FLUSH the segments are also opened with `O_DSYNC`: a write is durable when it
 //! completes, the kernel flushing the device cache right after it, so a write job is one
@@ -40,6 +43,7 @@ use super::segment::segment_name;
 use super::segment_writer::SegmentOpener;
 use ferromq_uring::file::{zero_fill, DmaSegment, ZeroFillPace};
 use ferromq_uring::IoError;
+use glommio::channels::local_channel::{self, LocalSender};
 use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -92,18 +96,17 @@ impl SegmentOptions {
     }
 }
 
-/// The fill in progress.
+/// The fill in progress; dropping `stop` ends it.
 struct Fill {
     start: u64,
-    stop: Rc<Cell<bool>>,
-    task: glommio::task::JoinHandle<Result<u64, IoError>>,
+    stop: LocalSender<()>,
+    task: glommio::task::JoinHandle<Result<Option<u64>, IoError>>,
 }
 
 impl std::fmt::Debug for Fill {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Fill")
             .field("start", &self.start)
-            .field("stopped", &self.stop.get())
             .finish_non_exhaustive()
     }
 }
@@ -125,15 +128,16 @@ impl CommitLogDirectory {
     /// Stops the fill in progress, if any, and waits for it; returns the start of the segment
     /// it was filling if it left a usable file.
     async fn stop_fill(&self) -> Option<u64> {
-        let fill = self.fill.borrow_mut().take()?;
-        fill.stop.set(true);
-        match fill.task.await {
-            Some(Ok(filled)) => {
-                tracing::debug!(start = fill.start, filled, "prefill stopped");
-                Some(fill.start)
+        let Fill { start, stop, task } = self.fill.borrow_mut().take()?;
+        drop(stop);
+        match task.await {
+            Some(Ok(Some(filled))) => {
+                tracing::debug!(start, filled, "prefill stopped");
+                Some(start)
             }
+            Some(Ok(None)) => None,
             Some(Err(error)) => {
-                tracing::warn!(%error, start = fill.start, "prefilling a CommitLog segment failed");
+                tracing::warn!(%error, start, "prefilling a CommitLog segment failed");
                 None
             }
             None => None,
@@ -172,7 +176,7 @@ impl CommitLogDirectory {
             return;
         }
         let path = self.fill_dir.join(segment_name(start));
-        let stop = Rc::new(Cell::new(false));
+        let (stop, stopped) = local_channel::new_bounded(1);
         let last_big_job = Rc::clone(&self.last_big_job);
         let hold = move || {
             last_big_job
@@ -180,11 +184,11 @@ impl CommitLogDirectory {
                 .is_some_and(|at| at.elapsed() < HOLD_AFTER_BIG_JOB)
         };
         let task = glommio::spawn_local({
-            let stop = Rc::clone(&stop);
             async move {
                 let pace = ZeroFillPace {
-                    stop: &stop,
+                    stop: &stopped,
                     pause: FILL_PAUSE,
+                    hold_check: HOLD_AFTER_BIG_JOB,
                     hold,
                 };
                 zero_fill(&path, size, &pace).await
@@ -213,15 +217,6 @@ impl SegmentOpener for CommitLogDirectory {
     fn writing(&self, bytes: u64) {
         if bytes >= BIG_JOB_BYTES {
             self.last_big_job.set(Some(Instant::now()));
-        }
-    }
-}
-
-impl Drop for CommitLogDirectory {
-    fn drop(&mut self) {
-        // The task ends at its next chunk; its file is replaced by the next run.
-        if let Some(fill) = self.fill.get_mut() {
-            fill.stop.set(true);
         }
     }
 }

@@ -10,6 +10,7 @@
 //! before it reaches the kernel.
 
 use crate::IoError;
+use glommio::channels::local_channel::LocalReceiver;
 use glommio::io::{DmaFile, OpenOptions};
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -167,18 +168,22 @@ const ZERO_FILL_CHUNK_BYTES: usize = 1 << 20;
 /// How [`zero_fill`] goes: when to stop, how long to pause after each chunk, when to hold.
 #[derive(Debug)]
 pub struct ZeroFillPace<'a, H: Fn() -> bool> {
-    /// Set by the owner: stop after the chunk being written.
-    pub stop: &'a std::cell::Cell<bool>,
+    /// The fill ends when this channel's sender is dropped: at once during a pause or a hold,
+    /// after the write in flight otherwise.
+    pub stop: &'a LocalReceiver<()>,
     /// Pause after each chunk, so that a writer syncing another file on the same disk keeps
     /// most of it.
     pub pause: std::time::Duration,
-    /// While it says so, no chunk is written (checked every `pause`).
+    /// While it says so, no chunk is written, and no file is made before the first.
     pub hold: H,
+    /// How often `hold` is asked again while it holds.
+    pub hold_check: std::time::Duration,
 }
 
 /// Makes `path` a new file of `size` bytes whose blocks are written with zeros, from the
 /// start, one [`ZERO_FILL_CHUNK_BYTES`] chunk at a time as `pace` says, until the file is full
-/// or `pace.stop` is set; then syncs it. Returns the bytes written.
+/// or `pace.stop` says to stop; then syncs it. Returns the bytes written, or `None` if it was
+/// stopped while holding before it made the file.
 ///
 /// Why: a direct write into blocks that `fallocate` reserved but nobody wrote turns their
 /// extent from unwritten to written, and the fdatasync after it must then commit the
@@ -192,7 +197,12 @@ pub async fn zero_fill<H: Fn() -> bool>(
     path: &Path,
     size: u64,
     pace: &ZeroFillPace<'_, H>,
-) -> Result<u64, IoError> {
+) -> Result<Option<u64>, IoError> {
+    while (pace.hold)() {
+        if pause_or_stop(pace.hold_check, pace.stop).await {
+            return Ok(None);
+        }
+    }
     create_with_first_block(path, size).map_err(IoError::on("create", path))?;
     let file = open_read_write(path, false).await?;
     let filled = fill_zeros(&file, path, size, pace).await;
@@ -207,7 +217,7 @@ pub async fn zero_fill<H: Fn() -> bool>(
     let written = filled?;
     synced?;
     closed?;
-    Ok(written)
+    Ok(Some(written))
 }
 
 async fn fill_zeros<H: Fn() -> bool>(
@@ -226,9 +236,10 @@ async fn fill_zeros<H: Fn() -> bool>(
     // Whole aligned chunks only: a last partial block stays as fallocate left it.
     let end = size - size % file.alignment();
     let mut offset = 0u64;
-    while offset < end && !pace.stop.get() {
+    let mut stopped = false;
+    while offset < end && !stopped {
         if (pace.hold)() {
-            glommio::timer::sleep(pace.pause).await;
+            stopped = pause_or_stop(pace.hold_check, pace.stop).await;
             continue;
         }
         let len = chunk.min(end - offset);
@@ -245,9 +256,23 @@ async fn fill_zeros<H: Fn() -> bool>(
             return Err(IoError::file("write", path, short));
         }
         offset += len;
-        glommio::timer::sleep(pace.pause).await;
+        stopped = pause_or_stop(pace.pause, pace.stop).await;
     }
     Ok(offset)
+}
+
+/// Sleeps for `duration` unless `stop`'s sender goes first; returns whether it did.
+async fn pause_or_stop(duration: std::time::Duration, stop: &LocalReceiver<()>) -> bool {
+    let slept = async {
+        glommio::timer::sleep(duration).await;
+        false
+    };
+    let stopped = async {
+        // Nothing is ever sent: `recv` ends when the sender is dropped.
+        let _ = stop.recv().await;
+        true
+    };
+    futures_lite::future::or(stopped, slept).await
 }
 
 /// Opens `path` for direct reads and writes.
