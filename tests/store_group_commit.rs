@@ -389,3 +389,52 @@ fn with_writes_durable_on_completion_sync_flush_issues_no_sync_and_loses_nothing
     }
     assert_eq!(recovered_bodies(&directory), PRODUCERS * PUTS_EACH);
 }
+
+#[test]
+fn after_a_failed_async_write_the_loop_neither_spins_nor_hangs_at_shutdown() {
+    // ASYNC_FLUSH: the first put is written, the second put's write fails. The data of the
+    // first is unsynced and can never be synced now; the loop must answer, then end when
+    // the channel closes, instead of retrying the sync for ever. The executor runs on its
+    // own thread so that a loop that never yields fails this test instead of hanging it.
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let directory = SimDirectory::default();
+        futures_lite::future::block_on(async {
+            use ferromq::store::commit_log::SegmentOpener;
+            // Operation 1 reads the tail at open, 2 is the first write, 3 the second.
+            directory
+                .open(0, SEGMENT_SIZE)
+                .await
+                .unwrap()
+                .fail_operation(3);
+        });
+        let puts = ferromq_shards::testing::run_local(async move {
+            let log = CommitLog::open(directory, SEGMENT_SIZE, 0, HashMap::new())
+                .await
+                .unwrap();
+            let (mut sender, receiver) = mpsc::channel::<PutRequest>(4);
+            let mode = FlushDiskType::AsyncFlush {
+                interval: Duration::from_millis(5),
+            };
+            let writer = glommio::spawn_local(run_group_commit(log, receiver, mode, || 42));
+            for (seq, stored) in [(0, true), (1, false)] {
+                let (reply, answer) = oneshot::channel();
+                let request = PutRequest {
+                    message: message(0, seq),
+                    reply,
+                };
+                sender.send(request).await.unwrap();
+                assert_eq!(answer.await.unwrap().is_ok(), stored, "put {seq}");
+            }
+            // Past a sync interval, then close.
+            glommio::timer::sleep(Duration::from_millis(20)).await;
+            drop(sender);
+            writer.await.1.puts
+        });
+        let _ = done.send(puts);
+    });
+    let puts = finished
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the loop did not end after the channel closed");
+    assert_eq!(puts, 2);
+}

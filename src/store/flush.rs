@@ -170,7 +170,9 @@ where
                         unsynced = None;
                     }
                     Err(error) => {
+                        // Poisoned: nothing can be written or synced any more.
                         stats.puts += waiting.answer(&Err(error));
+                        unsynced = None;
                         observer.abandoned();
                     }
                 }
