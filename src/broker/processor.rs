@@ -8,7 +8,8 @@ use super::long_poll::LongPoll;
 use super::schedule::redirect_delayed;
 use super::send_back;
 use super::state::{
-    topic_name_problem, BrokerState, ClientChannel, PERM_READ, PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX,
+    topic_name_problem, BrokerState, ClientChannel, NOT_ALLOWED_SEND_TOPICS, PERM_READ, PERM_WRITE,
+    RETRY_GROUP_TOPIC_PREFIX,
 };
 use super::transaction;
 use crate::remoting::headers::{
@@ -43,17 +44,6 @@ const PULL_SUBSCRIPTION: i32 = 0x4;
 
 /// `MessageSysFlag.TRANSACTION_*_TYPE` bits: a batch may not be a transaction message.
 const TRANSACTION_TYPE_MASK: i32 = 0x3 << 2;
-
-/// System topics no producer may send to (`TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET`): the
-/// broker alone writes them.
-const NOT_ALLOWED_SEND_TOPICS: [&str; 6] = [
-    "SCHEDULE_TOPIC_XXXX",
-    "RMQ_SYS_TRANS_HALF_TOPIC",
-    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-    "TRANS_CHECK_MAX_TIME_TOPIC",
-    "SELF_TEST_TOPIC",
-    "OFFSET_MOVED_EVENT",
-];
 
 /// Java's pointer to its FAQ, appended to some remarks (`FAQUrl.suggestTodo`).
 pub(super) const FAQ: &str = "\nSee http://rocketmq.apache.org/docs/faq/ for further details.";

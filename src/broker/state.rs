@@ -26,6 +26,16 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// The topic every broker has so that producers can auto-create topics (`TBW102`).
 pub const AUTO_CREATE_TOPIC_KEY_TOPIC: &str = "TBW102";
+/// System topics no producer may send to (`TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET`): the
+/// broker alone writes them.
+pub const NOT_ALLOWED_SEND_TOPICS: [&str; 6] = [
+    "SCHEDULE_TOPIC_XXXX",
+    "RMQ_SYS_TRANS_HALF_TOPIC",
+    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+    "TRANS_CHECK_MAX_TIME_TOPIC",
+    "SELF_TEST_TOPIC",
+    "OFFSET_MOVED_EVENT",
+];
 /// Prefix of a consumer group's retry topic.
 pub const RETRY_GROUP_TOPIC_PREFIX: &str = "%RETRY%";
 /// Prefix of a consumer group's dead-letter topic.

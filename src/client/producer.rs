@@ -46,16 +46,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The topic whose route new topics borrow (`TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC`).
-pub const AUTO_CREATE_TOPIC_KEY_TOPIC: &str = "TBW102";
-/// System topics no producer may send to (`TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET`).
-const NOT_ALLOWED_SEND_TOPICS: &[&str] = &[
-    "SCHEDULE_TOPIC_XXXX",
-    "RMQ_SYS_TRANS_HALF_TOPIC",
-    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-    "TRANS_CHECK_MAX_TIME_TOPIC",
-    "SELF_TEST_TOPIC",
-    "OFFSET_MOVED_EVENT",
-];
+pub use crate::broker::state::AUTO_CREATE_TOPIC_KEY_TOPIC;
+use crate::broker::state::NOT_ALLOWED_SEND_TOPICS;
 /// Message system flag of a transaction half message (`TRANSACTION_PREPARED_TYPE`).
 const TRANSACTION_PREPARED_TYPE: i32 = 0x1 << 2;
 /// The region a broker reports when it has none (`MixAll.DEFAULT_TRACE_REGION_ID`).
