@@ -65,6 +65,12 @@ fn drive(
     })
 }
 
+/// The directory's first segment (made if needed), to set up faults before the loop runs.
+fn first_segment(directory: &SimDirectory) -> ferromq_uring::sim::SimSegment {
+    use ferromq::store::commit_log::SegmentOpener;
+    futures_lite::future::block_on(directory.open(0, SEGMENT_SIZE)).unwrap()
+}
+
 fn recovered_bodies(directory: &SimDirectory) -> usize {
     futures_lite::future::block_on(async {
         let starts: Vec<u64> = directory.0.borrow().keys().copied().collect();
@@ -111,14 +117,7 @@ fn failed_sync_fails_its_batch_and_every_later_put() {
     let directory = SimDirectory::default();
     // Opening the first segment reads its tail (operation 1); the first batch's write is
     // operation 2 and its sync operation 3.
-    futures_lite::future::block_on(async {
-        use ferromq::store::commit_log::SegmentOpener;
-        directory
-            .open(0, SEGMENT_SIZE)
-            .await
-            .unwrap()
-            .fail_operation(3);
-    });
+    first_segment(&directory).fail_operation(3);
     let (outcomes, _stats) = drive(directory, FlushDiskType::SyncFlush);
     let first_failure = outcomes.iter().position(|ok| !ok);
     assert!(
@@ -368,11 +367,7 @@ fn with_writes_durable_on_completion_sync_flush_issues_no_sync_and_loses_nothing
     // Segments opened with O_DSYNC (simulated): a SYNC_FLUSH job is its write alone, and
     // every answered put is still there after a power loss.
     let directory = SimDirectory::default();
-    futures_lite::future::block_on(async {
-        use ferromq::store::commit_log::SegmentOpener;
-        let segment = directory.open(0, SEGMENT_SIZE).await.unwrap();
-        segment.set_durable_writes();
-    });
+    first_segment(&directory).set_durable_writes();
     let (outcomes, stats) = drive(directory.clone(), FlushDiskType::SyncFlush);
     assert!(outcomes.iter().all(|ok| *ok));
     assert!(stats.batches > 1);
@@ -399,15 +394,8 @@ fn after_a_failed_async_write_the_loop_neither_spins_nor_hangs_at_shutdown() {
     let (done, finished) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let directory = SimDirectory::default();
-        futures_lite::future::block_on(async {
-            use ferromq::store::commit_log::SegmentOpener;
-            // Operation 1 reads the tail at open, 2 is the first write, 3 the second.
-            directory
-                .open(0, SEGMENT_SIZE)
-                .await
-                .unwrap()
-                .fail_operation(3);
-        });
+        // Operation 1 reads the tail at open, 2 is the first write, 3 the second.
+        first_segment(&directory).fail_operation(3);
         let puts = ferromq_shards::testing::run_local(async move {
             let log = CommitLog::open(directory, SEGMENT_SIZE, 0, HashMap::new())
                 .await

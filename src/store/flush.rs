@@ -53,8 +53,6 @@ pub struct GroupCommitStats {
     pub batches: u64,
     /// fdatasyncs done.
     pub syncs: u64,
-    /// Time write jobs were in flight (the disk busy with the log).
-    pub job_time: Duration,
 }
 
 /// Most puts appended before a write.
@@ -160,7 +158,6 @@ where
                             job: glommio::spawn_local(job.run()),
                             batch: std::mem::take(&mut waiting),
                             stored,
-                            started: Instant::now(),
                         });
                     }
                     Ok(None) => {
@@ -243,7 +240,6 @@ where
                 let synced = outcome.syncs();
                 let written = log.finish_write(outcome);
                 stats.batches += 1;
-                stats.job_time += flight.started.elapsed();
                 match &written {
                     Ok(_) if synced => {
                         stats.syncs += 1;
@@ -322,7 +318,6 @@ struct InFlight {
     batch: Batch,
     /// Store time of the newest record the job writes (or syncs).
     stored: Option<i64>,
-    started: Instant,
 }
 
 /// What woke the loop.

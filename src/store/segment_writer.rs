@@ -134,18 +134,6 @@ impl WriteOutcome {
 }
 
 impl<F: SegmentFile> WriteJob<F> {
-    /// The end of the data this job writes.
-    #[must_use]
-    pub fn end(&self) -> u64 {
-        self.end
-    }
-
-    /// Whether this job syncs.
-    #[must_use]
-    pub fn syncs(&self) -> bool {
-        self.sync
-    }
-
     /// Writes, in order, then syncs the files if asked.
     pub async fn run(self) -> WriteOutcome {
         let mut buffers = Vec::with_capacity(self.writes.len());
@@ -399,12 +387,6 @@ impl<O: SegmentOpener> SegmentWriter<O> {
     #[must_use]
     pub fn write_offset(&self) -> u64 {
         self.write_offset
-    }
-
-    /// End of data in the files (written, maybe not synced).
-    #[must_use]
-    pub fn written_offset(&self) -> u64 {
-        self.written_offset
     }
 
     /// End of durable data.
