@@ -10,8 +10,12 @@
 mod common;
 
 use common::SimDirectory;
+use ferromq::store::commit_log::Appended;
 use ferromq::store::commit_log::{recover, CommitLog};
-use ferromq::store::flush::{run_group_commit, FlushDiskType, PutMessage, PutRequest};
+use ferromq::store::flush::{
+    run_group_commit, run_group_commit_with, CommitObserver, FlushDiskType, PutMessage, PutRequest,
+};
+use ferromq::store::message::{decode_record, Record};
 use ferromq_uring::sim::CrashKeep;
 use futures::channel::{mpsc, oneshot};
 use futures::SinkExt;
@@ -259,13 +263,19 @@ fn puts_arriving_during_a_sync_are_encoded_meanwhile_and_answered_after_their_ow
 
 #[test]
 fn puts_waiting_for_the_next_job_are_bounded_in_bytes() {
-    // 40 puts of 1 MiB arrive at once. The first starts a job on its own (the disk was idle
-    // and it is more than a job's worth); the others wait for the next job, but no more than
-    // `BATCH_BYTES_MAX` of them, so the tail held in memory stays bounded: the last ones make
-    // a third job.
+    // 40 puts of 1 MiB arrive at once, and each sync takes a while. The first two puts each
+    // start a job of their own (each is more than a job's worth, and the disk takes two jobs
+    // at once). The others wait for a free job, but no more than `BATCH_BYTES_MAX` of them,
+    // so the tail held in memory stays bounded: 32 make the third job when the first ends,
+    // the last 6 the fourth, and the partial block after them a fifth.
     const BIG_SEGMENT: u64 = 64 << 20;
     const PUTS: usize = 40;
     let directory = SimDirectory::default();
+    {
+        use ferromq::store::commit_log::SegmentOpener;
+        let first = futures_lite::future::block_on(directory.open(0, BIG_SEGMENT)).unwrap();
+        first.set_sync_turns(64);
+    }
     let stats = ferromq_shards::testing::run_local(async move {
         let log = CommitLog::open(directory, BIG_SEGMENT, 0, HashMap::new())
             .await
@@ -286,20 +296,19 @@ fn puts_waiting_for_the_next_job_are_bounded_in_bytes() {
             answers.push(answer);
         }
         for answer in answers {
-            assert!(answer.await.unwrap().is_ok());
+            let a = answer.await.unwrap();
+            assert!(a.is_ok(), "{a:?}");
         }
         drop(sender);
         writer.await.1
     });
     let per_job = ferromq::store::flush::BATCH_BYTES_MAX / (1 << 20);
-    assert!(
-        per_job < PUTS - 1,
-        "the test needs more puts than one job takes"
-    );
+    assert_eq!(ferromq::store::flush::JOBS_IN_FLIGHT_MAX, 2);
+    assert_eq!(per_job, 32, "the test is written for 32 MiB");
     assert_eq!(stats.puts as usize, PUTS);
     assert_eq!(
-        stats.batches, 3,
-        "1, then at most {per_job} MiB, then the rest"
+        stats.batches, 5,
+        "1, 1, then 32 MiB, then the last 6, then their tail"
     );
 }
 
@@ -425,4 +434,102 @@ fn after_a_failed_async_write_the_loop_neither_spins_nor_hangs_at_shutdown() {
         .recv_timeout(Duration::from_secs(10))
         .expect("the loop did not end after the channel closed");
     assert_eq!(puts, 2);
+}
+
+#[test]
+fn under_load_two_jobs_write_disjoint_blocks_at_once_and_answers_wait_for_durability() {
+    // 16 producers each put 40 messages of 20-90 KiB, waiting for each answer, while every
+    // write and sync takes scheduler turns: several jobs' worth wait at any time. The loop
+    // keeps two jobs of whole blocks in flight, across segment rolls; the sim fails two
+    // writes in flight that share a sector. A put is answered only once its whole record
+    // is in the durable image, even when it straddles the end of a job's blocks, and what
+    // the loop reports committed (for dispatch) always ends at a record's end.
+    const SEGMENT: u64 = 8 << 20;
+    const SEGMENTS: u64 = 6;
+    const PRODUCERS: usize = 16;
+    const PUTS_EACH: usize = 40;
+    let directory = SimDirectory::default();
+    for start in (0..SEGMENTS).map(|index| index * SEGMENT) {
+        use ferromq::store::commit_log::SegmentOpener;
+        let file = futures_lite::future::block_on(directory.open(start, SEGMENT)).unwrap();
+        file.set_write_turns(8);
+        file.set_sync_turns(8);
+    }
+    let files = directory.clone();
+    let checked = directory.clone();
+    let answered = ferromq_shards::testing::run_local(async move {
+        let log = CommitLog::open(directory, SEGMENT, 0, HashMap::new())
+            .await
+            .unwrap();
+        let (sender, receiver) = mpsc::channel::<PutRequest>(1024);
+        let mode = FlushDiskType::SyncFlush;
+        let writer = glommio::spawn_local(async move {
+            let mut observer = RecordEnds::default();
+            run_group_commit_with(log, receiver, mode, || 42, &mut observer).await;
+            observer.commits
+        });
+        let mut producers = Vec::new();
+        for producer in 0..PRODUCERS {
+            let mut sender = sender.clone();
+            let files = files.clone();
+            producers.push(glommio::spawn_local(async move {
+                let mut answered = 0;
+                for seq in 0..PUTS_EACH {
+                    let size = 20_000 + (producer * 7919 + seq * 104_729) % 70_000;
+                    let body = vec![u8::try_from(seq % 251).unwrap(); size];
+                    let (reply, answer) = oneshot::channel();
+                    let message = common::put_message(0, &body);
+                    sender.send(PutRequest { message, reply }).await.unwrap();
+                    let appended = answer.await.unwrap().unwrap();
+                    let start = appended.physical_offset - appended.physical_offset % SEGMENT;
+                    let at = usize::try_from(appended.physical_offset - start).unwrap();
+                    let durable = files.0.borrow()[&start].durable_bytes(at, appended.size);
+                    match decode_record(&durable, true) {
+                        Ok(Record::Message { record, .. }) => assert_eq!(record.body, &body[..]),
+                        other => panic!("answered put not durable: {other:?}"),
+                    }
+                    answered += 1;
+                }
+                answered
+            }));
+        }
+        drop(sender);
+        let mut answered = 0;
+        for producer in producers {
+            answered += producer.await;
+        }
+        assert!(writer.await > 1);
+        answered
+    });
+    assert_eq!(answered, PRODUCERS * PUTS_EACH);
+    let most = checked
+        .0
+        .borrow()
+        .values()
+        .map(|f| f.most_writes_in_flight())
+        .max();
+    assert_eq!(most, Some(ferromq::store::flush::JOBS_IN_FLIGHT_MAX));
+}
+
+/// Checks that every committed end is the end of a record (or of a segment) appended.
+#[derive(Default)]
+struct RecordEnds {
+    ends: std::collections::HashSet<u64>,
+    commits: usize,
+}
+
+impl CommitObserver for RecordEnds {
+    fn appended(&mut self, _message: &PutMessage, appended: &Appended, _stored: i64) {
+        self.ends.insert(appended.physical_offset);
+        self.ends
+            .insert(appended.physical_offset + appended.size as u64);
+    }
+
+    async fn committed(&mut self, end: u64) {
+        assert!(
+            self.ends.contains(&end),
+            "committed end {end} is inside a record"
+        );
+        self.commits += 1;
+    }
 }

@@ -22,6 +22,7 @@ use super::message::{
     body_crc32, decode_record, encode_blank, encode_record, MessageRecord, MessageVersion, Record,
     BLANK_RECORD_SIZE, TRANSACTION_TYPE_MASK,
 };
+pub use super::segment_writer::JobExtent;
 use super::segment_writer::{SegmentWriter, WriteJob, WriteOutcome};
 use ferromq_uring::file::SegmentFile;
 use ferromq_uring::IoError;
@@ -217,13 +218,29 @@ impl<O: SegmentOpener> CommitLog<O> {
         Ok(appended)
     }
 
-    /// Hands everything appended so far to a write job (see [`SegmentWriter::start_write`]);
-    /// appends may go on while it runs.
+    /// Hands `extent` of what is appended to a write job (see
+    /// [`SegmentWriter::start_write`]); appends may go on while it runs.
     ///
     /// # Errors
     /// [`StoreError::NotWritable`] once poisoned.
-    pub fn start_write(&mut self, sync: bool) -> Result<Option<WriteJob<O::File>>, StoreError> {
-        self.writer.start_write(sync)
+    pub fn start_write(
+        &mut self,
+        sync: bool,
+        extent: JobExtent,
+    ) -> Result<Option<WriteJob<O::File>>, StoreError> {
+        self.writer.start_write(sync, extent)
+    }
+
+    /// Whether appended bytes wait for a write job.
+    #[must_use]
+    pub fn has_unwritten(&self) -> bool {
+        self.writer.has_unwritten()
+    }
+
+    /// Whether a write job may start now (see [`SegmentWriter::can_start_write`]).
+    #[must_use]
+    pub fn can_start_write(&self) -> bool {
+        self.writer.can_start_write()
     }
 
     /// Takes back what a write job did; returns the written (with sync, durable) end.

@@ -5,11 +5,18 @@
 //! The writer keeps the unwritten tail of the current segment in memory, starting at an
 //! aligned offset; appending and rolling to the next segment touch memory only (and open the
 //! next file). Writing is a [`WriteJob`]: [`SegmentWriter::start_write`] hands the unwritten
-//! tails (padded with zeros to the alignment) to a job that owns them, keeps only the last
-//! partial block, and lets appends go on while the job writes and, if asked, syncs every file
-//! written since the last sync; [`SegmentWriter::finish_write`] takes the outcome back. This
-//! is what lets the group commit encode the next batch while the disk takes the previous
-//! one. [`SegmentWriter::write_out`] and [`SegmentWriter::flush`] do both steps at once.
+//! tails to a job that owns them, and lets appends go on while the job writes and, if asked,
+//! syncs every file written since the last sync; [`SegmentWriter::finish_write`] takes the
+//! outcome back. This is what lets the group commit encode the next batch while the disk
+//! takes the previous one. [`SegmentWriter::write_out`] and [`SegmentWriter::flush`] do both
+//! steps at once.
+//!
+//! A job writes either [`JobExtent::Everything`] appended, the last partial block padded
+//! with zeros to the alignment, or [`JobExtent::WholeBlocks`], leaving the partial block for
+//! a later job. Several jobs may be in flight as long as no two write the same block: a job
+//! that wrote the partial block holds it, and no job starts until it is done (two writes of
+//! one block in flight at once could land in either order). Whole-block jobs hold nothing,
+//! so under load the disk gets several writes at once.
 //!
 //! Invariants:
 //! - `flushed_offset <= written_offset <= write_offset`; below `flushed_offset` is durable,
@@ -17,9 +24,8 @@
 //! - the tail holds exactly `[tail_start, write_offset)` of the current segment, with
 //!   `tail_start` aligned within the segment file; tails of segments rolled away from wait in
 //!   `sealed` for the next job;
-//! - at most one job is in flight, and jobs run in order: the last partial block is written
-//!   again by the next job, and two writes of one block in flight at once could land in
-//!   either order;
+//! - jobs in flight write disjoint blocks, and finish in the order they started: what a job
+//!   made written (or durable) counts only once every earlier job is finished;
 //! - after a failed write or sync the writer is poisoned and refuses everything until
 //!   restart: a failed fsync cannot be retried safely. A torn rewrite of the last partial
 //!   block cannot damage older bytes: they are rewritten with the same content.
@@ -91,8 +97,24 @@ pub struct SegmentWriter<O: SegmentOpener> {
     write_offset: u64,
     written_offset: u64,
     flushed_offset: u64,
-    in_flight: bool,
+    /// End of what the jobs started so far write.
+    issued_offset: u64,
+    /// Jobs started and not finished.
+    in_flight: usize,
+    /// Whether the newest job in flight writes the block the tail starts with (padded): no
+    /// job may start until it is finished.
+    tail_block_in_flight: bool,
     poisoned: bool,
+}
+
+/// How much of what is appended a job writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobExtent {
+    /// Everything, the last partial block padded: the job holds that block.
+    Everything,
+    /// Only whole blocks (and the tails of segments rolled away from); the partial block
+    /// waits for a later job, which may start while this one runs.
+    WholeBlocks,
 }
 
 /// One aligned write of a job.
@@ -193,7 +215,9 @@ impl<O: SegmentOpener> SegmentWriter<O> {
             write_offset,
             written_offset: write_offset,
             flushed_offset: write_offset,
-            in_flight: false,
+            issued_offset: write_offset,
+            in_flight: 0,
+            tail_block_in_flight: false,
             poisoned: false,
         })
     }
@@ -270,44 +294,83 @@ impl<O: SegmentOpener> SegmentWriter<O> {
         Ok(())
     }
 
-    /// Hands everything appended so far to a job, which also syncs if `sync`; `None` if
+    /// Whether a job may start now: none in flight holds the block the next one would
+    /// begin with.
+    #[must_use]
+    pub fn can_start_write(&self) -> bool {
+        !self.tail_block_in_flight
+    }
+
+    /// Whether appended bytes wait for a job.
+    #[must_use]
+    pub fn has_unwritten(&self) -> bool {
+        self.issued_offset < self.write_offset || !self.sealed.is_empty()
+    }
+
+    /// Jobs started and not yet finished.
+    #[must_use]
+    pub fn jobs_in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    /// Hands `extent` of what is appended to a job, which also syncs if `sync`; `None` if
     /// there is nothing to write (or, with `sync`, nothing to write or sync). Appends may go
-    /// on while it runs; no other job may start before [`SegmentWriter::finish_write`].
+    /// on while it runs; jobs are finished with [`SegmentWriter::finish_write`] in the order
+    /// they started.
     ///
     /// # Errors
     /// [`StoreError::NotWritable`] once poisoned.
     ///
     /// # Panics
-    /// If a job is already in flight.
-    pub fn start_write(&mut self, sync: bool) -> Result<Option<WriteJob<O::File>>, StoreError> {
+    /// If a job in flight holds the block this one would begin with
+    /// ([`SegmentWriter::can_start_write`]).
+    pub fn start_write(
+        &mut self,
+        sync: bool,
+        extent: JobExtent,
+    ) -> Result<Option<WriteJob<O::File>>, StoreError> {
         if self.poisoned {
             return Err(StoreError::NotWritable);
         }
-        assert!(!self.in_flight, "one write job at a time");
-        let unwritten = self.written_offset < self.write_offset;
-        let unsynced = self.flushed_offset < self.written_offset || !self.unsynced.is_empty();
-        let work = unwritten || (sync && unsynced);
-        if !work {
+        assert!(
+            self.can_start_write(),
+            "a job in flight holds the tail block"
+        );
+        let alignment = self.current.alignment();
+        let cut = match extent {
+            JobExtent::Everything => self.tail.len(),
+            JobExtent::WholeBlocks => {
+                align_down(self.tail.len() as u64, alignment) as usize // below the tail length
+            }
+        };
+        let unwritten = self.issued_offset < self.tail_start + cut as u64;
+        let unsynced = self.flushed_offset < self.issued_offset || !self.unsynced.is_empty();
+        if !unwritten && self.sealed.is_empty() && !(sync && unsynced) {
             return Ok(None);
         }
-        let alignment = usize::try_from(self.current.alignment()).expect("alignment fits usize");
         let mut writes: Vec<TailWrite<O::File>> = self.sealed.drain(..).collect();
-        if !self.tail.is_empty() && self.written_offset < self.write_offset {
-            // Keep only the last partial block: the next job writes it again, with what
-            // follows.
-            let keep_from = align_down(self.tail.len() as u64, alignment as u64) as usize;
+        let mut end = self.tail_start + cut as u64;
+        if unwritten {
+            // Keep what the job does not write whole: the partial block, which a later job
+            // writes again with what follows.
+            let keep_from = align_down(cut as u64, alignment) as usize; // at most `cut`
             let mut next_tail = std::mem::take(&mut self.spare);
             next_tail.clear();
             next_tail.extend_from_slice(&self.tail[keep_from..]);
-            let bytes = std::mem::replace(&mut self.tail, next_tail);
+            let mut bytes = std::mem::replace(&mut self.tail, next_tail);
+            bytes.truncate(cut);
             writes.push(TailWrite {
                 file: Rc::clone(&self.current),
                 position: self.tail_start - self.current_start,
                 bytes,
             });
             self.tail_start += keep_from as u64;
+            self.tail_block_in_flight = keep_from < cut;
+        } else if writes.is_empty() {
+            end = self.issued_offset; // A sync only.
         }
         let mut bytes = 0u64;
+        let alignment = usize::try_from(alignment).expect("alignment fits usize");
         for write in &mut writes {
             let padded = write.bytes.len().div_ceil(alignment) * alignment;
             write.bytes.resize(padded, 0);
@@ -322,11 +385,12 @@ impl<O: SegmentOpener> SegmentWriter<O> {
         } else {
             Vec::new()
         };
-        self.in_flight = true;
+        self.issued_offset = self.issued_offset.max(end);
+        self.in_flight += 1;
         Ok(Some(WriteJob {
             writes,
             syncs,
-            end: self.write_offset,
+            end,
             sync,
         }))
     }
@@ -336,7 +400,10 @@ impl<O: SegmentOpener> SegmentWriter<O> {
     /// # Errors
     /// The I/O error; the writer is then poisoned.
     pub fn finish_write(&mut self, outcome: WriteOutcome) -> Result<u64, StoreError> {
-        self.in_flight = false;
+        self.in_flight -= 1;
+        if self.in_flight == 0 {
+            self.tail_block_in_flight = false;
+        }
         if let Some(mut buffer) = outcome.buffers.into_iter().max_by_key(Vec::capacity) {
             if buffer.capacity() > self.spare.capacity() {
                 buffer.clear();
@@ -348,9 +415,13 @@ impl<O: SegmentOpener> SegmentWriter<O> {
             tracing::error!(%error, "segment write or sync failed; refusing puts until restart");
             return Err(error.into());
         }
-        self.written_offset = outcome.end;
+        if self.poisoned {
+            // An earlier job failed: what this one wrote lies beyond a hole.
+            return Err(StoreError::NotWritable);
+        }
+        self.written_offset = self.written_offset.max(outcome.end);
         if outcome.sync {
-            self.flushed_offset = outcome.end;
+            self.flushed_offset = self.flushed_offset.max(outcome.end);
         }
         Ok(outcome.end)
     }
@@ -373,7 +444,8 @@ impl<O: SegmentOpener> SegmentWriter<O> {
     }
 
     async fn write_now(&mut self, sync: bool) -> Result<u64, StoreError> {
-        match self.start_write(sync)? {
+        assert!(self.in_flight == 0, "no job in flight");
+        match self.start_write(sync, JobExtent::Everything)? {
             Some(job) => {
                 let outcome = job.run().await;
                 self.finish_write(outcome)

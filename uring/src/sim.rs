@@ -45,10 +45,19 @@ struct SimState {
     volatile: Vec<u8>,
     durable: Vec<u8>,
     unsynced: Vec<(u64, Vec<u8>)>,
+    /// Unsynced writes gone from the front of `unsynced` (synced, or lost in a crash).
+    unsynced_gone: u64,
+    /// How many writes, counted like `unsynced_gone`, the durable image holds: a sync that
+    /// ends after a later-called one must not take it back to an older image.
+    durable_covers: u64,
     operations: u64,
     fail_at_operation: Option<u64>,
     sync_turns: usize,
-    syncing: bool,
+    syncs_running: usize,
+    write_turns: usize,
+    /// Byte ranges of the writes in flight (only seen with [`SimSegment::set_write_turns`]).
+    writes_running: Vec<(u64, u64)>,
+    most_writes_running: usize,
     durable_writes: bool,
     sync_calls: u64,
 }
@@ -62,10 +71,15 @@ impl SimSegment {
                 volatile: vec![0; size],
                 durable: vec![0; size],
                 unsynced: Vec::new(),
+                unsynced_gone: 0,
+                durable_covers: 0,
                 operations: 0,
                 fail_at_operation: None,
                 sync_turns: 0,
-                syncing: false,
+                syncs_running: 0,
+                write_turns: 0,
+                writes_running: Vec::new(),
+                most_writes_running: 0,
                 durable_writes: false,
                 sync_calls: 0,
             })),
@@ -97,12 +111,28 @@ impl SimSegment {
         }
         state.volatile.clone_from(&image);
         state.durable = image;
+        state.unsynced_gone += state.unsynced.len() as u64;
+        state.durable_covers = state.unsynced_gone;
         state.unsynced.clear();
     }
 
     /// Makes every later sync yield to the scheduler `turns` times before it takes effect.
     pub fn set_sync_turns(&self, turns: usize) {
         self.state.borrow_mut().sync_turns = turns;
+    }
+
+    /// Makes every later write yield to the scheduler `turns` times before it lands, as a
+    /// real one takes time. Two writes in flight at once that share a sector fail: a real
+    /// disk may land them in either order.
+    pub fn set_write_turns(&self, turns: usize) {
+        self.state.borrow_mut().write_turns = turns;
+    }
+
+    /// The most writes that were in flight at once (only seen with
+    /// [`SimSegment::set_write_turns`]).
+    #[must_use]
+    pub fn most_writes_in_flight(&self) -> usize {
+        self.state.borrow().most_writes_running
     }
 
     /// `len` bytes at `offset` of the durable image: what a crash now would leave.
@@ -128,7 +158,7 @@ impl SimSegment {
     /// Whether a sync is running (only seen with [`SimSegment::set_sync_turns`]).
     #[must_use]
     pub fn is_syncing(&self) -> bool {
-        self.state.borrow().syncing
+        self.state.borrow().syncs_running > 0
     }
 
     /// How many writes are not yet synced.
@@ -160,6 +190,37 @@ impl SegmentFile for SimSegment {
     async fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), IoError> {
         check_aligned("write", offset, data.len(), self.alignment())?;
         self.begin("write")?;
+        let turns = self.state.borrow().write_turns;
+        if turns > 0 {
+            let range = (offset, offset + data.len() as u64);
+            {
+                let mut state = self.state.borrow_mut();
+                if let Some(&other) = state
+                    .writes_running
+                    .iter()
+                    .find(|(start, end)| *start < range.1 && range.0 < *end)
+                {
+                    return Err(IoError::File {
+                        op: "write",
+                        path: "<sim>".into(),
+                        offset,
+                        source: std::io::Error::other(format!(
+                            "writes of {range:?} and {other:?} are in flight at once"
+                        )),
+                    });
+                }
+                state.writes_running.push(range);
+                state.most_writes_running =
+                    state.most_writes_running.max(state.writes_running.len());
+            }
+            for _ in 0..turns {
+                futures_lite::future::yield_now().await;
+            }
+            self.state
+                .borrow_mut()
+                .writes_running
+                .retain(|running| *running != range);
+        }
         let mut state = self.state.borrow_mut();
         let at = usize::try_from(offset).map_err(|_| IoError::Misaligned {
             op: "write",
@@ -204,24 +265,31 @@ impl SegmentFile for SimSegment {
         // Like fdatasync, it makes durable what was written when it was called, not what
         // is written while it runs; an injected failure shows at its end, as a real one
         // does.
-        let (image, covered, turns) = {
+        let (image, covers, turns) = {
             let mut state = self.state.borrow_mut();
-            state.syncing = true;
+            state.syncs_running += 1;
             state.sync_calls += 1;
             (
                 state.volatile.clone(),
-                state.unsynced.len(),
+                state.unsynced_gone + state.unsynced.len() as u64,
                 state.sync_turns,
             )
         };
         for _ in 0..turns {
             futures_lite::future::yield_now().await;
         }
-        self.state.borrow_mut().syncing = false;
+        self.state.borrow_mut().syncs_running -= 1;
         self.begin("fdatasync")?;
         let mut state = self.state.borrow_mut();
-        state.durable = image;
-        state.unsynced.drain(..covered);
+        if covers > state.durable_covers {
+            state.durable = image;
+            state.durable_covers = covers;
+            let synced = usize::try_from(covers - state.unsynced_gone)
+                .unwrap_or(usize::MAX)
+                .min(state.unsynced.len());
+            state.unsynced.drain(..synced);
+            state.unsynced_gone += synced as u64;
+        }
         Ok(())
     }
 }
