@@ -24,5 +24,6 @@ pub mod file;
 pub mod mapped;
 pub mod net;
 pub mod sim;
+pub mod workers;
 
 pub use error::IoError;

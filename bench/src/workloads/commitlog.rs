@@ -580,6 +580,10 @@ fn measure_case(dir: PathBuf, plan: CasePlan, args: &CommitLogArgs) -> anyhow::R
     let writer = glommio::LocalExecutorBuilder::new(glommio::Placement::Fixed(0))
         .name("bench-writer")
         .spawn(move || async move {
+            // As the runtime does for a pinned shard: the writes that block run on io-wq
+            // workers on the other CPUs, not on the writer's.
+            ferromq_uring::workers::keep_io_workers_off(0)
+                .context("moving the writer's io-wq workers off CPU 0")?;
             let cpu_start = thread_cpu_time();
             // As the broker opens them; `--prefill off` turns the fill off.
             let mut options = SegmentOptions::for_flush(mode);
