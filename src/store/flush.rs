@@ -308,17 +308,34 @@ where
 /// last job started.
 #[derive(Default)]
 struct Pending {
-    /// End offset of each put's record, its store time and where its answer goes.
-    waiting: VecDeque<(u64, i64, oneshot::Sender<PutResult>, Appended)>,
+    waiting: VecDeque<Waiting>,
     /// Puts and record bytes appended since the last job started.
     job_puts: usize,
     job_bytes: usize,
 }
 
+/// A put appended and not answered yet.
+struct Waiting {
+    appended: Appended,
+    /// Its store time.
+    stored: i64,
+    reply: oneshot::Sender<PutResult>,
+}
+
+impl Waiting {
+    /// End offset of its record.
+    fn end(&self) -> u64 {
+        self.appended.physical_offset + self.appended.size as u64
+    }
+}
+
 impl Pending {
     fn appended(&mut self, reply: oneshot::Sender<PutResult>, appended: Appended, stored: i64) {
-        let end = appended.physical_offset + appended.size as u64;
-        self.waiting.push_back((end, stored, reply, appended));
+        self.waiting.push_back(Waiting {
+            appended,
+            stored,
+            reply,
+        });
         self.job_puts += 1;
         self.job_bytes += appended.size;
     }
@@ -336,25 +353,21 @@ impl Pending {
     /// Answers "stored" every put whose record ends at or below `end`; returns how many,
     /// and the store time of the newest.
     fn answer_below(&mut self, end: u64) -> (u64, Option<i64>) {
-        let mut answered = 0;
+        let covered = self.waiting.partition_point(|put| put.end() <= end);
         let mut newest = None;
-        while let Some((_, stored, _, _)) = self.waiting.front().filter(|put| put.0 <= end) {
-            newest = Some(*stored);
-            let Some((_, _, reply, appended)) = self.waiting.pop_front() else {
-                break;
-            };
+        for put in self.waiting.drain(..covered) {
+            newest = Some(put.stored);
             // A put whose caller went away needs no answer.
-            let _ = reply.send(Ok(appended));
-            answered += 1;
+            let _ = put.reply.send(Ok(put.appended));
         }
-        (answered, newest)
+        (covered as u64, newest)
     }
 
     /// `end` if it is the end of a record, else the start of the record it falls in (always a
     /// put not answered yet: only records of puts are appended outside a roll).
     fn record_boundary(&self, end: u64) -> u64 {
         match self.waiting.front() {
-            Some((_, _, _, first)) => first.physical_offset.min(end),
+            Some(first) => first.appended.physical_offset.min(end),
             None => end,
         }
     }
@@ -362,8 +375,8 @@ impl Pending {
     /// Refuses every put not answered yet: after an I/O failure they will never be written.
     fn refuse_all(&mut self) -> u64 {
         let count = self.waiting.len() as u64;
-        for (_, _, reply, _) in self.waiting.drain(..) {
-            let _ = reply.send(Err(StoreError::NotWritable));
+        for put in self.waiting.drain(..) {
+            let _ = put.reply.send(Err(StoreError::NotWritable));
         }
         self.job_started();
         count

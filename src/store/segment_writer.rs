@@ -307,12 +307,6 @@ impl<O: SegmentOpener> SegmentWriter<O> {
         self.issued_offset < self.write_offset || !self.sealed.is_empty()
     }
 
-    /// Jobs started and not yet finished.
-    #[must_use]
-    pub fn jobs_in_flight(&self) -> usize {
-        self.in_flight
-    }
-
     /// Hands `extent` of what is appended to a job, which also syncs if `sync`; `None` if
     /// there is nothing to write (or, with `sync`, nothing to write or sync). Appends may go
     /// on while it runs; jobs are finished with [`SegmentWriter::finish_write`] in the order
