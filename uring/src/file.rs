@@ -126,12 +126,7 @@ impl DmaSegment {
             .read(true)
             .dma_open(path)
             .await
-            .map_err(|e| IoError::File {
-                op: "open",
-                path: path.to_owned(),
-                offset: 0,
-                source: e.into(),
-            })?;
+            .map_err(glommio_error("open", path, 0))?;
         Ok(DmaSegment {
             file,
             path: path.to_owned(),
@@ -153,12 +148,7 @@ impl DmaSegment {
     }
 
     fn error(&self, op: &'static str, offset: u64, e: glommio::GlommioError<()>) -> IoError {
-        IoError::File {
-            op,
-            path: self.path.clone(),
-            offset,
-            source: e.into(),
-        }
+        glommio_error(op, &self.path, offset)(e)
     }
 }
 

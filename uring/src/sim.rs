@@ -45,11 +45,10 @@ struct SimState {
     volatile: Vec<u8>,
     durable: Vec<u8>,
     unsynced: Vec<(u64, Vec<u8>)>,
-    /// Unsynced writes gone from the front of `unsynced` (synced, or lost in a crash).
+    /// Unsynced writes gone from the front of `unsynced` (synced, or lost in a crash): the
+    /// durable image holds every write counted here, so a sync that covers no more (it ends
+    /// after a later-called one) must not take it back to an older image.
     unsynced_gone: u64,
-    /// How many writes, counted like `unsynced_gone`, the durable image holds: a sync that
-    /// ends after a later-called one must not take it back to an older image.
-    durable_covers: u64,
     operations: u64,
     fail_at_operation: Option<u64>,
     sync_turns: usize,
@@ -72,7 +71,6 @@ impl SimSegment {
                 durable: vec![0; size],
                 unsynced: Vec::new(),
                 unsynced_gone: 0,
-                durable_covers: 0,
                 operations: 0,
                 fail_at_operation: None,
                 sync_turns: 0,
@@ -112,7 +110,6 @@ impl SimSegment {
         state.volatile.clone_from(&image);
         state.durable = image;
         state.unsynced_gone += state.unsynced.len() as u64;
-        state.durable_covers = state.unsynced_gone;
         state.unsynced.clear();
     }
 
@@ -178,6 +175,16 @@ impl SimSegment {
     }
 }
 
+/// A refused write at `offset` of a simulated file.
+fn write_error(offset: u64, source: std::io::Error) -> IoError {
+    IoError::File {
+        op: "write",
+        path: "<sim>".into(),
+        offset,
+        source,
+    }
+}
+
 impl SegmentFile for SimSegment {
     fn alignment(&self) -> u64 {
         SECTOR_SIZE as u64
@@ -200,14 +207,10 @@ impl SegmentFile for SimSegment {
                     .iter()
                     .find(|(start, end)| *start < range.1 && range.0 < *end)
                 {
-                    return Err(IoError::File {
-                        op: "write",
-                        path: "<sim>".into(),
-                        offset,
-                        source: std::io::Error::other(format!(
-                            "writes of {range:?} and {other:?} are in flight at once"
-                        )),
-                    });
+                    let overlap = std::io::Error::other(format!(
+                        "writes of {range:?} and {other:?} are in flight at once"
+                    ));
+                    return Err(write_error(offset, overlap));
                 }
                 state.writes_running.push(range);
                 state.most_writes_running =
@@ -234,12 +237,7 @@ impl SegmentFile for SimSegment {
         if at >= file_len && !data.is_empty() {
             let error =
                 std::io::Error::new(std::io::ErrorKind::InvalidInput, "past end of segment");
-            return Err(IoError::File {
-                op: "write",
-                path: "<sim>".into(),
-                offset,
-                source: error,
-            });
+            return Err(write_error(offset, error));
         }
         let kept = data.len().min(file_len - at);
         state.volatile[at..at + kept].copy_from_slice(&data[..kept]);
@@ -281,9 +279,8 @@ impl SegmentFile for SimSegment {
         self.state.borrow_mut().syncs_running -= 1;
         self.begin("fdatasync")?;
         let mut state = self.state.borrow_mut();
-        if covers > state.durable_covers {
+        if covers > state.unsynced_gone {
             state.durable = image;
-            state.durable_covers = covers;
             let synced = usize::try_from(covers - state.unsynced_gone)
                 .unwrap_or(usize::MAX)
                 .min(state.unsynced.len());

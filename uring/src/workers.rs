@@ -31,13 +31,19 @@ pub fn set_io_worker_cpus(cpus: &[usize]) -> io::Result<()> {
     }
     // The affinity belongs to the thread's io-wq, which exists once the thread has
     // submitted to any ring: a no-op on a ring of our own makes sure of that.
+    let ring = submit_nop(io_uring::squeue::Flags::empty())?;
+    ring.submitter().register_iowq_aff(&set)
+}
+
+/// Submits a no-op with `flags` on a new ring of the calling thread and waits for it.
+fn submit_nop(flags: io_uring::squeue::Flags) -> io::Result<io_uring::IoUring> {
     let mut ring = io_uring::IoUring::new(2)?;
-    let nop = io_uring::opcode::Nop::new().build();
+    let nop = io_uring::opcode::Nop::new().build().flags(flags);
     // SAFETY: a no-op references no memory.
     unsafe { ring.submission().push(&nop) }
         .map_err(|_| io::Error::other("the submission queue of a new ring is full"))?;
     ring.submit_and_wait(1)?;
-    ring.submitter().register_iowq_aff(&set)
+    Ok(ring)
 }
 
 /// Moves the calling thread's io-wq workers off `own_cpu`, onto every other CPU the process
@@ -57,42 +63,31 @@ pub fn keep_io_workers_off(own_cpu: usize) -> io::Result<()> {
 }
 
 /// Hands a no-op to the calling thread's io-wq, which starts a worker if none is idle: a
-/// diagnostic, to see where [`io_worker_cpus`] puts workers.
+/// diagnostic, to see with [`io_worker_cpus`] where workers run.
 ///
 /// # Errors
 /// The kernel's error.
 pub fn start_io_worker() -> io::Result<()> {
-    let mut ring = io_uring::IoUring::new(2)?;
-    let nop = io_uring::opcode::Nop::new()
-        .build()
-        .flags(io_uring::squeue::Flags::ASYNC);
-    // SAFETY: a no-op references no memory.
-    unsafe { ring.submission().push(&nop) }
-        .map_err(|_| io::Error::other("the submission queue of a new ring is full"))?;
-    ring.submit_and_wait(1)?;
-    Ok(())
+    submit_nop(io_uring::squeue::Flags::ASYNC).map(drop)
 }
 
-/// The `Cpus_allowed_list` of each io-wq worker the calling thread started (they are named
+/// The CPUs each io-wq worker the calling thread started may run on (the workers are named
 /// `iou-wrk-<tid>`).
 ///
 /// # Errors
 /// Reading `/proc/self/task` failed.
-pub fn io_worker_cpus() -> io::Result<Vec<String>> {
+pub fn io_worker_cpus() -> io::Result<Vec<rustix::thread::CpuSet>> {
     let name = format!("iou-wrk-{}", rustix::thread::gettid().as_raw_nonzero());
     let mut found = Vec::new();
     for task in std::fs::read_dir("/proc/self/task")? {
         let path = task?.path();
         let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+        let tid = path.file_name().and_then(|tid| tid.to_str()?.parse().ok());
         if comm.trim() != name {
             continue;
         }
-        let status = std::fs::read_to_string(path.join("status")).unwrap_or_default();
-        if let Some(cpus) = status
-            .lines()
-            .find_map(|line| line.strip_prefix("Cpus_allowed_list:"))
-        {
-            found.push(cpus.trim().to_owned());
+        if let Some(worker) = tid.and_then(rustix::process::Pid::from_raw) {
+            found.push(rustix::thread::sched_getaffinity(Some(worker))?);
         }
     }
     Ok(found)
@@ -121,9 +116,7 @@ mod tests {
         .unwrap();
         assert!(!workers.is_empty(), "no io-wq worker started");
         assert!(
-            workers.iter().all(|cpus| !cpus
-                .split(',')
-                .any(|part| part == "0" || part.starts_with("0-"))),
+            workers.iter().all(|cpus| !cpus.is_set(0)),
             "an io-wq worker of the thread pinned to CPU 0 may run on it: {workers:?}"
         );
     }
