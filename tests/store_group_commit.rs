@@ -13,7 +13,8 @@ use common::SimDirectory;
 use ferromq::store::commit_log::Appended;
 use ferromq::store::commit_log::{recover, CommitLog};
 use ferromq::store::flush::{
-    run_group_commit, run_group_commit_with, CommitObserver, FlushDiskType, PutMessage, PutRequest,
+    run_group_commit, run_group_commit_with, CommitObserver, FlushDiskType, GroupCommitStats,
+    PutMessage, PutRequest, PutResult,
 };
 use ferromq::store::message::{decode_record, Record};
 use ferromq_uring::sim::CrashKeep;
@@ -26,34 +27,51 @@ const SEGMENT_SIZE: u64 = 64 * 1024;
 const PRODUCERS: usize = 64;
 const PUTS_EACH: usize = 20;
 
+/// Opens a CommitLog of `segment_size` segments on `directory` and runs the loop on it (the
+/// clock fixed at 42), taking puts from a channel of `capacity`.
+async fn start_writer(
+    directory: SimDirectory,
+    segment_size: u64,
+    capacity: usize,
+    mode: FlushDiskType,
+) -> (
+    mpsc::Sender<PutRequest>,
+    glommio::Task<(CommitLog<SimDirectory>, GroupCommitStats)>,
+) {
+    let log = CommitLog::open(directory, segment_size, 0, HashMap::new())
+        .await
+        .unwrap();
+    let (sender, receiver) = mpsc::channel::<PutRequest>(capacity);
+    let writer = glommio::spawn_local(run_group_commit(log, receiver, mode, || 42));
+    (sender, writer)
+}
+
+/// Sends `message` to the loop; its answer comes on the receiver returned.
+async fn send_put(
+    sender: &mut mpsc::Sender<PutRequest>,
+    message: PutMessage,
+) -> oneshot::Receiver<PutResult> {
+    let (reply, answer) = oneshot::channel();
+    sender.send(PutRequest { message, reply }).await.unwrap();
+    answer
+}
+
 fn message(producer: usize, seq: usize) -> PutMessage {
     let queue_id = i32::try_from(producer % 4).unwrap();
     common::put_message(queue_id, format!("p{producer}-m{seq}").as_bytes())
 }
 
 /// Runs the loop with `PRODUCERS` concurrent producers; returns per-put outcomes and stats.
-fn drive(
-    directory: SimDirectory,
-    mode: FlushDiskType,
-) -> (Vec<bool>, ferromq::store::flush::GroupCommitStats) {
+fn drive(directory: SimDirectory, mode: FlushDiskType) -> (Vec<bool>, GroupCommitStats) {
     ferromq_shards::testing::run_local(async move {
-        let log = CommitLog::open(directory, SEGMENT_SIZE, 0, HashMap::new())
-            .await
-            .unwrap();
-        let (sender, receiver) = mpsc::channel::<PutRequest>(1024);
-        let writer = glommio::spawn_local(run_group_commit(log, receiver, mode, || 42));
+        let (sender, writer) = start_writer(directory, SEGMENT_SIZE, 1024, mode).await;
         let mut producers = Vec::new();
         for producer in 0..PRODUCERS {
             let mut sender = sender.clone();
             producers.push(glommio::spawn_local(async move {
                 let mut outcomes = Vec::new();
                 for seq in 0..PUTS_EACH {
-                    let (reply, answer) = oneshot::channel();
-                    let request = PutRequest {
-                        message: message(producer, seq),
-                        reply,
-                    };
-                    sender.send(request).await.unwrap();
+                    let answer = send_put(&mut sender, message(producer, seq)).await;
                     outcomes.push(answer.await.unwrap().is_ok());
                 }
                 outcomes
@@ -141,25 +159,14 @@ fn async_flush_syncs_on_schedule_under_continuous_load() {
     // must happen anyway, not only when the loop ends.
     let directory = SimDirectory::default();
     let stats = ferromq_shards::testing::run_local(async move {
-        let log = CommitLog::open(directory, SEGMENT_SIZE, 0, HashMap::new())
-            .await
-            .unwrap();
-        let (mut sender, receiver) = mpsc::channel::<PutRequest>(16);
         let mode = FlushDiskType::AsyncFlush {
             interval: Duration::from_millis(10),
         };
-        let writer = glommio::spawn_local(run_group_commit(log, receiver, mode, || 42));
+        let (mut sender, writer) = start_writer(directory, SEGMENT_SIZE, 16, mode).await;
         let deadline = std::time::Instant::now() + Duration::from_millis(200);
         let mut seq = 0;
         while std::time::Instant::now() < deadline {
-            let (reply, answer) = oneshot::channel();
-            sender
-                .send(PutRequest {
-                    message: message(0, seq),
-                    reply,
-                })
-                .await
-                .unwrap();
+            let answer = send_put(&mut sender, message(0, seq)).await;
             assert!(answer.await.unwrap().is_ok());
             seq += 1;
         }
@@ -209,12 +216,7 @@ fn puts_arriving_during_a_sync_are_encoded_meanwhile_and_answered_after_their_ow
             ));
             let mut pending = Vec::new();
             for seq in 0..9 {
-                let (reply, answer) = oneshot::channel();
-                let request = PutRequest {
-                    message: message(0, seq),
-                    reply,
-                };
-                sender.send(request).await.unwrap();
+                let answer = send_put(&mut sender, message(0, seq)).await;
                 pending.push(glommio::spawn_local({
                     let segment = segment.clone();
                     async move {
@@ -277,22 +279,12 @@ fn puts_waiting_for_the_next_job_are_bounded_in_bytes() {
         first.set_sync_turns(64);
     }
     let stats = ferromq_shards::testing::run_local(async move {
-        let log = CommitLog::open(directory, BIG_SEGMENT, 0, HashMap::new())
-            .await
-            .unwrap();
-        let (mut sender, receiver) = mpsc::channel::<PutRequest>(PUTS);
-        let writer = glommio::spawn_local(run_group_commit(
-            log,
-            receiver,
-            FlushDiskType::SyncFlush,
-            || 42,
-        ));
+        let mode = FlushDiskType::SyncFlush;
+        let (mut sender, writer) = start_writer(directory, BIG_SEGMENT, PUTS, mode).await;
         let body = vec![b'b'; 1 << 20];
         let mut answers = Vec::new();
         for _ in 0..PUTS {
-            let (reply, answer) = oneshot::channel();
-            let message = common::put_message(0, &body);
-            sender.send(PutRequest { message, reply }).await.unwrap();
+            let answer = send_put(&mut sender, common::put_message(0, &body)).await;
             answers.push(answer);
         }
         for answer in answers {
@@ -326,24 +318,11 @@ fn a_failed_sync_fails_the_puts_encoded_while_it_ran() {
             segment.set_sync_turns(64);
             // Operation 1 reads the tail at open, 2 is A's write, 3 its sync.
             segment.fail_operation(3);
-            let log = CommitLog::open(directory, SEGMENT_SIZE, 0, HashMap::new())
-                .await
-                .unwrap();
-            let (mut sender, receiver) = mpsc::channel::<PutRequest>(64);
-            let writer = glommio::spawn_local(run_group_commit(
-                log,
-                receiver,
-                FlushDiskType::SyncFlush,
-                || 42,
-            ));
+            let mode = FlushDiskType::SyncFlush;
+            let (mut sender, writer) = start_writer(directory, SEGMENT_SIZE, 64, mode).await;
             let mut answers = Vec::new();
             for seq in 0..10 {
-                let (reply, answer) = oneshot::channel();
-                let request = PutRequest {
-                    message: message(0, seq),
-                    reply,
-                };
-                sender.send(request).await.unwrap();
+                let answer = send_put(&mut sender, message(0, seq)).await;
                 answers.push(answer);
                 if seq == 0 {
                     for _ in 0..4 {
@@ -406,21 +385,12 @@ fn after_a_failed_async_write_the_loop_neither_spins_nor_hangs_at_shutdown() {
         // Operation 1 reads the tail at open, 2 is the first write, 3 the second.
         first_segment(&directory).fail_operation(3);
         let puts = ferromq_shards::testing::run_local(async move {
-            let log = CommitLog::open(directory, SEGMENT_SIZE, 0, HashMap::new())
-                .await
-                .unwrap();
-            let (mut sender, receiver) = mpsc::channel::<PutRequest>(4);
             let mode = FlushDiskType::AsyncFlush {
                 interval: Duration::from_millis(5),
             };
-            let writer = glommio::spawn_local(run_group_commit(log, receiver, mode, || 42));
+            let (mut sender, writer) = start_writer(directory, SEGMENT_SIZE, 4, mode).await;
             for (seq, stored) in [(0, true), (1, false)] {
-                let (reply, answer) = oneshot::channel();
-                let request = PutRequest {
-                    message: message(0, seq),
-                    reply,
-                };
-                sender.send(request).await.unwrap();
+                let answer = send_put(&mut sender, message(0, seq)).await;
                 assert_eq!(answer.await.unwrap().is_ok(), stored, "put {seq}");
             }
             // Past a sync interval, then close.
@@ -477,9 +447,7 @@ fn under_load_two_jobs_write_disjoint_blocks_at_once_and_answers_wait_for_durabi
                 for seq in 0..PUTS_EACH {
                     let size = 20_000 + (producer * 7919 + seq * 104_729) % 70_000;
                     let body = vec![u8::try_from(seq % 251).unwrap(); size];
-                    let (reply, answer) = oneshot::channel();
-                    let message = common::put_message(0, &body);
-                    sender.send(PutRequest { message, reply }).await.unwrap();
+                    let answer = send_put(&mut sender, common::put_message(0, &body)).await;
                     let appended = answer.await.unwrap().unwrap();
                     let start = appended.physical_offset - appended.physical_offset % SEGMENT;
                     let at = usize::try_from(appended.physical_offset - start).unwrap();
