@@ -226,7 +226,12 @@ fn thread_cpu_time() -> Duration {
 impl Case {
     /// CPU microseconds per append on the writer's shard.
     fn writer_cpu_us_per_append(&self) -> f64 {
-        self.writer_cpu.as_secs_f64() * 1e6 / self.appends.max(1) as f64
+        self.cpu_us_per_append(self.writer_cpu)
+    }
+
+    /// `cpu` in microseconds per append of this case.
+    fn cpu_us_per_append(&self, cpu: Duration) -> f64 {
+        cpu.as_secs_f64() * 1e6 / self.appends.max(1) as f64
     }
 
     fn appends_per_sec(&self) -> f64 {
@@ -921,9 +926,8 @@ fn write_json(
                 "ratio_to_raw": case.body_mb_per_sec() / raw_mb_per_sec,
                 "appends_per_sync": appends_per_sync(case),
                 "writer_cpu_us_per_append": case.writer_cpu_us_per_append(),
-                "producer_cpu_us_per_append": case.producer_cpu.map(|cpu| {
-                    cpu.as_secs_f64() * 1e6 / case.appends.max(1) as f64
-                }),
+                "producer_cpu_us_per_append":
+                    case.producer_cpu.map(|cpu| case.cpu_us_per_append(cpu)),
                 "latency_us": super::latency_json(h),
             })
         })
