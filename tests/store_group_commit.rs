@@ -11,10 +11,10 @@ mod common;
 
 use common::SimDirectory;
 use ferromq::store::commit_log::Appended;
-use ferromq::store::commit_log::{recover, CommitLog};
+use ferromq::store::commit_log::{recover, CommitLog, StoreError};
 use ferromq::store::flush::{
-    run_group_commit, run_group_commit_with, CommitObserver, FlushDiskType, GroupCommitStats,
-    PutMessage, PutRequest, PutResult,
+    run_group_commit, run_group_commit_with, BatchPutResult, CommitObserver, FlushDiskType,
+    GroupCommitStats, PutMessage, PutRequest, PutResult,
 };
 use ferromq::store::message::{decode_record, Record};
 use ferromq_uring::sim::CrashKeep;
@@ -52,7 +52,23 @@ async fn send_put(
     message: PutMessage,
 ) -> oneshot::Receiver<PutResult> {
     let (reply, answer) = oneshot::channel();
-    sender.send(PutRequest { message, reply }).await.unwrap();
+    sender
+        .send(PutRequest::One { message, reply })
+        .await
+        .unwrap();
+    answer
+}
+
+/// Sends `messages` to the loop as one batch put; its answer comes on the receiver returned.
+async fn send_batch(
+    sender: &mut mpsc::Sender<PutRequest>,
+    messages: Vec<PutMessage>,
+) -> oneshot::Receiver<BatchPutResult> {
+    let (reply, answer) = oneshot::channel();
+    sender
+        .send(PutRequest::Batch { messages, reply })
+        .await
+        .unwrap();
     answer
 }
 
@@ -500,4 +516,123 @@ impl CommitObserver for RecordEnds {
         );
         self.commits += 1;
     }
+}
+
+/// Java stores a batch (SEND_BATCH_MESSAGE) as one put: whole, in one segment, with
+/// consecutive queue offsets. Here batches of 10 records of 1 KiB race single puts into one
+/// queue on 64 KiB segments, so several batches meet a segment's end and must roll whole.
+#[test]
+fn a_batch_is_stored_whole_in_one_segment_with_consecutive_queue_offsets() {
+    const BATCHES: usize = 4;
+    const ROUNDS: usize = 6;
+    const BATCH_LEN: usize = 10;
+    let directory = SimDirectory::default();
+    let for_writer = directory.clone();
+    let (batches, singles) = ferromq_shards::testing::run_local(async move {
+        let (sender, writer) =
+            start_writer(for_writer, SEGMENT_SIZE, 64, FlushDiskType::SyncFlush).await;
+        let mut tasks = Vec::new();
+        for producer in 0..BATCHES {
+            let mut sender = sender.clone();
+            tasks.push(glommio::spawn_local(async move {
+                let mut answers = Vec::new();
+                for round in 0..ROUNDS {
+                    let messages = (0..BATCH_LEN)
+                        .map(|i| {
+                            let body = format!("b{producer}-r{round}-m{i}-").repeat(64);
+                            common::put_message(0, body.as_bytes())
+                        })
+                        .collect();
+                    let answer = send_batch(&mut sender, messages).await;
+                    answers.push(answer.await.unwrap().unwrap());
+                }
+                answers
+            }));
+        }
+        // The last sender: the loop ends when the singles are done and it drops.
+        let mut sender = sender;
+        let singles = glommio::spawn_local(async move {
+            let mut answers = Vec::new();
+            for seq in 0..BATCHES * ROUNDS * 3 {
+                let answer = send_put(&mut sender, message(0, seq)).await;
+                answers.push(answer.await.unwrap().unwrap());
+            }
+            answers
+        });
+        let mut batches = Vec::new();
+        for task in tasks {
+            batches.extend(task.await);
+        }
+        let singles = singles.await;
+        let (_log, _stats) = writer.await;
+        (batches, singles)
+    });
+    let mut queue_offsets: Vec<i64> = singles.iter().map(|put| put.queue_offset).collect();
+    let mut rolled = 0;
+    for batch in &batches {
+        assert_eq!(batch.len(), BATCH_LEN);
+        let first = batch[0];
+        for (i, record) in batch.iter().enumerate() {
+            let i = i64::try_from(i).unwrap();
+            assert_eq!(record.queue_offset, first.queue_offset + i, "{batch:?}");
+            queue_offsets.push(record.queue_offset);
+        }
+        for pair in batch.windows(2) {
+            let end = pair[0].physical_offset + pair[0].size as u64;
+            assert_eq!(
+                pair[1].physical_offset, end,
+                "records back to back: {batch:?}"
+            );
+        }
+        let last = batch[BATCH_LEN - 1];
+        let end = last.physical_offset + last.size as u64;
+        assert_eq!(
+            first.physical_offset / SEGMENT_SIZE,
+            (end - 1) / SEGMENT_SIZE,
+            "a batch lies in one segment: {batch:?}"
+        );
+        if first.physical_offset % SEGMENT_SIZE == 0 && first.physical_offset > 0 {
+            rolled += 1;
+        }
+    }
+    assert!(rolled > 0, "some batch should have started a segment");
+    queue_offsets.sort_unstable();
+    let expected: Vec<i64> = (0..i64::try_from(queue_offsets.len()).unwrap()).collect();
+    assert_eq!(queue_offsets, expected, "every queue offset once, no gap");
+    // Answered under SYNC_FLUSH: all of it survives a power loss.
+    for file in directory.0.borrow().values() {
+        file.crash(CrashKeep::Nothing);
+    }
+    assert_eq!(
+        recovered_bodies(&directory),
+        BATCHES * ROUNDS * (BATCH_LEN + 3)
+    );
+}
+
+/// A batch that cannot fit one segment is refused whole (Java's MESSAGE_ILLEGAL for a
+/// message over the size), and the next put lands where the batch would have.
+#[test]
+fn a_batch_larger_than_a_segment_is_refused_and_leaves_no_trace() {
+    let directory = SimDirectory::default();
+    let (refused, empty, next) = ferromq_shards::testing::run_local(async move {
+        let (mut sender, writer) =
+            start_writer(directory, SEGMENT_SIZE, 64, FlushDiskType::SyncFlush).await;
+        let too_many = (0..70)
+            .map(|i| common::put_message(1, &[b'x'; 1024][..1000 + i % 3]))
+            .collect();
+        let refused = send_batch(&mut sender, too_many).await.await.unwrap();
+        let empty = send_batch(&mut sender, Vec::new()).await.await.unwrap();
+        let next = send_put(&mut sender, message(1, 0)).await.await.unwrap();
+        drop(sender);
+        let (log, _stats) = writer.await;
+        assert_eq!(log.flushed_offset(), log.write_offset());
+        (refused, empty, next)
+    });
+    assert!(
+        matches!(refused, Err(StoreError::TooLarge { segment_size, .. }) if segment_size == SEGMENT_SIZE),
+        "{refused:?}"
+    );
+    assert_eq!(empty.unwrap(), Vec::new());
+    let next = next.unwrap();
+    assert_eq!((next.physical_offset, next.queue_offset), (0, 0));
 }

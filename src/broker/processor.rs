@@ -222,11 +222,8 @@ impl BrokerHandler {
     /// SEND_BATCH_MESSAGE (`asyncSendBatchMessage`): the header's checks as for one message,
     /// then every message of the body stored in the queue, in order.
     ///
-    /// Java appends a batch in one go, so its queue offsets are consecutive and it is stored
-    /// whole or not at all. The store takes one message per put, so here the puts are queued
-    /// back to back, in order, and ride the same group commit; a put from another connection
-    /// may land between two of them, and a failure part-way leaves the first ones stored (the
-    /// answer is the failure, and a client that retries stores those again).
+    /// As in Java, the batch is one put: stored whole or not at all, in one CommitLog
+    /// segment, with consecutive queue offsets and one store time.
     async fn send_batch(&self, connection: &ConnectionInfo, request: &RemotingCommand) -> Response {
         let (header, queue_id) = match self.pre_send(connection, request) {
             Ok(target) => target,
@@ -262,31 +259,15 @@ impl BrokerHandler {
                 ..template.clone()
             });
         }
-        // Each put is polled once here, in order, before any is awaited: its first poll
-        // queues the message for the writer (a fresh sender always has a slot in the
-        // channel), so the writer sees them in batch order and can join them in one write.
-        let mut pending = Vec::with_capacity(puts.len());
-        for message in puts {
-            let mut put = Box::pin(self.store.put(message));
-            let first = futures::poll!(put.as_mut());
-            pending.push((put, first));
-        }
-        let mut ids = Vec::with_capacity(pending.len());
-        let mut first_queue_offset = None;
-        for (put, first) in pending {
-            let outcome = match first {
-                std::task::Poll::Ready(outcome) => outcome,
-                std::task::Poll::Pending => put.await,
-            };
-            match outcome {
-                Ok(appended) => {
-                    first_queue_offset.get_or_insert(appended.queue_offset);
-                    let physical = physical_i64(appended.physical_offset);
-                    ids.push(offset_msg_id(self.store_host, physical));
-                }
-                Err(failure) => return self.put_failed(request, &failure),
-            }
-        }
+        let stored = match self.store.put_batch(puts).await {
+            Ok(stored) => stored,
+            Err(failure) => return self.put_failed(request, &failure),
+        };
+        let first_queue_offset = stored.first().map(|record| record.queue_offset);
+        let ids: Vec<String> = stored
+            .iter()
+            .map(|record| offset_msg_id(self.store_host, physical_i64(record.physical_offset)))
+            .collect();
         Some(self.send_response(
             request,
             ids.join(","),

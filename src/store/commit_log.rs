@@ -19,8 +19,8 @@
 //!   failed fsync cannot be retried safely.
 
 use super::message::{
-    body_crc32, decode_record, encode_blank, encode_record, MessageRecord, MessageVersion, Record,
-    BLANK_RECORD_SIZE, TRANSACTION_TYPE_MASK,
+    body_crc32, decode_record, encode_blank, encode_record, record_size_of, MessageRecord,
+    MessageVersion, Record, BLANK_RECORD_SIZE, TRANSACTION_TYPE_MASK,
 };
 pub use super::segment_writer::JobExtent;
 use super::segment_writer::{SegmentWriter, WriteJob, WriteOutcome};
@@ -104,27 +104,53 @@ pub struct CommitLog<O: SegmentOpener> {
 struct QueueOffsets(ahash::AHashMap<String, ahash::AHashMap<i32, i64>>);
 
 impl QueueOffsets {
-    fn next(&self, topic: &str, queue_id: i32) -> i64 {
-        self.0
-            .get(topic)
-            .and_then(|queues| queues.get(&queue_id))
-            .copied()
-            .unwrap_or(0)
-    }
-
-    fn set(&mut self, topic: &str, queue_id: i32, next: i64) {
-        match self.0.get_mut(topic) {
-            Some(queues) => {
-                queues.insert(queue_id, next);
-            }
-            None => {
-                self.0
-                    .entry(topic.to_owned())
-                    .or_default()
-                    .insert(queue_id, next);
-            }
+    /// The next queue offset of `topic`/`queue_id` (0 for a new queue), to read and advance
+    /// in place: one lookup per put on the writer's hot path.
+    fn next_mut(&mut self, topic: &str, queue_id: i32) -> &mut i64 {
+        if !self.0.contains_key(topic) {
+            self.0.insert(topic.to_owned(), ahash::AHashMap::default());
         }
+        let queues = self.0.get_mut(topic).expect("inserted above");
+        queues.entry(queue_id).or_insert(0)
     }
+}
+
+/// The record `input` is stored as, with the fields the writer assigns.
+fn stored_record(
+    input: &PutMessage,
+    queue_offset: i64,
+    physical_offset: u64,
+    store_timestamp: i64,
+) -> MessageRecord<'_> {
+    MessageRecord {
+        version: MessageVersion::for_topic(&input.topic),
+        body_crc: body_crc32(&input.body),
+        queue_id: input.queue_id,
+        flag: input.flag,
+        queue_offset,
+        physical_offset: i64::try_from(physical_offset).expect("offset below 2^63"),
+        sys_flag: input.sys_flag,
+        born_timestamp: input.born_timestamp,
+        born_host: input.born_host,
+        store_timestamp,
+        store_host: input.store_host,
+        reconsume_times: input.reconsume_times,
+        prepared_transaction_offset: input.prepared_transaction_offset,
+        body: &input.body,
+        topic: &input.topic,
+        properties: &input.properties,
+    }
+}
+
+/// The size of the record `input` is stored as.
+fn stored_size(input: &PutMessage) -> usize {
+    record_size_of(
+        MessageVersion::for_topic(&input.topic),
+        input.sys_flag,
+        input.body.len(),
+        input.topic.len(),
+        input.properties.len(),
+    )
 }
 
 impl<O: SegmentOpener> CommitLog<O> {
@@ -142,7 +168,7 @@ impl<O: SegmentOpener> CommitLog<O> {
         let writer = SegmentWriter::open(opener, segment_size, write_offset).await?;
         let mut offsets = QueueOffsets::default();
         for ((topic, queue_id), next) in queue_offsets {
-            offsets.set(&topic, queue_id, next);
+            *offsets.next_mut(&topic, queue_id) = next;
         }
         Ok(CommitLog {
             writer,
@@ -155,41 +181,38 @@ impl<O: SegmentOpener> CommitLog<O> {
     ///
     /// # Errors
     /// [`StoreError::NotWritable`] once poisoned, [`StoreError::TooLarge`], or the I/O error
-    /// of writing out a full segment.
+    /// of opening the next segment.
     pub async fn append(
         &mut self,
         input: &PutMessage,
         store_timestamp: i64,
     ) -> Result<Appended, StoreError> {
+        let mut appended = None;
+        self.append_each(std::slice::from_ref(input), store_timestamp, |record| {
+            appended = Some(record);
+        })
+        .await?;
+        Ok(appended.expect("one message, one record"))
+    }
+
+    /// Appends `inputs` back to back at `store_timestamp`, whole or not at all, as Java's
+    /// `putMessages` stores a batch: in one segment (rolling first if it does not fit the
+    /// rest of this one), with consecutive queue offsets. Calls `each` with every record's
+    /// place, in order.
+    ///
+    /// # Errors
+    /// As [`CommitLog::append`]; [`StoreError::TooLarge`] if the batch does not fit one
+    /// segment. Nothing is appended then.
+    pub async fn append_each(
+        &mut self,
+        inputs: &[PutMessage],
+        store_timestamp: i64,
+        mut each: impl FnMut(Appended),
+    ) -> Result<(), StoreError> {
         if self.writer.is_poisoned() {
             return Err(StoreError::NotWritable);
         }
-        let transaction_type = input.sys_flag & TRANSACTION_TYPE_MASK;
-        let enters_queue = transaction_type != 0x4 && transaction_type != 0xC;
-        let queue_offset = if enters_queue {
-            self.queue_offsets.next(&input.topic, input.queue_id)
-        } else {
-            0
-        };
-        let mut record = MessageRecord {
-            version: MessageVersion::for_topic(&input.topic),
-            body_crc: body_crc32(&input.body),
-            queue_id: input.queue_id,
-            flag: input.flag,
-            queue_offset,
-            physical_offset: 0,
-            sys_flag: input.sys_flag,
-            born_timestamp: input.born_timestamp,
-            born_host: input.born_host,
-            store_timestamp,
-            store_host: input.store_host,
-            reconsume_times: input.reconsume_times,
-            prepared_transaction_offset: input.prepared_transaction_offset,
-            body: &input.body,
-            topic: &input.topic,
-            properties: &input.properties,
-        };
-        let size = super::message::record_size(&record);
+        let size: usize = inputs.iter().map(stored_size).sum();
         let size_u64 = u64::try_from(size).expect("record size fits u64");
         let segment_size = self.writer.segment_size();
         if size_u64 + BLANK_RECORD_SIZE as u64 > segment_size {
@@ -197,25 +220,35 @@ impl<O: SegmentOpener> CommitLog<O> {
         }
         let remaining = self.writer.remaining();
         if size_u64 + BLANK_RECORD_SIZE as u64 > remaining {
-            // Close the segment with a blank record; the message starts the next one.
+            // Close the segment with a blank record; the messages start the next one.
             let blank = usize::try_from(remaining).expect("segment fits usize");
             encode_blank(blank, self.writer.tail_mut()?);
             self.writer.roll().await?;
         }
-        let physical_offset = self.writer.write_offset();
-        record.physical_offset = i64::try_from(physical_offset).expect("offset below 2^63");
-        encode_record(&record, self.writer.tail_mut()?);
-        self.writer.advance();
-        let appended = Appended {
-            physical_offset,
-            size,
-            queue_offset,
-        };
-        if enters_queue {
-            self.queue_offsets
-                .set(&input.topic, input.queue_id, queue_offset + 1);
+        for input in inputs {
+            let transaction_type = input.sys_flag & TRANSACTION_TYPE_MASK;
+            let enters_queue = transaction_type != 0x4 && transaction_type != 0xC;
+            let queue_offset = if enters_queue {
+                let next = self.queue_offsets.next_mut(&input.topic, input.queue_id);
+                *next += 1;
+                *next - 1
+            } else {
+                0
+            };
+            let physical_offset = self.writer.write_offset();
+            let record = stored_record(input, queue_offset, physical_offset, store_timestamp);
+            let tail = self.writer.tail_mut()?;
+            let record_start = tail.len();
+            encode_record(&record, tail);
+            let size = tail.len() - record_start;
+            self.writer.advance();
+            each(Appended {
+                physical_offset,
+                size,
+                queue_offset,
+            });
         }
-        Ok(appended)
+        Ok(())
     }
 
     /// Hands `extent` of what is appended to a write job (see

@@ -1,8 +1,9 @@
 //! Group commit: the writer's loop that turns a stream of puts into few writes and syncs
 //! (`GroupCommitService` and `FlushRealTimeService` in Java).
 //!
-//! Puts queue on a bounded channel. The loop takes every put waiting (up to a batch limit),
-//! appends them, and then:
+//! Puts queue on a bounded channel; a put is one message, or a batch appended whole and
+//! answered once. The loop takes every put waiting (up to a batch limit), appends them, and
+//! then:
 //! - `SYNC_FLUSH`: writes and fdatasyncs once, then answers each put of the batch; puts that
 //!   arrive meanwhile wait in the channel and form the next batch, so the batch grows with the
 //!   load and no timer is involved;
@@ -37,13 +38,27 @@ pub enum FlushDiskType {
 /// The answer to a put.
 pub type PutResult = Result<Appended, StoreError>;
 
+/// The answer to a batch put: where each record landed, in order.
+pub type BatchPutResult = Result<Vec<Appended>, StoreError>;
+
 /// A put waiting for the writer.
 #[derive(Debug)]
-pub struct PutRequest {
-    /// The message.
-    pub message: PutMessage,
-    /// Where the answer goes.
-    pub reply: oneshot::Sender<PutResult>,
+pub enum PutRequest {
+    /// One message.
+    One {
+        /// The message.
+        message: PutMessage,
+        /// Where the answer goes.
+        reply: oneshot::Sender<PutResult>,
+    },
+    /// Messages stored back to back, whole or not at all (Java's `putMessages`): one
+    /// segment, consecutive queue offsets, one store time, one answer.
+    Batch {
+        /// The messages, in order.
+        messages: Vec<PutMessage>,
+        /// Where the answer goes.
+        reply: oneshot::Sender<BatchPutResult>,
+    },
 }
 
 /// Statistics of a finished loop.
@@ -222,20 +237,10 @@ where
                 let now = clock_ms();
                 let mut request = Some(first);
                 while let Some(put) = request {
-                    let appended = match observer.admit(&put.message) {
-                        Ok(()) => log.append(&put.message, now).await,
-                        Err(refused) => Err(refused),
-                    };
-                    match appended {
-                        Ok(appended) => {
-                            observer.appended(&put.message, &appended, now);
-                            puts.appended(put.reply, appended, now);
-                        }
-                        Err(refused) => {
-                            // Refused before it reached the log: nothing to wait for.
-                            stats.puts += 1;
-                            let _ = put.reply.send(Err(refused));
-                        }
+                    match append_request(&mut log, observer, put, now).await {
+                        Some((reply, span)) => puts.appended(reply, span, now),
+                        // Refused before it reached the log: nothing to wait for.
+                        None => stats.puts += 1,
                     }
                     // With a job's worth appended and room on the disk, start it; the rest is
                     // encoded while it writes.
@@ -304,6 +309,104 @@ where
     (log, stats)
 }
 
+/// Appends what `request` carries, admitted by `observer` and reported to it; returns where
+/// its answer goes and the span of its records, or `None` if it is answered already (refused
+/// before it reached the log, or an empty batch).
+async fn append_request<O, W>(
+    log: &mut CommitLog<O>,
+    observer: &mut W,
+    request: PutRequest,
+    now: i64,
+) -> Option<(Reply, Appended)>
+where
+    O: SegmentOpener,
+    W: CommitObserver,
+{
+    match request {
+        PutRequest::One { message, reply } => {
+            let appended = match observer.admit(&message) {
+                Ok(()) => log.append(&message, now).await,
+                Err(refused) => Err(refused),
+            };
+            match appended {
+                Ok(appended) => {
+                    observer.appended(&message, &appended, now);
+                    Some((Reply::One(reply), appended))
+                }
+                Err(error) => {
+                    Reply::One(reply).refused(error);
+                    None
+                }
+            }
+        }
+        PutRequest::Batch { messages, reply } => {
+            let Some(first) = messages.first() else {
+                let _ = reply.send(Ok(Vec::new()));
+                return None;
+            };
+            let mut records = Vec::with_capacity(messages.len());
+            let appended = match observer.admit(first) {
+                Ok(()) => {
+                    log.append_each(&messages, now, |appended| records.push(appended))
+                        .await
+                }
+                Err(refused) => Err(refused),
+            };
+            if let Err(error) = appended {
+                let _ = reply.send(Err(error));
+                return None;
+            }
+            for (message, appended) in messages.iter().zip(&records) {
+                observer.appended(message, appended, now);
+            }
+            let span = span_of(&records);
+            Some((Reply::Batch(reply, records), span))
+        }
+    }
+}
+
+/// One place covering the records of a batch: the first's offsets, every record's bytes.
+fn span_of(records: &[Appended]) -> Appended {
+    let first = records.first().expect("a batch appended has records");
+    Appended {
+        size: records.iter().map(|record| record.size).sum(),
+        ..*first
+    }
+}
+
+/// Where the answer to a put goes.
+enum Reply {
+    One(oneshot::Sender<PutResult>),
+    /// With where each record landed.
+    Batch(oneshot::Sender<BatchPutResult>, Vec<Appended>),
+}
+
+impl Reply {
+    /// Answers "stored at `appended`" (for a batch, at its records).
+    fn stored(self, appended: Appended) {
+        // A put whose caller went away needs no answer.
+        match self {
+            Reply::One(reply) => {
+                let _ = reply.send(Ok(appended));
+            }
+            Reply::Batch(reply, records) => {
+                let _ = reply.send(Ok(records));
+            }
+        }
+    }
+
+    fn refused(self, error: StoreError) {
+        match self {
+            Reply::One(reply) => {
+                let _ = reply.send(Err(error));
+            }
+            Reply::Batch(reply, _) => {
+                let _ = reply.send(Err(error));
+            }
+        }
+    }
+}
+
 /// Puts appended and not yet answered, in CommitLog order, and what was appended since the
 /// last job started.
 #[derive(Default)]
@@ -316,10 +419,11 @@ struct Pending {
 
 /// A put appended and not answered yet.
 struct Waiting {
+    /// Where its records landed, all of them (one, or a whole batch).
     appended: Appended,
     /// Its store time.
     stored: i64,
-    reply: oneshot::Sender<PutResult>,
+    reply: Reply,
 }
 
 impl Waiting {
@@ -330,7 +434,7 @@ impl Waiting {
 }
 
 impl Pending {
-    fn appended(&mut self, reply: oneshot::Sender<PutResult>, appended: Appended, stored: i64) {
+    fn appended(&mut self, reply: Reply, appended: Appended, stored: i64) {
         self.waiting.push_back(Waiting {
             appended,
             stored,
@@ -357,8 +461,7 @@ impl Pending {
         let mut newest = None;
         for put in self.waiting.drain(..covered) {
             newest = Some(put.stored);
-            // A put whose caller went away needs no answer.
-            let _ = put.reply.send(Ok(put.appended));
+            put.reply.stored(put.appended);
         }
         (covered as u64, newest)
     }
@@ -376,7 +479,7 @@ impl Pending {
     fn refuse_all(&mut self) -> u64 {
         let count = self.waiting.len() as u64;
         for put in self.waiting.drain(..) {
-            let _ = put.reply.send(Err(StoreError::NotWritable));
+            put.reply.refused(StoreError::NotWritable);
         }
         self.job_started();
         count

@@ -267,8 +267,26 @@ pub fn decode_record(buf: &[u8], verify_crc: bool) -> Result<Record<'_>, RecordE
 /// The size of the record `record` encodes to.
 #[must_use]
 pub fn record_size(record: &MessageRecord<'_>) -> usize {
+    record_size_of(
+        record.version,
+        record.sys_flag,
+        record.body.len(),
+        record.topic.len(),
+        record.properties.len(),
+    )
+}
+
+/// The size of a record of `version` and `sys_flag` with fields of these lengths.
+#[must_use]
+pub fn record_size_of(
+    version: MessageVersion,
+    sys_flag: i32,
+    body_len: usize,
+    topic_len: usize,
+    properties_len: usize,
+) -> usize {
     let host_size = |v6: bool| if v6 { 20 } else { 8 };
-    let topic_length_size = match record.version {
+    let topic_length_size = match version {
         MessageVersion::V1 => 1,
         MessageVersion::V2 => 2,
     };
@@ -280,17 +298,17 @@ pub fn record_size(record: &MessageRecord<'_>) -> usize {
         + 8
         + 4
         + 8
-        + host_size(record.sys_flag & FLAG_BORN_HOST_V6 != 0)
+        + host_size(sys_flag & FLAG_BORN_HOST_V6 != 0)
         + 8
-        + host_size(record.sys_flag & FLAG_STORE_HOST_V6 != 0)
+        + host_size(sys_flag & FLAG_STORE_HOST_V6 != 0)
         + 4
         + 8
         + 4
-        + record.body.len()
+        + body_len
         + topic_length_size
-        + record.topic.len()
+        + topic_len
         + 2
-        + record.properties.len()
+        + properties_len
 }
 
 /// Appends the record bytes of `record` to `out`, fields as given (the caller sets CRC,

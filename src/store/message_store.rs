@@ -480,11 +480,27 @@ impl StoreHandle {
     /// [`StoreError`]: refused (disk full, not writable, too large) or shutting down.
     pub async fn put(&self, message: PutMessage) -> Result<Appended, StoreError> {
         let (reply, answer) = oneshot::channel();
-        let mut puts = self.puts.clone();
-        puts.send(PutRequest { message, reply })
-            .await
-            .map_err(|_| StoreError::ShuttingDown)?;
+        self.send_put(PutRequest::One { message, reply }).await?;
         answer.await.map_err(|_| StoreError::ShuttingDown)?
+    }
+
+    /// Stores `messages` back to back, whole or not at all, as Java stores a batch: in one
+    /// CommitLog segment, with consecutive queue offsets; answers with each record's place.
+    ///
+    /// # Errors
+    /// As [`StoreHandle::put`]; [`StoreError::TooLarge`] if the batch does not fit one
+    /// segment.
+    pub async fn put_batch(&self, messages: Vec<PutMessage>) -> Result<Vec<Appended>, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        self.send_put(PutRequest::Batch { messages, reply }).await?;
+        answer.await.map_err(|_| StoreError::ShuttingDown)?
+    }
+
+    async fn send_put(&self, request: PutRequest) -> Result<(), StoreError> {
+        let mut puts = self.puts.clone();
+        puts.send(request)
+            .await
+            .map_err(|_| StoreError::ShuttingDown)
     }
 
     /// CommitLog offsets of records of `topic` stored under `key` in `[begin_ms, end_ms]`,

@@ -54,6 +54,11 @@ pub struct CommitLogArgs {
     /// more: pipelined, like asynchronous sends on one connection).
     #[arg(long, default_value_t = 1)]
     in_flight: usize,
+    /// Messages per put: 1 sends one message at a time; more sends batches, stored whole as
+    /// Java stores SEND_BATCH_MESSAGE (appends/s counts messages, latency is per batch). The
+    /// acceptance target is about single messages, so with batches it is reported, not judged.
+    #[arg(long, default_value_t = 1)]
+    batch: usize,
     /// Where the producers run: on the writer's executor (`same`, as the connections of the
     /// net shard that shares the writer's core) or on an executor of their own pinned to the
     /// last CPU (`other`: every put crosses shards).
@@ -258,11 +263,13 @@ pub fn run(args: &CommitLogArgs) -> anyhow::Result<()> {
     let time_limit = Duration::from_secs(args.duration_secs);
     let raw_file_bytes = args.raw_file_mib * MIB;
     println!(
-        "commitlog appends on {} ({} MiB segments, {} s per case, {} in flight per producer)",
+        "commitlog appends on {} ({} MiB segments, {} s per case, {} in flight per producer, \
+         {} messages per put)",
         run_dir.path.display(),
         args.segment_size / MIB,
         args.duration_secs,
-        args.in_flight
+        args.in_flight,
+        args.batch
     );
 
     let patterns = [
@@ -351,7 +358,7 @@ pub fn run(args: &CommitLogArgs) -> anyhow::Result<()> {
     }
     print_prefill_ratios(&cases);
     println!();
-    print_target(&cases, raw_mb_per_sec);
+    print_target(&cases, raw_mb_per_sec, args.batch);
     if let Some(path) = &args.json {
         write_json(path, args, &raws, &cases)?;
     }
@@ -369,8 +376,8 @@ fn check_args(args: &CommitLogArgs) -> anyhow::Result<()> {
         "--producers needs at least one count"
     );
     ensure!(
-        args.producers.iter().all(|&p| p > 0) && args.in_flight > 0,
-        "--producers counts and --in-flight must be positive"
+        args.producers.iter().all(|&p| p > 0) && args.in_flight > 0 && args.batch > 0,
+        "--producers counts, --in-flight and --batch must be positive"
     );
     ensure!(args.duration_secs > 0, "--duration-secs must be positive");
     ensure!(args.raw_depth > 0, "--raw-depth must be positive");
@@ -579,6 +586,7 @@ fn measure_case(dir: PathBuf, plan: CasePlan, args: &CommitLogArgs) -> anyhow::R
         time_limit: Duration::from_secs(args.duration_secs),
         appends_max: args.appends_max,
         in_flight: args.in_flight,
+        batch: args.batch,
     };
     let same = args.producers_on == ProducersOn::Same;
     let mut local_sender = Some(sender.clone()).filter(|_| same);
@@ -656,6 +664,7 @@ struct ProducerArgs {
     time_limit: Duration,
     appends_max: u64,
     in_flight: usize,
+    batch: usize,
 }
 
 /// Runs the producers of a case until the time or count limit; returns the appends, the
@@ -697,23 +706,39 @@ async fn run_producers(
         let mut template = template.clone();
         template.queue_id = i32::try_from(producer % 8).expect("below 8");
         tasks.push(glommio::spawn_local(async move {
+            let batch = limits.batch as u64;
             let mut appends = 0u64;
             while Instant::now() < deadline && started_appends.get() < limits.appends_max {
-                started_appends.set(started_appends.get() + 1);
-                let (reply, answer) = oneshot::channel();
-                let request = PutRequest {
-                    message: template.clone(),
-                    reply,
-                };
+                started_appends.set(started_appends.get() + batch);
                 let sent = Instant::now();
-                if sender.send(request).await.is_err() {
-                    break;
-                }
-                match answer.await {
-                    Ok(Ok(_)) => {
+                let answer = if batch == 1 {
+                    let (reply, answer) = oneshot::channel();
+                    let message = template.clone();
+                    if sender
+                        .send(PutRequest::One { message, reply })
+                        .await
+                        .is_err()
+                    {
+                        break;
+                    }
+                    answer.await.map(|stored| stored.map(|_| ()))
+                } else {
+                    let (reply, answer) = oneshot::channel();
+                    let messages = vec![template.clone(); limits.batch];
+                    if sender
+                        .send(PutRequest::Batch { messages, reply })
+                        .await
+                        .is_err()
+                    {
+                        break;
+                    }
+                    answer.await.map(|stored| stored.map(|_| ()))
+                };
+                match answer {
+                    Ok(Ok(())) => {
                         let micros = u64::try_from(sent.elapsed().as_micros()).unwrap_or(u64::MAX);
                         histogram.borrow_mut().saturating_record(micros.max(1));
-                        appends += 1;
+                        appends += batch;
                     }
                     Ok(Err(error)) => {
                         failure.borrow_mut().get_or_insert(error.to_string());
@@ -851,7 +876,7 @@ fn appends_per_sync(case: &Case) -> Option<f64> {
     (case.syncs > 0).then(|| case.appends as f64 / case.syncs as f64)
 }
 
-fn print_target(cases: &[Case], raw_mb_per_sec: f64) {
+fn print_target(cases: &[Case], raw_mb_per_sec: f64, batch: usize) {
     let target = cases.iter().find(|case| {
         case.plan.prefill == Prefill::On
             && case.plan.flush == TARGET_FLUSH
@@ -867,18 +892,20 @@ fn print_target(cases: &[Case], raw_mb_per_sec: f64) {
         return;
     };
     let ratio = case.body_mb_per_sec() / raw_mb_per_sec;
+    let verdict = if batch > 1 {
+        format!("not judged: {batch} messages per put, the target is about single messages")
+    } else if ratio >= TARGET_RATIO_MIN {
+        "MET".to_owned()
+    } else {
+        "NOT MET".to_owned()
+    };
     println!(
         "target: {} flush, {TARGET_BODY_SIZE} B, {TARGET_PRODUCERS} producers at >= \
          {TARGET_RATIO_MIN:.2} of raw: {:.1} MB/s / {raw_mb_per_sec:.1} MB/s = {ratio:.2} \
-         (log bytes: {:.2}) -> {}",
+         (log bytes: {:.2}) -> {verdict}",
         TARGET_FLUSH.name(),
         case.body_mb_per_sec(),
         case.log_mb_per_sec() / raw_mb_per_sec,
-        if ratio >= TARGET_RATIO_MIN {
-            "MET"
-        } else {
-            "NOT MET"
-        }
     );
 }
 
@@ -938,6 +965,8 @@ fn write_json(
         "segment_size": args.segment_size,
         "duration_secs": args.duration_secs,
         "appends_max": args.appends_max,
+        "in_flight": args.in_flight,
+        "messages_per_put": args.batch,
         "flush_interval_ms": args.flush_interval_ms,
         "raw_file_bytes": args.raw_file_mib * MIB,
         "raw_repeat": args.raw_repeat,
