@@ -334,7 +334,7 @@ where
                     Some((Reply::One(reply), appended))
                 }
                 Err(error) => {
-                    Reply::One(reply).refused(error);
+                    let _ = reply.send(Err(error));
                     None
                 }
             }
@@ -382,26 +382,16 @@ enum Reply {
 }
 
 impl Reply {
-    /// Answers "stored at `appended`" (for a batch, at its records).
-    fn stored(self, appended: Appended) {
+    /// Sends `outcome`: "stored at" the put's place (for a batch, at its records), or why
+    /// not.
+    fn answer(self, outcome: Result<Appended, StoreError>) {
         // A put whose caller went away needs no answer.
         match self {
             Reply::One(reply) => {
-                let _ = reply.send(Ok(appended));
+                let _ = reply.send(outcome);
             }
             Reply::Batch(reply, records) => {
-                let _ = reply.send(Ok(records));
-            }
-        }
-    }
-
-    fn refused(self, error: StoreError) {
-        match self {
-            Reply::One(reply) => {
-                let _ = reply.send(Err(error));
-            }
-            Reply::Batch(reply, _) => {
-                let _ = reply.send(Err(error));
+                let _ = reply.send(outcome.map(|_| records));
             }
         }
     }
@@ -461,7 +451,7 @@ impl Pending {
         let mut newest = None;
         for put in self.waiting.drain(..covered) {
             newest = Some(put.stored);
-            put.reply.stored(put.appended);
+            put.reply.answer(Ok(put.appended));
         }
         (covered as u64, newest)
     }
@@ -479,7 +469,7 @@ impl Pending {
     fn refuse_all(&mut self) -> u64 {
         let count = self.waiting.len() as u64;
         for put in self.waiting.drain(..) {
-            put.reply.refused(StoreError::NotWritable);
+            put.reply.answer(Err(StoreError::NotWritable));
         }
         self.job_started();
         count
