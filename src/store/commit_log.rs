@@ -19,8 +19,8 @@
 //!   failed fsync cannot be retried safely.
 
 use super::message::{
-    body_crc32, decode_record, encode_blank, encode_record, record_size_of, MessageRecord,
-    MessageVersion, Record, BLANK_RECORD_SIZE, TRANSACTION_TYPE_MASK,
+    body_crc32, decode_record, encode_blank, encode_record, enters_consume_queue, record_size_of,
+    MessageRecord, MessageVersion, Record, BLANK_RECORD_SIZE,
 };
 pub use super::segment_writer::JobExtent;
 use super::segment_writer::{SegmentWriter, WriteJob, WriteOutcome};
@@ -226,9 +226,7 @@ impl<O: SegmentOpener> CommitLog<O> {
             self.writer.roll().await?;
         }
         for input in inputs {
-            let transaction_type = input.sys_flag & TRANSACTION_TYPE_MASK;
-            let enters_queue = transaction_type != 0x4 && transaction_type != 0xC;
-            let queue_offset = if enters_queue {
+            let queue_offset = if enters_consume_queue(input.sys_flag) {
                 let next = self.queue_offsets.next_mut(&input.topic, input.queue_id);
                 *next += 1;
                 *next - 1
@@ -349,9 +347,7 @@ pub async fn recover<O: SegmentOpener>(
                     if record.physical_offset != i64::try_from(expected).unwrap_or(-1) {
                         break;
                     }
-                    if record.sys_flag & TRANSACTION_TYPE_MASK != 0x4
-                        && record.sys_flag & TRANSACTION_TYPE_MASK != 0xC
-                    {
+                    if enters_consume_queue(record.sys_flag) {
                         let key = (record.topic.to_owned(), record.queue_id);
                         queue_offsets.insert(key, record.queue_offset + 1);
                     }

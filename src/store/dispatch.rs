@@ -8,7 +8,9 @@
 //! where it is the delivery time: store time plus the delay of the record's `DELAY` level.
 
 use super::consume_queue::{tags_code, CqUnit};
-use super::message::{parse_properties, MessageRecord, TRANSACTION_TYPE_MASK};
+use super::message::{
+    enters_consume_queue, parse_properties, MessageRecord, TRANSACTION_TYPE_MASK,
+};
 
 /// The topic delayed messages wait in.
 pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
@@ -154,7 +156,7 @@ pub fn dispatch_entry(meta: &RecordMeta<'_>, delay_levels: &DelayLevels) -> Disp
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
     };
-    let queue = (transaction_type != 0x4 && transaction_type != 0xC).then(|| {
+    let queue = enters_consume_queue(meta.sys_flag).then(|| {
         let delay_level = property("DELAY").and_then(|level| level.parse::<i32>().ok());
         let tags_code = match delay_level {
             Some(level) if meta.topic == SCHEDULE_TOPIC && level > 0 => {

@@ -51,6 +51,14 @@ pub const FLAG_STORE_HOST_V6: i32 = 0x20;
 /// SYSFLAG bits of the transaction type.
 pub const TRANSACTION_TYPE_MASK: i32 = 0x0C;
 
+/// Whether a record of `sys_flag` gets a ConsumeQueue unit and a queue offset: every one but
+/// a transaction's half (prepared, 0x4) and its rollback (0xC), as Java's dispatch decides.
+#[must_use]
+pub fn enters_consume_queue(sys_flag: i32) -> bool {
+    let transaction_type = sys_flag & TRANSACTION_TYPE_MASK;
+    transaction_type != 0x4 && transaction_type != 0xC
+}
+
 /// Separator between a property's name and value.
 pub const NAME_VALUE_SEPARATOR: char = '\u{1}';
 /// Separator after each property.
