@@ -11,7 +11,7 @@ mod common;
 
 use common::SimDirectory;
 use ferromq::store::commit_log::Appended;
-use ferromq::store::commit_log::{recover, CommitLog, StoreError};
+use ferromq::store::commit_log::{recover, CommitLog, JobExtent, StoreError};
 use ferromq::store::flush::{
     run_group_commit, run_group_commit_with, BatchPutResult, CommitObserver, FlushDiskType,
     GroupCommitStats, PutMessage, PutRequest, PutResult,
@@ -281,22 +281,32 @@ fn puts_arriving_during_a_sync_are_encoded_meanwhile_and_answered_after_their_ow
 
 #[test]
 fn puts_waiting_for_the_next_job_are_bounded_in_bytes() {
-    // 40 puts of 1 MiB arrive at once, and each sync takes a while. The first two puts each
-    // start a job of their own (each is more than a job's worth, and the disk takes two jobs
-    // at once). The others wait for a free job, but no more than `BATCH_BYTES_MAX` of them,
-    // so the tail held in memory stays bounded: 32 make the third job when the first ends,
-    // the last 6 the fourth, and the partial block after them a fifth.
-    const BIG_SEGMENT: u64 = 64 << 20;
-    const PUTS: usize = 40;
+    // 72 puts of 1 MiB arrive at once, and each sync takes a while. While two jobs are in
+    // flight the loop appends what waits, but no more than `BATCH_BYTES_MAX` that no job has
+    // taken, so the tail held in memory stays bounded: at any time, what is appended and not
+    // committed is that, the two jobs in flight, the put that crossed the bound and the one
+    // a job's end cut in two (committed only once whole).
+    const BIG_SEGMENT: u64 = 128 << 20;
+    const PUTS: usize = 72;
     let directory = SimDirectory::default();
     {
         use ferromq::store::commit_log::SegmentOpener;
         let first = futures_lite::future::block_on(directory.open(0, BIG_SEGMENT)).unwrap();
         first.set_sync_turns(64);
     }
-    let stats = ferromq_shards::testing::run_local(async move {
+    let (stats, most_held) = ferromq_shards::testing::run_local(async move {
+        let log = CommitLog::open(directory, BIG_SEGMENT, 0, HashMap::new())
+            .await
+            .unwrap();
+        let (mut sender, receiver) = mpsc::channel::<PutRequest>(PUTS);
         let mode = FlushDiskType::SyncFlush;
-        let (mut sender, writer) = start_writer(directory, BIG_SEGMENT, PUTS, mode).await;
+        let writer = glommio::spawn_local(async move {
+            let mut held = HeldBytes::default();
+            let stats = run_group_commit_with(log, receiver, mode, || 42, &mut held)
+                .await
+                .1;
+            (stats, held.most)
+        });
         let body = vec![b'b'; 1 << 20];
         let mut answers = Vec::new();
         for _ in 0..PUTS {
@@ -308,16 +318,38 @@ fn puts_waiting_for_the_next_job_are_bounded_in_bytes() {
             assert!(a.is_ok(), "{a:?}");
         }
         drop(sender);
-        writer.await.1
+        writer.await
     });
-    let per_job = ferromq::store::flush::BATCH_BYTES_MAX / (1 << 20);
-    assert_eq!(ferromq::store::flush::JOBS_IN_FLIGHT_MAX, 2);
-    assert_eq!(per_job, 32, "the test is written for 32 MiB");
+    use ferromq::store::flush::{BATCH_BYTES_MAX, JOBS_IN_FLIGHT_MAX, JOB_BYTES_MAX};
+    let put = (1 << 20) + 200;
+    let bound = BATCH_BYTES_MAX + JOBS_IN_FLIGHT_MAX * JOB_BYTES_MAX + 2 * put;
     assert_eq!(stats.puts as usize, PUTS);
-    assert_eq!(
-        stats.batches, 5,
-        "1, 1, then 32 MiB, then the last 6, then their tail"
+    assert!(PUTS * put > bound, "the puts are more than the bound");
+    assert!(most_held <= bound, "{most_held} held, bound {bound}");
+    assert!(
+        most_held > BATCH_BYTES_MAX,
+        "{most_held}: the test reached the bound"
     );
+}
+
+/// The most bytes appended and not yet committed, at any time.
+#[derive(Default)]
+struct HeldBytes {
+    appended_end: u64,
+    committed_end: u64,
+    most: usize,
+}
+
+impl CommitObserver for HeldBytes {
+    fn appended(&mut self, _message: &PutMessage, appended: &Appended, _stored: i64) {
+        self.appended_end = appended.physical_offset + appended.size as u64;
+        let held = usize::try_from(self.appended_end - self.committed_end).unwrap();
+        self.most = self.most.max(held);
+    }
+
+    async fn committed(&mut self, end: u64) {
+        self.committed_end = end;
+    }
 }
 
 #[test]
@@ -635,4 +667,74 @@ fn a_batch_larger_than_a_segment_is_refused_and_leaves_no_trace() {
     assert_eq!(empty.unwrap(), Vec::new());
     let next = next.unwrap();
     assert_eq!((next.physical_offset, next.queue_offset), (0, 0));
+}
+
+/// A job of whole blocks takes at most the size it is given (at least one block); the next
+/// takes what follows and may be in flight with it, and a job of everything ends the tail.
+/// All three run at once and land every byte where it was appended.
+#[test]
+fn a_job_of_whole_blocks_takes_at_most_its_size_and_the_next_starts_at_once() {
+    use ferromq::store::segment_writer::SegmentWriter;
+    use ferromq_uring::sim::SECTOR_SIZE;
+    const APPENDED: usize = 10_000;
+    let directory = SimDirectory::default();
+    {
+        use ferromq::store::commit_log::SegmentOpener;
+        let file = futures_lite::future::block_on(directory.open(0, SEGMENT_SIZE)).unwrap();
+        // Each write takes scheduler turns, so that writes started together overlap.
+        file.set_write_turns(4);
+    }
+    let files = directory.clone();
+    let bytes: Vec<u8> = (0..APPENDED).map(|i| (i % 251) as u8).collect();
+    let appended = bytes.clone();
+    ferromq_shards::testing::run_local(async move {
+        let mut writer = SegmentWriter::open(directory, SEGMENT_SIZE, 0)
+            .await
+            .unwrap();
+        writer.tail_mut().unwrap().extend_from_slice(&appended);
+        writer.advance();
+        let unissued = |writer: &SegmentWriter<SimDirectory>| {
+            usize::try_from(writer.unissued_bytes()).unwrap()
+        };
+
+        let most = 3 * SECTOR_SIZE + 100;
+        let first = writer.start_write(true, JobExtent::WholeBlocks { most });
+        let first = first.unwrap().expect("a job");
+        assert_eq!(
+            unissued(&writer),
+            APPENDED - 3 * SECTOR_SIZE,
+            "3 whole blocks"
+        );
+        assert!(
+            writer.can_start_write(),
+            "a job of whole blocks holds no block"
+        );
+
+        let second = writer.start_write(true, JobExtent::WholeBlocks { most: 0 });
+        let second = second.unwrap().expect("a job");
+        assert_eq!(
+            unissued(&writer),
+            APPENDED - 4 * SECTOR_SIZE,
+            "one block at least"
+        );
+
+        let third = writer.start_write(true, JobExtent::Everything);
+        let third = third.unwrap().expect("a job");
+        assert_eq!(unissued(&writer), 0);
+        assert!(!writer.can_start_write(), "the padded last block is held");
+
+        let (first, second, third) =
+            futures::future::join3(first.run(), second.run(), third.run()).await;
+        assert_eq!(writer.finish_write(first).unwrap(), 3 * SECTOR_SIZE as u64);
+        assert_eq!(writer.finish_write(second).unwrap(), 4 * SECTOR_SIZE as u64);
+        assert_eq!(writer.finish_write(third).unwrap(), APPENDED as u64);
+        assert!(writer.can_start_write());
+    });
+    let file = files.0.borrow()[&0].clone();
+    assert_eq!(file.durable_bytes(0, APPENDED), bytes);
+    assert_eq!(
+        file.most_writes_in_flight(),
+        3,
+        "the three jobs wrote at once"
+    );
 }

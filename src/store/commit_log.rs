@@ -268,6 +268,13 @@ impl<O: SegmentOpener> CommitLog<O> {
         self.writer.has_unwritten()
     }
 
+    /// Bytes appended that no write job has taken yet (see
+    /// [`SegmentWriter::unissued_bytes`]).
+    #[must_use]
+    pub fn unissued_bytes(&self) -> u64 {
+        self.writer.unissued_bytes()
+    }
+
     /// Whether a write job may start now (see [`SegmentWriter::can_start_write`]).
     #[must_use]
     pub fn can_start_write(&self) -> bool {

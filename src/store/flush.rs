@@ -103,6 +103,10 @@ const JOB_START_BYTES_MIN: usize = 256 << 10;
 /// The most record bytes a job waits for before it starts: see [`JOB_START_BYTES_MIN`].
 const JOB_START_BYTES_MAX: usize = 1 << 20;
 
+/// The most record bytes a job of whole blocks takes ([`Pending::job_bytes_most`]): bounds
+/// the wait of the puts at its end, and the bytes the writer copies to keep what it leaves.
+pub const JOB_BYTES_MAX: usize = 4 << 20;
+
 /// What the store wires into the writer loop: admission of each put (the disk-space gate),
 /// the dispatch entries of appended records, and where committed batches go.
 pub trait CommitObserver {
@@ -188,7 +192,9 @@ where
             // A periodic sync covers only the writes finished before it: it runs alone.
             let may_overlap = mode == FlushDiskType::SyncFlush || !sync_due;
             let extent = if puts.job_ready() && may_overlap {
-                JobExtent::WholeBlocks
+                JobExtent::WholeBlocks {
+                    most: puts.job_bytes_most(),
+                }
             } else if jobs.is_empty() && (log.has_unwritten() || (sync_due && unsynced.is_some())) {
                 JobExtent::Everything
             } else {
@@ -197,7 +203,8 @@ where
             match log.start_write(sync_due, extent) {
                 Ok(Some(job)) => {
                     jobs.push_back(glommio::spawn_local(job.run()));
-                    puts.job_started();
+                    let left = usize::try_from(log.unissued_bytes()).unwrap_or(usize::MAX);
+                    puts.job_started(left);
                 }
                 Ok(None) => {
                     if extent == JobExtent::Everything {
@@ -414,8 +421,9 @@ struct Pending {
     /// The most bytes awaiting answers when a job started, lately: raised to the current
     /// figure at each job start, and otherwise decaying by an eighth per job.
     load_bytes: usize,
-    /// Puts and record bytes appended since the last job started.
+    /// Puts appended since the last job started.
     job_puts: usize,
+    /// Record bytes appended that no job has taken yet.
     job_bytes: usize,
 }
 
@@ -447,10 +455,11 @@ impl Pending {
         self.waiting_bytes += appended.size;
     }
 
-    fn job_started(&mut self) {
+    /// A job started; it left `left` bytes appended for later jobs.
+    fn job_started(&mut self, left: usize) {
         self.load_bytes = (self.load_bytes - self.load_bytes / 8).max(self.waiting_bytes);
         self.job_puts = 0;
-        self.job_bytes = 0;
+        self.job_bytes = left;
     }
 
     /// Record bytes at which the next job starts: a quarter of the recent load, so that
@@ -463,6 +472,15 @@ impl Pending {
     /// Whether enough is appended for a job (if the disk may take one).
     fn job_ready(&self) -> bool {
         self.job_bytes >= self.job_start_bytes()
+    }
+
+    /// The most bytes a job of whole blocks takes: half the load (the recent one, or the
+    /// bytes awaiting answers now if more). The bytes that producers wait on then go out as
+    /// two jobs at once, and what arrives while one writes makes the next, instead of one
+    /// job taking everything while the disk's second slot stays empty. What a job leaves is
+    /// at most about its own size.
+    fn job_bytes_most(&self) -> usize {
+        (self.load_bytes.max(self.waiting_bytes) / 2).clamp(JOB_START_BYTES_MIN, JOB_BYTES_MAX)
     }
 
     /// Whether no more puts may be appended before a job in flight ends.
@@ -499,7 +517,7 @@ impl Pending {
             put.reply.answer(Err(StoreError::NotWritable));
         }
         self.waiting_bytes = 0;
-        self.job_started();
+        self.job_started(0);
         count
     }
 }
@@ -570,9 +588,20 @@ mod tests {
         );
 
         // 4 MiB awaiting answers when a job starts: the next starts at 1 MiB, not before.
+        assert_eq!(pending.job_bytes_most(), JOB_START_BYTES_MIN, "no load yet");
         let (end, _answers) = append_puts(&mut pending, 0, 4 * MIB / KIB);
-        pending.job_started();
+        assert_eq!(
+            pending.job_bytes_most(),
+            2 * MIB,
+            "half of what awaits answers"
+        );
+        pending.job_started(0);
         assert_eq!(pending.job_start_bytes(), MIB);
+        assert_eq!(
+            pending.job_bytes_most(),
+            2 * MIB,
+            "half the load: two jobs carry it"
+        );
         let (end, _more) = append_puts(&mut pending, end, MIB / KIB - 1);
         assert!(!pending.job_ready(), "1 MiB less one put is not a job yet");
         let (end, _last) = append_puts(&mut pending, end, 1);
@@ -586,7 +615,7 @@ mod tests {
         let (mut end, _answers) = append_puts(&mut pending, end, 512);
         let mut sizes = Vec::new();
         for _ in 0..12 {
-            pending.job_started();
+            pending.job_started(0);
             sizes.push(pending.job_start_bytes());
             answered += 256 * KIB as u64;
             assert_eq!(pending.answer_below(answered).0, 256);
@@ -600,6 +629,17 @@ mod tests {
         );
         assert!(sizes.windows(2).all(|pair| pair[1] <= pair[0]), "{sizes:?}");
         assert_eq!(sizes[11], JOB_START_BYTES_MIN, "{sizes:?}");
+    }
+
+    #[test]
+    fn bytes_a_job_leaves_count_toward_the_next() {
+        let mut pending = Pending::default();
+        let (_, _answers) = append_puts(&mut pending, 0, 4 * MIB / KIB);
+        // A job of at most 2 MiB took half; the other half is a job's worth at once.
+        pending.job_started(2 * MIB);
+        assert!(pending.job_ready());
+        pending.job_started(0);
+        assert!(!pending.job_ready());
     }
 
     #[test]

@@ -12,8 +12,8 @@
 //! steps at once.
 //!
 //! A job writes either [`JobExtent::Everything`] appended, the last partial block padded
-//! with zeros to the alignment, or [`JobExtent::WholeBlocks`], leaving the partial block for
-//! a later job. Several jobs may be in flight as long as no two write the same block: a job
+//! with zeros to the alignment, or [`JobExtent::WholeBlocks`] up to a size, leaving the rest
+//! (at least the partial block) for a later job. Several jobs may be in flight as long as no two write the same block: a job
 //! that wrote the partial block holds it, and no job starts until it is done (two writes of
 //! one block in flight at once could land in either order). Whole-block jobs hold nothing,
 //! so under load the disk gets several writes at once.
@@ -112,9 +112,13 @@ pub struct SegmentWriter<O: SegmentOpener> {
 pub enum JobExtent {
     /// Everything, the last partial block padded: the job holds that block.
     Everything,
-    /// Only whole blocks (and the tails of segments rolled away from); the partial block
-    /// waits for a later job, which may start while this one runs.
-    WholeBlocks,
+    /// Only whole blocks of the current segment, at most `most` bytes of them (at least one
+    /// block, if there is one), and the tails of segments rolled away from; the rest waits
+    /// for a later job, which may start while this one runs.
+    WholeBlocks {
+        /// The most bytes of the current segment's tail the job takes.
+        most: usize,
+    },
 }
 
 /// One aligned write of a job.
@@ -301,6 +305,13 @@ impl<O: SegmentOpener> SegmentWriter<O> {
         !self.tail_block_in_flight
     }
 
+    /// Bytes appended that no job has taken yet (after a roll, with the unused end of the
+    /// segment rolled away from).
+    #[must_use]
+    pub fn unissued_bytes(&self) -> u64 {
+        self.write_offset.saturating_sub(self.issued_offset)
+    }
+
     /// Whether appended bytes wait for a job.
     #[must_use]
     pub fn has_unwritten(&self) -> bool {
@@ -333,8 +344,10 @@ impl<O: SegmentOpener> SegmentWriter<O> {
         let alignment = self.current.alignment();
         let cut = match extent {
             JobExtent::Everything => self.tail.len(),
-            JobExtent::WholeBlocks => {
-                align_down(self.tail.len() as u64, alignment) as usize // below the tail length
+            JobExtent::WholeBlocks { most } => {
+                let whole = align_down(self.tail.len() as u64, alignment);
+                let most = align_down(most as u64, alignment).max(alignment);
+                whole.min(most) as usize // below the tail length
             }
         };
         let unwritten = self.issued_offset < self.tail_start + cut as u64;
@@ -346,7 +359,8 @@ impl<O: SegmentOpener> SegmentWriter<O> {
         let mut end = self.tail_start + cut as u64;
         if unwritten {
             // Keep what the job does not write whole: the partial block, which a later job
-            // writes again with what follows.
+            // writes again with what follows, and for a job of at most so many bytes, what
+            // lies beyond them (copied: the caller keeps that below about the job's size).
             let keep_from = align_down(cut as u64, alignment) as usize; // at most `cut`
             let mut next_tail = std::mem::take(&mut self.spare);
             next_tail.clear();
