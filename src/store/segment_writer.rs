@@ -13,10 +13,10 @@
 //!
 //! A job writes either [`JobExtent::Everything`] appended, the last partial block padded
 //! with zeros to the alignment, or [`JobExtent::WholeBlocks`] up to a size, leaving the rest
-//! (at least the partial block) for a later job. Several jobs may be in flight as long as no two write the same block: a job
-//! that wrote the partial block holds it, and no job starts until it is done (two writes of
-//! one block in flight at once could land in either order). Whole-block jobs hold nothing,
-//! so under load the disk gets several writes at once.
+//! (at least the partial block) for a later job. Several jobs may be in flight as long as no
+//! two write the same block: a job that wrote the partial block holds it, and no job starts
+//! until it is done (two writes of one block in flight at once could land in either order).
+//! Whole-block jobs hold nothing, so under load the disk gets several writes at once.
 //!
 //! Invariants:
 //! - `flushed_offset <= written_offset <= write_offset`; below `flushed_offset` is durable,
