@@ -275,12 +275,6 @@ impl<O: SegmentOpener> CommitLog<O> {
         self.writer.unissued_bytes()
     }
 
-    /// Whether a write job may start now (see [`SegmentWriter::can_start_write`]).
-    #[must_use]
-    pub fn can_start_write(&self) -> bool {
-        self.writer.can_start_write()
-    }
-
     /// Takes back what a write job did; returns the written (with sync, durable) end.
     ///
     /// # Errors

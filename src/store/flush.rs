@@ -184,7 +184,7 @@ where
     let mut closed = false;
     loop {
         // Start every job the disk may take now.
-        while jobs.len() < JOBS_IN_FLIGHT_MAX && log.can_start_write() {
+        while jobs.len() < JOBS_IN_FLIGHT_MAX {
             let sync_due = match mode {
                 FlushDiskType::SyncFlush => true,
                 FlushDiskType::AsyncFlush { .. } => Instant::now() >= next_sync,
@@ -258,9 +258,7 @@ where
                     }
                     // With a job's worth appended and room on the disk, start it; the rest is
                     // encoded while it writes.
-                    let job_ready = puts.job_ready()
-                        && jobs.len() < JOBS_IN_FLIGHT_MAX
-                        && log.can_start_write();
+                    let job_ready = puts.job_ready() && jobs.len() < JOBS_IN_FLIGHT_MAX;
                     request = if puts.is_full() || job_ready {
                         None
                     } else {

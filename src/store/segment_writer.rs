@@ -13,10 +13,11 @@
 //!
 //! A job writes either [`JobExtent::Everything`] appended, the last partial block padded
 //! with zeros to the alignment, or [`JobExtent::WholeBlocks`] up to a size, leaving the rest
-//! (at least the partial block) for a later job. Several jobs may be in flight as long as no
-//! two write the same block: a job that wrote the partial block holds it, and no job starts
-//! until it is done (two writes of one block in flight at once could land in either order).
-//! Whole-block jobs hold nothing, so under load the disk gets several writes at once.
+//! (at least the partial block) for a later job. Several jobs may be in flight, but no two
+//! writes of one block (they could land in either order): a job that wrote the partial block
+//! padded holds it, and the next job writes that block only once the holder's writes end,
+//! its other blocks at once. Whole-block jobs hold nothing, so under load the disk gets
+//! several writes at once.
 //!
 //! Invariants:
 //! - `flushed_offset <= written_offset <= write_offset`; below `flushed_offset` is durable,
@@ -24,8 +25,9 @@
 //! - the tail holds exactly `[tail_start, write_offset)` of the current segment, with
 //!   `tail_start` aligned within the segment file; tails of segments rolled away from wait in
 //!   `sealed` for the next job;
-//! - jobs in flight write disjoint blocks, and finish in the order they started: what a job
-//!   made written (or durable) counts only once every earlier job is finished;
+//! - no two writes of one block are in flight at once, and jobs finish in the order they
+//!   started: what a job made written (or durable) counts only once every earlier job is
+//!   finished;
 //! - after a failed write or sync the writer is poisoned and refuses everything until
 //!   restart: a failed fsync cannot be retried safely. A torn rewrite of the last partial
 //!   block cannot damage older bytes: they are rewritten with the same content.
@@ -33,6 +35,8 @@
 use super::segment::segment_start;
 use ferromq_uring::file::SegmentFile;
 use ferromq_uring::IoError;
+use futures::channel::oneshot;
+use futures::future::join;
 use std::future::Future;
 use std::rc::Rc;
 
@@ -101,9 +105,9 @@ pub struct SegmentWriter<O: SegmentOpener> {
     issued_offset: u64,
     /// Jobs started and not finished.
     in_flight: usize,
-    /// Whether the newest job in flight writes the block the tail starts with (padded): no
-    /// job may start until it is finished.
-    tail_block_in_flight: bool,
+    /// Set while a job in flight writes the block the next job begins with (padded): ends
+    /// when that job's writes are done, and the next job writes that block only then.
+    held_block: Option<oneshot::Receiver<()>>,
     poisoned: bool,
 }
 
@@ -129,6 +133,15 @@ struct TailWrite<F> {
     position: u64,
     /// The bytes, padded to the alignment when the job is made.
     bytes: Vec<u8>,
+    /// Leading bytes another write of the job writes (a block shared with an earlier job).
+    skip: usize,
+}
+
+impl<F: SegmentFile> TailWrite<F> {
+    async fn run(&self) -> Result<(), IoError> {
+        let position = self.position + self.skip as u64;
+        self.file.write_at(position, &self.bytes[self.skip..]).await
+    }
 }
 
 /// Writes (and syncs) handed out by [`SegmentWriter::start_write`]; owns everything it needs,
@@ -137,6 +150,10 @@ struct TailWrite<F> {
 #[must_use = "a started write must be run and finished"]
 pub struct WriteJob<F> {
     writes: Vec<TailWrite<F>>,
+    /// The block an earlier job in flight also writes: written once that job's writes end.
+    after_holder: Option<(TailWrite<F>, oneshot::Receiver<()>)>,
+    /// Dropped when this job's writes end, if it holds its last block.
+    release: Option<oneshot::Sender<()>>,
     syncs: Vec<Rc<F>>,
     end: u64,
     sync: bool,
@@ -160,16 +177,34 @@ impl WriteOutcome {
 }
 
 impl<F: SegmentFile> WriteJob<F> {
-    /// Writes, in order, then syncs the files if asked.
+    /// Writes, in order (and, beside them, the block shared with an earlier job once that
+    /// job's writes end), then syncs the files if asked.
     pub async fn run(self) -> WriteOutcome {
-        let mut buffers = Vec::with_capacity(self.writes.len());
-        let mut result = Ok(());
-        for write in self.writes {
-            if result.is_ok() {
-                result = write.file.write_at(write.position, &write.bytes).await;
+        let in_order = async {
+            let mut buffers = Vec::with_capacity(self.writes.len() + 1);
+            let mut result = Ok(());
+            for write in self.writes {
+                if result.is_ok() {
+                    result = write.run().await;
+                }
+                buffers.push(write.bytes);
             }
-            buffers.push(write.bytes);
+            (result, buffers)
+        };
+        let shared_block = async {
+            let (write, holder_done) = self.after_holder?;
+            // Ends when the holder's writes end, or it is dropped: either way none of its
+            // writes is in flight any more.
+            let _ = holder_done.await;
+            let result = write.run().await;
+            Some((result, write.bytes))
+        };
+        let ((mut result, mut buffers), shared) = join(in_order, shared_block).await;
+        if let Some((shared_result, bytes)) = shared {
+            result = result.and(shared_result);
+            buffers.push(bytes);
         }
+        drop(self.release);
         if result.is_ok() {
             for file in &self.syncs {
                 result = file.sync().await;
@@ -221,7 +256,7 @@ impl<O: SegmentOpener> SegmentWriter<O> {
             flushed_offset: write_offset,
             issued_offset: write_offset,
             in_flight: 0,
-            tail_block_in_flight: false,
+            held_block: None,
             poisoned: false,
         })
     }
@@ -289,6 +324,7 @@ impl<O: SegmentOpener> SegmentWriter<O> {
                 file: Rc::clone(&previous),
                 position: self.tail_start - self.current_start,
                 bytes,
+                skip: 0,
             });
         }
         self.unsynced.push(previous);
@@ -296,13 +332,6 @@ impl<O: SegmentOpener> SegmentWriter<O> {
         self.tail.clear();
         self.tail_start = next_start;
         Ok(())
-    }
-
-    /// Whether a job may start now: none in flight holds the block the next one would
-    /// begin with.
-    #[must_use]
-    pub fn can_start_write(&self) -> bool {
-        !self.tail_block_in_flight
     }
 
     /// Bytes appended that no job has taken yet (after a roll, with the unused end of the
@@ -323,12 +352,12 @@ impl<O: SegmentOpener> SegmentWriter<O> {
     /// on while it runs; jobs are finished with [`SegmentWriter::finish_write`] in the order
     /// they started.
     ///
+    /// If a job in flight writes the block this one begins with, this one writes that block
+    /// only once the other's writes end (two writes of one block in flight at once could
+    /// land in either order); the rest of its writes start at once.
+    ///
     /// # Errors
     /// [`StoreError::NotWritable`] once poisoned.
-    ///
-    /// # Panics
-    /// If a job in flight holds the block this one would begin with
-    /// ([`SegmentWriter::can_start_write`]).
     pub fn start_write(
         &mut self,
         sync: bool,
@@ -337,10 +366,6 @@ impl<O: SegmentOpener> SegmentWriter<O> {
         if self.poisoned {
             return Err(StoreError::NotWritable);
         }
-        assert!(
-            self.can_start_write(),
-            "a job in flight holds the tail block"
-        );
         let alignment = self.current.alignment();
         let cut = match extent {
             JobExtent::Everything => self.tail.len(),
@@ -357,6 +382,7 @@ impl<O: SegmentOpener> SegmentWriter<O> {
         }
         let mut writes: Vec<TailWrite<O::File>> = self.sealed.drain(..).collect();
         let mut end = self.tail_start + cut as u64;
+        let mut holds_last_block = false;
         if unwritten {
             // Keep what the job does not write whole: the partial block, which a later job
             // writes again with what follows, and for a job of at most so many bytes, what
@@ -371,9 +397,10 @@ impl<O: SegmentOpener> SegmentWriter<O> {
                 file: Rc::clone(&self.current),
                 position: self.tail_start - self.current_start,
                 bytes,
+                skip: 0,
             });
             self.tail_start += keep_from as u64;
-            self.tail_block_in_flight = keep_from < cut;
+            holds_last_block = keep_from < cut;
         } else if writes.is_empty() {
             end = self.issued_offset; // A sync only.
         }
@@ -385,6 +412,35 @@ impl<O: SegmentOpener> SegmentWriter<O> {
             bytes += padded as u64;
         }
         self.opener.writing(bytes);
+        // The first write begins with the block a job in flight may hold (after a roll, the
+        // sealed tail does): that block waits for the holder.
+        let after_holder = match self.held_block.take() {
+            Some(holder_done) if !writes.is_empty() => {
+                let block = if writes[0].bytes.len() <= alignment {
+                    writes.remove(0)
+                } else {
+                    // The rest of the first write skips the block (a copy of one block).
+                    let first = &mut writes[0];
+                    first.skip = alignment;
+                    TailWrite {
+                        file: Rc::clone(&first.file),
+                        position: first.position,
+                        bytes: first.bytes[..alignment].to_vec(),
+                        skip: 0,
+                    }
+                };
+                Some((block, holder_done))
+            }
+            held => {
+                self.held_block = held;
+                None
+            }
+        };
+        let release = holds_last_block.then(|| {
+            let (release, holder_done) = oneshot::channel();
+            self.held_block = Some(holder_done);
+            release
+        });
         let syncs = if sync {
             let mut files: Vec<Rc<O::File>> = self.unsynced.drain(..).collect();
             files.push(Rc::clone(&self.current));
@@ -397,6 +453,8 @@ impl<O: SegmentOpener> SegmentWriter<O> {
         self.in_flight += 1;
         Ok(Some(WriteJob {
             writes,
+            after_holder,
+            release,
             syncs,
             end,
             sync,
@@ -410,7 +468,7 @@ impl<O: SegmentOpener> SegmentWriter<O> {
     pub fn finish_write(&mut self, outcome: WriteOutcome) -> Result<u64, StoreError> {
         self.in_flight -= 1;
         if self.in_flight == 0 {
-            self.tail_block_in_flight = false;
+            self.held_block = None;
         }
         if let Some(mut buffer) = outcome.buffers.into_iter().max_by_key(Vec::capacity) {
             if buffer.capacity() > self.spare.capacity() {
