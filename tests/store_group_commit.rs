@@ -46,6 +46,29 @@ async fn start_writer(
     (sender, writer)
 }
 
+/// As [`start_writer`], the loop reporting to `observer`, which its task hands back with the
+/// loop's statistics.
+async fn start_observed_writer<W: CommitObserver + 'static>(
+    directory: SimDirectory,
+    segment_size: u64,
+    capacity: usize,
+    mode: FlushDiskType,
+    mut observer: W,
+) -> (
+    mpsc::Sender<PutRequest>,
+    glommio::Task<(GroupCommitStats, W)>,
+) {
+    let log = CommitLog::open(directory, segment_size, 0, HashMap::new())
+        .await
+        .unwrap();
+    let (sender, receiver) = mpsc::channel::<PutRequest>(capacity);
+    let writer = glommio::spawn_local(async move {
+        let (_, stats) = run_group_commit_with(log, receiver, mode, || 42, &mut observer).await;
+        (stats, observer)
+    });
+    (sender, writer)
+}
+
 /// Sends `message` to the loop; its answer comes on the receiver returned.
 async fn send_put(
     sender: &mut mpsc::Sender<PutRequest>,
@@ -294,19 +317,11 @@ fn puts_waiting_for_the_next_job_are_bounded_in_bytes() {
         let first = futures_lite::future::block_on(directory.open(0, BIG_SEGMENT)).unwrap();
         first.set_sync_turns(64);
     }
-    let (stats, most_held) = ferromq_shards::testing::run_local(async move {
-        let log = CommitLog::open(directory, BIG_SEGMENT, 0, HashMap::new())
-            .await
-            .unwrap();
-        let (mut sender, receiver) = mpsc::channel::<PutRequest>(PUTS);
+    let (stats, held) = ferromq_shards::testing::run_local(async move {
         let mode = FlushDiskType::SyncFlush;
-        let writer = glommio::spawn_local(async move {
-            let mut held = HeldBytes::default();
-            let stats = run_group_commit_with(log, receiver, mode, || 42, &mut held)
-                .await
-                .1;
-            (stats, held.most)
-        });
+        let held = HeldBytes::default();
+        let (mut sender, writer) =
+            start_observed_writer(directory, BIG_SEGMENT, PUTS, mode, held).await;
         let body = vec![b'b'; 1 << 20];
         let mut answers = Vec::new();
         for _ in 0..PUTS {
@@ -323,6 +338,7 @@ fn puts_waiting_for_the_next_job_are_bounded_in_bytes() {
     use ferromq::store::flush::{BATCH_BYTES_MAX, JOBS_IN_FLIGHT_MAX, JOB_BYTES_MAX};
     let put = (1 << 20) + 200;
     let bound = BATCH_BYTES_MAX + JOBS_IN_FLIGHT_MAX * JOB_BYTES_MAX + 2 * put;
+    let most_held = held.most;
     assert_eq!(stats.puts as usize, PUTS);
     assert!(PUTS * put > bound, "the puts are more than the bound");
     assert!(most_held <= bound, "{most_held} held, bound {bound}");
@@ -476,16 +492,10 @@ fn under_load_two_jobs_write_disjoint_blocks_at_once_and_answers_wait_for_durabi
     let files = directory.clone();
     let checked = directory.clone();
     let answered = ferromq_shards::testing::run_local(async move {
-        let log = CommitLog::open(directory, SEGMENT, 0, HashMap::new())
-            .await
-            .unwrap();
-        let (sender, receiver) = mpsc::channel::<PutRequest>(1024);
         let mode = FlushDiskType::SyncFlush;
-        let writer = glommio::spawn_local(async move {
-            let mut observer = RecordEnds::default();
-            run_group_commit_with(log, receiver, mode, || 42, &mut observer).await;
-            observer.commits
-        });
+        let observer = RecordEnds::default();
+        let (sender, writer) =
+            start_observed_writer(directory, SEGMENT, 1024, mode, observer).await;
         let mut producers = Vec::new();
         for producer in 0..PRODUCERS {
             let mut sender = sender.clone();
@@ -514,7 +524,7 @@ fn under_load_two_jobs_write_disjoint_blocks_at_once_and_answers_wait_for_durabi
         for producer in producers {
             answered += producer.await;
         }
-        assert!(writer.await > 1);
+        assert!(writer.await.1.commits > 1);
         answered
     });
     assert_eq!(answered, PRODUCERS * PUTS_EACH);
