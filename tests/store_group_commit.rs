@@ -754,3 +754,185 @@ fn a_job_of_whole_blocks_takes_at_most_its_size_and_the_next_starts_at_once() {
     assert_eq!(file.durable_bytes(0, FIRST + MORE), bytes);
     assert!(file.most_writes_in_flight() >= 3, "the jobs wrote at once");
 }
+
+/// Runs `PRODUCERS` tasks each making `PUTS_EACH` puts one after another through one
+/// `PutCoalescer`, with a task between it and the loop noting how many puts each request
+/// carries. Returns each producer's answers, those counts and the loop's statistics; the loop
+/// must end once the producers are done (the coalescer, dropped, lets go of the channel).
+fn drive_coalesced(
+    directory: SimDirectory,
+    mode: FlushDiskType,
+) -> (Vec<Vec<PutResult>>, Vec<usize>, GroupCommitStats) {
+    use ferromq::store::put_coalescer::PutCoalescer;
+    use futures::StreamExt;
+    use std::rc::Rc;
+    ferromq_shards::testing::run_local(async move {
+        let (mut to_writer, writer) = start_writer(directory, SEGMENT_SIZE, 16, mode).await;
+        let (sender, mut requests) = mpsc::channel::<PutRequest>(16);
+        let forward = glommio::spawn_local(async move {
+            let mut carried = Vec::new();
+            while let Some(request) = requests.next().await {
+                match &request {
+                    PutRequest::Many { messages, .. } => carried.push(messages.len()),
+                    _ => panic!("the coalescer sends only many puts"),
+                }
+                to_writer.send(request).await.unwrap();
+            }
+            carried
+        });
+        let coalescer = Rc::new(PutCoalescer::new(sender));
+        let mut producers = Vec::new();
+        for producer in 0..PRODUCERS {
+            let coalescer = Rc::clone(&coalescer);
+            producers.push(glommio::spawn_local(async move {
+                let mut answers = Vec::new();
+                for seq in 0..PUTS_EACH {
+                    answers.push(coalescer.put(message(producer, seq)).await);
+                }
+                answers
+            }));
+        }
+        drop(coalescer);
+        let mut answers = Vec::new();
+        for producer in producers {
+            answers.push(producer.await);
+        }
+        let stopped = futures::future::select(
+            Box::pin(async move { (forward.await, writer.await) }),
+            Box::pin(glommio::timer::sleep(Duration::from_secs(20))),
+        )
+        .await;
+        let futures::future::Either::Left(((carried, (_log, stats)), _)) = stopped else {
+            panic!("the loop did not end after the coalescer was dropped");
+        };
+        (answers, carried, stats)
+    })
+}
+
+#[test]
+fn puts_coalesced_on_a_shard_cross_in_few_requests_and_each_is_stored_on_its_own() {
+    let directory = SimDirectory::default();
+    let (answers, carried, stats) = drive_coalesced(directory.clone(), FlushDiskType::SyncFlush);
+    let total = PRODUCERS * PUTS_EACH;
+    assert_eq!(
+        carried.iter().sum::<usize>(),
+        total,
+        "every put crossed once"
+    );
+    assert!(
+        carried.len() * 8 < total,
+        "puts of one turn go together: {} requests for {total} puts",
+        carried.len()
+    );
+    assert_eq!(
+        stats.puts as usize, total,
+        "the loop counts puts, not requests"
+    );
+    // Each producer's puts landed in the order it made them, and each queue's offsets run
+    // without a gap or a repeat: every put was appended on its own.
+    let mut queue_offsets: HashMap<i32, Vec<i64>> = HashMap::new();
+    for (producer, answers) in answers.iter().enumerate() {
+        let places: Vec<Appended> = answers.iter().map(|a| *a.as_ref().unwrap()).collect();
+        assert!(places
+            .windows(2)
+            .all(|pair| pair[0].physical_offset < pair[1].physical_offset));
+        let queue_id = message(producer, 0).queue_id;
+        let offsets = queue_offsets.entry(queue_id).or_default();
+        offsets.extend(places.iter().map(|place| place.queue_offset));
+    }
+    for offsets in queue_offsets.values_mut() {
+        offsets.sort_unstable();
+        assert!(offsets.iter().copied().eq(0..offsets.len() as i64));
+    }
+    for file in directory.0.borrow().values() {
+        file.crash(CrashKeep::Nothing);
+    }
+    assert_eq!(recovered_bodies(&directory), total, "answered means synced");
+}
+
+#[test]
+fn among_coalesced_puts_a_refused_one_is_refused_alone() {
+    use ferromq::store::put_coalescer::PutCoalescer;
+    let directory = SimDirectory::default();
+    let answers = ferromq_shards::testing::run_local(async move {
+        let (sender, writer) =
+            start_writer(directory, SEGMENT_SIZE, 16, FlushDiskType::SyncFlush).await;
+        let coalescer = std::rc::Rc::new(PutCoalescer::new(sender));
+        let too_large = vec![b'x'; SEGMENT_SIZE as usize];
+        let bodies = [b"before".to_vec(), too_large, b"after".to_vec()];
+        // Made in one turn: they cross in one request.
+        let puts: Vec<_> = bodies
+            .into_iter()
+            .map(|body| {
+                let coalescer = std::rc::Rc::clone(&coalescer);
+                glommio::spawn_local(
+                    async move { coalescer.put(common::put_message(2, &body)).await },
+                )
+            })
+            .collect();
+        drop(coalescer);
+        let mut answers = Vec::new();
+        for put in puts {
+            answers.push(put.await);
+        }
+        writer.await;
+        answers
+    });
+    let placed: Vec<_> = answers
+        .iter()
+        .map(|a| a.as_ref().ok().map(|p| p.queue_offset))
+        .collect();
+    assert_eq!(placed, [Some(0), None, Some(1)], "{answers:?}");
+    assert!(matches!(answers[1], Err(StoreError::TooLarge { .. })));
+}
+
+#[test]
+fn after_a_failed_sync_every_coalesced_put_is_refused() {
+    let directory = SimDirectory::default();
+    // As in `failed_sync_fails_its_batch_and_every_later_put`: the first sync fails.
+    first_segment(&directory).fail_operation(3);
+    let (answers, _carried, _stats) = drive_coalesced(directory.clone(), FlushDiskType::SyncFlush);
+    let outcomes: Vec<&PutResult> = answers.iter().flatten().collect();
+    let stored = outcomes.iter().filter(|outcome| outcome.is_ok()).count();
+    assert!(
+        outcomes
+            .iter()
+            .any(|outcome| matches!(outcome, Err(StoreError::NotWritable))),
+        "the failure reached the puts"
+    );
+    assert_eq!(stored, 0, "nothing is stored after the first sync failed");
+}
+
+#[test]
+fn a_batch_made_among_coalesced_puts_keeps_its_place() {
+    use ferromq::store::put_coalescer::PutCoalescer;
+    let directory = SimDirectory::default();
+    let (singles, batch) = ferromq_shards::testing::run_local(async move {
+        let (sender, writer) =
+            start_writer(directory, SEGMENT_SIZE, 16, FlushDiskType::SyncFlush).await;
+        let coalescer = std::rc::Rc::new(PutCoalescer::new(sender));
+        // Made in one turn, in this order: a put, a batch of two, a put.
+        let put = |body: &'static [u8]| {
+            let coalescer = std::rc::Rc::clone(&coalescer);
+            glommio::spawn_local(async move { coalescer.put(common::put_message(3, body)).await })
+        };
+        let before = put(b"before");
+        let batch = {
+            let coalescer = std::rc::Rc::clone(&coalescer);
+            glommio::spawn_local(async move {
+                let messages = vec![common::put_message(3, b"b1"), common::put_message(3, b"b2")];
+                coalescer.put_batch(messages).await
+            })
+        };
+        let after = put(b"after");
+        drop(coalescer);
+        let singles = [before.await.unwrap(), after.await.unwrap()];
+        let batch = batch.await.unwrap();
+        writer.await;
+        (singles, batch)
+    });
+    let queue_offsets =
+        |places: &[Appended]| places.iter().map(|p| p.queue_offset).collect::<Vec<_>>();
+    assert_eq!(queue_offsets(&singles), [0, 3]);
+    assert_eq!(queue_offsets(&batch), [1, 2]);
+}

@@ -2,8 +2,10 @@
 //! (`GroupCommitService` and `FlushRealTimeService` in Java).
 //!
 //! Puts queue on a bounded channel; a put is one message, or a batch appended whole and
-//! answered once. The loop takes every put waiting (up to a batch limit), appends them, and
-//! then:
+//! answered once. A shard may also hand over many independent puts as one request
+//! ([`PutRequest::Many`], see [`super::put_coalescer`]), so that crossing to the writer's core
+//! and back costs once for all of them. The loop takes every put waiting (up to a batch
+//! limit), appends them, and then:
 //! - `SYNC_FLUSH`: writes and fdatasyncs once, then answers each put of the batch; puts that
 //!   arrive meanwhile wait in the channel and form the next batch, so the batch grows with the
 //!   load and no timer is involved;
@@ -41,6 +43,11 @@ pub type PutResult = Result<Appended, StoreError>;
 /// The answer to a batch put: where each record landed, in order.
 pub type BatchPutResult = Result<Vec<Appended>, StoreError>;
 
+/// Where the answers to [`PutRequest::Many`] go: each put's outcome, in order, in parts, each
+/// part sent as soon as its puts are stored (a write may end among them); the sender is
+/// dropped after the last.
+pub type ManyPutAnswers = mpsc::UnboundedSender<Vec<PutResult>>;
+
 /// A put waiting for the writer.
 #[derive(Debug)]
 pub enum PutRequest {
@@ -58,6 +65,14 @@ pub enum PutRequest {
         messages: Vec<PutMessage>,
         /// Where the answer goes.
         reply: oneshot::Sender<BatchPutResult>,
+    },
+    /// Independent puts handed over together: each is stored or refused on its own, exactly
+    /// as if sent one by one in this order; their outcomes go back in order, in a few parts.
+    Many {
+        /// The messages, in order.
+        messages: Vec<PutMessage>,
+        /// Where the answers go.
+        reply: ManyPutAnswers,
     },
 }
 
@@ -252,9 +267,9 @@ where
                 let mut request = Some(first);
                 while let Some(put) = request {
                     match append_request(&mut log, observer, put, now).await {
-                        Some((reply, span)) => puts.appended(reply, span, now),
+                        Ok((reply, span)) => puts.appended(reply, span, now),
                         // Refused before it reached the log: nothing to wait for.
-                        None => stats.puts += 1,
+                        Err(answered) => stats.puts += answered,
                     }
                     // With a job's worth appended and room on the disk, start it; the rest is
                     // encoded while it writes.
@@ -322,14 +337,14 @@ where
 }
 
 /// Appends what `request` carries, admitted by `observer` and reported to it; returns where
-/// its answer goes and the span of its records, or `None` if it is answered already (refused
-/// before it reached the log, or an empty batch).
+/// its answer goes and the span of its records, or, if it is answered already (refused before
+/// it reached the log, or empty), how many puts that answered.
 async fn append_request<O, W>(
     log: &mut CommitLog<O>,
     observer: &mut W,
     request: PutRequest,
     now: i64,
-) -> Option<(Reply, Appended)>
+) -> Result<(Reply, Appended), u64>
 where
     O: SegmentOpener,
     W: CommitObserver,
@@ -343,18 +358,18 @@ where
             match appended {
                 Ok(appended) => {
                     observer.appended(&message, &appended, now);
-                    Some((Reply::One(reply), appended))
+                    Ok((Reply::One(reply), appended))
                 }
                 Err(error) => {
                     let _ = reply.send(Err(error));
-                    None
+                    Err(1)
                 }
             }
         }
         PutRequest::Batch { messages, reply } => {
             let Some(first) = messages.first() else {
                 let _ = reply.send(Ok(Vec::new()));
-                return None;
+                return Err(1);
             };
             let mut records = Vec::with_capacity(messages.len());
             let appended = match observer.admit(first) {
@@ -366,13 +381,44 @@ where
             };
             if let Err(error) = appended {
                 let _ = reply.send(Err(error));
-                return None;
+                return Err(1);
             }
             for (message, appended) in messages.iter().zip(&records) {
                 observer.appended(message, appended, now);
             }
             let span = span_of(&records);
-            Some((Reply::Batch(reply, records), span))
+            Ok((Reply::Batch(reply, records), span))
+        }
+        PutRequest::Many { messages, reply } => {
+            let mut outcomes = VecDeque::with_capacity(messages.len());
+            // From the first record appended to the end of the last (across a roll, with the
+            // padding between).
+            let mut span: Option<(Appended, u64)> = None;
+            for message in &messages {
+                let appended = match observer.admit(message) {
+                    Ok(()) => log.append(message, now).await,
+                    Err(refused) => Err(refused),
+                };
+                if let Ok(appended) = &appended {
+                    observer.appended(message, appended, now);
+                    let end = appended.physical_offset + appended.size as u64;
+                    span = Some((span.map_or(*appended, |(first, _)| first), end));
+                }
+                outcomes.push_back(appended);
+            }
+            match span {
+                Some((first, end)) => {
+                    let size = usize::try_from(end - first.physical_offset)
+                        .expect("a span of records appended in one go fits memory");
+                    Ok((Reply::Many(reply, outcomes), Appended { size, ..first }))
+                }
+                None => {
+                    // Every one refused (or none sent): nothing to wait for.
+                    let answered = outcomes.len() as u64;
+                    let _ = reply.unbounded_send(outcomes.into());
+                    Err(answered)
+                }
+            }
         }
     }
 }
@@ -391,19 +437,51 @@ enum Reply {
     One(oneshot::Sender<PutResult>),
     /// With where each record landed.
     Batch(oneshot::Sender<BatchPutResult>, Vec<Appended>),
+    /// With the outcomes not sent yet, in order: where each landed, or why it was refused.
+    Many(ManyPutAnswers, VecDeque<PutResult>),
 }
 
 impl Reply {
-    /// Sends `outcome`: "stored at" the put's place (for a batch, at its records), or why
-    /// not.
-    fn answer(self, outcome: Result<Appended, StoreError>) {
+    /// Puts this answers: a batch is one, many puts are each one.
+    fn puts(&self) -> u64 {
+        match self {
+            Reply::One(_) | Reply::Batch(..) => 1,
+            Reply::Many(_, outcomes) => outcomes.len() as u64,
+        }
+    }
+
+    /// Answers "stored at" the put's place (for a batch, at its records; for many puts, at
+    /// each one's, and the refusals as they were).
+    fn stored(self, appended: Appended) {
         // A put whose caller went away needs no answer.
         match self {
             Reply::One(reply) => {
-                let _ = reply.send(outcome);
+                let _ = reply.send(Ok(appended));
             }
             Reply::Batch(reply, records) => {
-                let _ = reply.send(outcome.map(|_| records));
+                let _ = reply.send(Ok(records));
+            }
+            Reply::Many(reply, outcomes) => {
+                let _ = reply.unbounded_send(outcomes.into());
+            }
+        }
+    }
+
+    /// Answers that the put will never be written: an I/O failure poisoned the CommitLog.
+    fn unwritable(self) {
+        match self {
+            Reply::One(reply) => {
+                let _ = reply.send(Err(StoreError::NotWritable));
+            }
+            Reply::Batch(reply, _) => {
+                let _ = reply.send(Err(StoreError::NotWritable));
+            }
+            Reply::Many(reply, outcomes) => {
+                let refused = outcomes
+                    .into_iter()
+                    .map(|outcome| outcome.and(Err(StoreError::NotWritable)))
+                    .collect();
+                let _ = reply.unbounded_send(refused);
             }
         }
     }
@@ -490,13 +568,43 @@ impl Pending {
     /// and the store time of the newest.
     fn answer_below(&mut self, end: u64) -> (u64, Option<i64>) {
         let covered = self.waiting.partition_point(|put| put.end() <= end);
+        let mut answered = 0;
         let mut newest = None;
         for put in self.waiting.drain(..covered) {
             newest = Some(put.stored);
             self.waiting_bytes -= put.appended.size;
-            put.reply.answer(Ok(put.appended));
+            answered += put.reply.puts();
+            put.reply.stored(put.appended);
         }
-        (covered as u64, newest)
+        // Many puts handed over together may end beyond `end`: those below are answered now,
+        // not after the next write.
+        if let Some(put) = self.waiting.front_mut() {
+            if let Reply::Many(reply, outcomes) = &mut put.reply {
+                let below = outcomes
+                    .iter()
+                    .take_while(|outcome| match outcome {
+                        Ok(record) => record.physical_offset + record.size as u64 <= end,
+                        Err(_) => true,
+                    })
+                    .count();
+                let next_start = outcomes
+                    .iter()
+                    .skip(below)
+                    .find_map(|outcome| outcome.as_ref().ok().map(|record| record.physical_offset));
+                if let (true, Some(next_start)) = (below > 0, next_start) {
+                    let part: Vec<PutResult> = outcomes.drain(..below).collect();
+                    answered += part.len() as u64;
+                    let _ = reply.unbounded_send(part);
+                    newest = Some(put.stored);
+                    let done = usize::try_from(next_start - put.appended.physical_offset)
+                        .expect("within the span of the puts");
+                    self.waiting_bytes -= done;
+                    put.appended.size -= done;
+                    put.appended.physical_offset = next_start;
+                }
+            }
+        }
+        (answered, newest)
     }
 
     /// `end` if it is the end of a record, else the start of the record it falls in (always a
@@ -510,9 +618,10 @@ impl Pending {
 
     /// Refuses every put not answered yet: after an I/O failure they will never be written.
     fn refuse_all(&mut self) -> u64 {
-        let count = self.waiting.len() as u64;
+        let mut count = 0;
         for put in self.waiting.drain(..) {
-            put.reply.answer(Err(StoreError::NotWritable));
+            count += put.reply.puts();
+            put.reply.unwritable();
         }
         self.waiting_bytes = 0;
         self.job_started(0);
@@ -550,6 +659,7 @@ async fn sync<O: SegmentOpener>(log: &mut CommitLog<O>, stats: &mut GroupCommitS
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures::channel::mpsc::TryRecvError;
 
     const KIB: usize = 1 << 10;
     const MIB: usize = 1 << 20;
@@ -574,6 +684,83 @@ mod tests {
             answers.push(answer);
         }
         (offset, answers)
+    }
+
+    #[test]
+    fn puts_handed_over_together_are_answered_in_parts_as_writes_cover_them() {
+        let mut pending = Pending::default();
+        let (before, mut first_answer) = append_puts(&mut pending, 0, 1);
+        // Three records of 1 KiB after it, the second refused (it took no room).
+        let record = |index: u64| Appended {
+            physical_offset: before + index * KIB as u64,
+            size: KIB,
+            queue_offset: 0,
+        };
+        let outcomes = VecDeque::from([
+            Ok(record(0)),
+            Err(StoreError::ShuttingDown),
+            Ok(record(1)),
+            Ok(record(2)),
+        ]);
+        let (reply, mut parts) = mpsc::unbounded();
+        let span = Appended {
+            size: 3 * KIB,
+            ..record(0)
+        };
+        pending.appended(Reply::Many(reply, outcomes), span, 7);
+        assert_eq!(pending.waiting_bytes, 4 * KIB);
+
+        // A write ends inside the last record: the put before and the first three answers
+        // of the many go now, the refusal with them (it is final).
+        let (answered, newest) = pending.answer_below(before + 2 * KIB as u64 + 100);
+        assert_eq!((answered, newest), (4, Some(7)));
+        assert!(matches!(first_answer[0].try_recv(), Ok(Some(Ok(_)))));
+        let part = parts.try_recv().unwrap();
+        assert_eq!(part.len(), 3);
+        assert_eq!(part[0].as_ref().unwrap().physical_offset, before);
+        assert!(matches!(part[1], Err(StoreError::ShuttingDown)));
+        assert_eq!(
+            part[2].as_ref().unwrap().physical_offset,
+            before + KIB as u64
+        );
+        assert_eq!(pending.waiting_bytes, KIB, "the last record waits");
+        assert_eq!(
+            pending.record_boundary(before + 2 * KIB as u64 + 100),
+            before + 2 * KIB as u64,
+            "committed up to the start of the record the write ended in"
+        );
+
+        // The next write covers the rest: the last part, then the end of the answers.
+        let (answered, _) = pending.answer_below(before + 3 * KIB as u64);
+        assert_eq!(answered, 1);
+        let part = parts.try_recv().unwrap();
+        assert_eq!(part.len(), 1);
+        assert_eq!(
+            part[0].as_ref().unwrap().physical_offset,
+            before + 2 * KIB as u64
+        );
+        assert!(
+            matches!(parts.try_recv(), Err(TryRecvError::Closed)),
+            "no more parts"
+        );
+        assert_eq!(pending.waiting_bytes, 0);
+    }
+
+    #[test]
+    fn after_a_failure_puts_handed_over_together_keep_their_refusals_and_the_rest_fail() {
+        let mut pending = Pending::default();
+        let record = Appended {
+            physical_offset: 0,
+            size: KIB,
+            queue_offset: 0,
+        };
+        let (reply, mut parts) = mpsc::unbounded();
+        let outcomes = VecDeque::from([Ok(record), Err(StoreError::ShuttingDown)]);
+        pending.appended(Reply::Many(reply, outcomes), record, 0);
+        assert_eq!(pending.refuse_all(), 2);
+        let part = parts.try_recv().unwrap();
+        assert!(matches!(part[0], Err(StoreError::NotWritable)));
+        assert!(matches!(part[1], Err(StoreError::ShuttingDown)));
     }
 
     #[test]

@@ -17,6 +17,7 @@ use super::flush::{run_group_commit_with, CommitObserver, GroupCommitStats, PutR
 use super::index::index_file::index_file_size;
 use super::index::IndexService;
 use super::prefill::{CommitLogDirectory, SegmentOptions};
+use super::put_coalescer::PutCoalescer;
 use super::reader::StoreReader;
 use super::recovery::{
     cut_tail, list_segments, walk, walk_start, FindEnd, RecoveryMode, WalkVisitor,
@@ -494,6 +495,13 @@ impl StoreHandle {
         let (reply, answer) = oneshot::channel();
         self.send_put(PutRequest::Batch { messages, reply }).await?;
         answer.await.map_err(|_| StoreError::ShuttingDown)?
+    }
+
+    /// A [`PutCoalescer`] for the calling shard, which must be on a glommio executor: its puts
+    /// cross to the writer together, once per turn of that executor.
+    #[must_use]
+    pub fn coalescer(&self) -> PutCoalescer {
+        PutCoalescer::new(self.puts.clone())
     }
 
     async fn send_put(&self, request: PutRequest) -> Result<(), StoreError> {

@@ -20,6 +20,7 @@ pub mod index;
 pub mod message;
 pub mod message_store;
 pub mod prefill;
+pub mod put_coalescer;
 pub mod reader;
 pub mod recovery;
 pub mod reput;

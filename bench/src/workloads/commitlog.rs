@@ -30,6 +30,7 @@ use anyhow::{bail, ensure, Context};
 use ferromq::store::commit_log::{CommitLog, PutMessage};
 use ferromq::store::flush::{run_group_commit, FlushDiskType, PutRequest};
 use ferromq::store::prefill::{fill_dir_of, CommitLogDirectory, SegmentOptions};
+use ferromq::store::put_coalescer::PutCoalescer;
 use futures::channel::{mpsc, oneshot};
 use futures::SinkExt;
 use glommio::io::{DmaFile, OpenOptions};
@@ -64,6 +65,11 @@ pub struct CommitLogArgs {
     /// last CPU (`other`: every put crosses shards).
     #[arg(long, value_enum, default_value = "same")]
     producers_on: ProducersOn,
+    /// How single puts reach the writer: each as a request of its own (`each`), or gathered
+    /// per turn of the producers' executor into one request (`coalesced`, the store's
+    /// `PutCoalescer`). Batches (`--batch` above 1) always go as they are.
+    #[arg(long, value_enum, default_value = "each")]
+    handoff: Handoff,
     /// Comma-separated body sizes in bytes, each measured in turn.
     #[arg(
         long = "sizes",
@@ -120,6 +126,15 @@ enum ProducersOn {
     Same,
     /// An executor of their own.
     Other,
+}
+
+/// A `--handoff` value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Handoff {
+    /// One request per put.
+    Each,
+    /// The puts of one turn of the producers' executor in one request.
+    Coalesced,
 }
 
 /// A `--prefill` value.
@@ -264,12 +279,13 @@ pub fn run(args: &CommitLogArgs) -> anyhow::Result<()> {
     let raw_file_bytes = args.raw_file_mib * MIB;
     println!(
         "commitlog appends on {} ({} MiB segments, {} s per case, {} in flight per producer, \
-         {} messages per put)",
+         {} messages per put, handoff {:?})",
         run_dir.path.display(),
         args.segment_size / MIB,
         args.duration_secs,
         args.in_flight,
-        args.batch
+        args.batch,
+        args.handoff
     );
 
     let patterns = [
@@ -583,6 +599,7 @@ fn measure_case(dir: PathBuf, plan: CasePlan, args: &CommitLogArgs) -> anyhow::R
     let (sender, receiver) = mpsc::channel::<PutRequest>(PUT_CHANNEL_CAPACITY);
     let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
     let producer_args = ProducerArgs {
+        handoff: args.handoff,
         time_limit: Duration::from_secs(args.duration_secs),
         appends_max: args.appends_max,
         in_flight: args.in_flight,
@@ -661,6 +678,7 @@ fn measure_case(dir: PathBuf, plan: CasePlan, args: &CommitLogArgs) -> anyhow::R
 /// How the producers of a case run.
 #[derive(Clone, Copy, Debug)]
 struct ProducerArgs {
+    handoff: Handoff,
     time_limit: Duration,
     appends_max: u64,
     in_flight: usize,
@@ -677,6 +695,8 @@ async fn run_producers(
     let histogram = Rc::new(RefCell::new(Histogram::<u64>::new_with_bounds(
         1, 60_000_000, 3,
     )?));
+    let coalescer =
+        (limits.handoff == Handoff::Coalesced).then(|| Rc::new(PutCoalescer::new(sender.clone())));
     let template = PutMessage {
         topic: "BenchTopic".into(),
         queue_id: 0,
@@ -703,6 +723,7 @@ async fn run_producers(
         let histogram = histogram.clone();
         let started_appends = started_appends.clone();
         let failure = failure.clone();
+        let coalescer = coalescer.clone();
         let mut template = template.clone();
         template.queue_id = i32::try_from(producer % 8).expect("below 8");
         tasks.push(glommio::spawn_local(async move {
@@ -711,7 +732,9 @@ async fn run_producers(
             while Instant::now() < deadline && started_appends.get() < limits.appends_max {
                 started_appends.set(started_appends.get() + batch);
                 let sent = Instant::now();
-                let answer = if batch == 1 {
+                let answer = if let Some(coalescer) = coalescer.as_ref().filter(|_| batch == 1) {
+                    Ok(coalescer.put(template.clone()).await.map(|_| ()))
+                } else if batch == 1 {
                     let (reply, answer) = oneshot::channel();
                     let message = template.clone();
                     if sender
@@ -756,6 +779,7 @@ async fn run_producers(
         }));
     }
     drop(sender);
+    drop(coalescer);
     let mut appends = 0;
     for task in tasks {
         appends += task.await;

@@ -1,0 +1,208 @@
+//! Puts made on one shard, handed to the writer together.
+//!
+//! A put crossing to the writer's core costs about the same whatever its size: a message on
+//! the channel (allocated on one core, freed on the other), a wake of the writer, and a wake
+//! back for its answer, each a cache-line transfer and often a syscall. A shard serving many
+//! connections makes many puts in one turn of its executor. [`PutCoalescer`] gathers the
+//! single puts made while its pump waits for its turn, hands them over as one
+//! [`PutRequest::Many`], and spreads the answers to their callers on this shard: the
+//! crossing then costs once for all of them.
+//!
+//! Architecture Invariant: puts and batches reach the writer in the order they were made on
+//! this shard (one pump sends them, one request at a time), and each is stored or refused on
+//! its own, as if sent alone.
+
+use super::commit_log::{Appended, PutMessage, StoreError};
+use super::flush::{BatchPutResult, PutRequest, PutResult};
+use futures::channel::{mpsc, oneshot};
+use futures::{SinkExt, StreamExt};
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::future::poll_fn;
+use std::rc::{Rc, Weak};
+use std::task::{Poll, Waker};
+
+/// Most puts handed over in one request: bounds the writer's work between two looks at its
+/// disk, and what one answer carries.
+pub const COALESCED_PUTS_MAX: usize = 1024;
+
+/// Most body bytes handed over in one request (a single bigger message still goes, alone).
+pub const COALESCED_BODY_BYTES_MAX: usize = 4 << 20;
+
+/// One shard's way to the writer. Not `Send`: each shard makes its own, on its own executor.
+#[derive(Debug)]
+pub struct PutCoalescer {
+    gathered: Rc<Gathered>,
+}
+
+/// Puts made and not yet handed over, and the pump waiting for them.
+#[derive(Default)]
+struct Gathered {
+    puts: RefCell<VecDeque<Made>>,
+    pump: Cell<Option<Waker>>,
+}
+
+/// A put made on this shard.
+enum Made {
+    /// One message: goes with the other single puts next to it.
+    One(PutMessage, oneshot::Sender<PutResult>),
+    /// A batch, stored whole: goes as it is, in its place among the others.
+    Batch(Vec<PutMessage>, oneshot::Sender<BatchPutResult>),
+}
+
+impl std::fmt::Debug for Gathered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gathered")
+            .field("puts", &self.puts.borrow().len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Gathered {
+    fn push(&self, made: Made) {
+        self.puts.borrow_mut().push_back(made);
+        if let Some(pump) = self.pump.take() {
+            pump.wake();
+        }
+    }
+}
+
+impl PutCoalescer {
+    /// Starts the pump that hands this shard's puts to the writer's channel `puts`, on the
+    /// calling shard's executor. The pump ends, and lets go of `puts`, once the coalescer is
+    /// dropped.
+    #[must_use]
+    pub fn new(puts: mpsc::Sender<PutRequest>) -> Self {
+        let gathered = Rc::new(Gathered::default());
+        glommio::spawn_local(pump(Rc::downgrade(&gathered), puts)).detach();
+        Self { gathered }
+    }
+
+    /// Stores one message; answers when the flush mode says it is stored, as
+    /// [`super::message_store::StoreHandle::put`] does.
+    ///
+    /// # Errors
+    /// [`StoreError`]: refused (disk full, not writable, too large) or shutting down.
+    pub async fn put(&self, message: PutMessage) -> PutResult {
+        let (reply, answer) = oneshot::channel();
+        self.gathered.push(Made::One(message, reply));
+        answer.await.map_err(|_| StoreError::ShuttingDown)?
+    }
+
+    /// Stores `messages` whole, as [`super::message_store::StoreHandle::put_batch`] does,
+    /// after the puts made before it on this shard.
+    ///
+    /// # Errors
+    /// As [`super::message_store::StoreHandle::put_batch`].
+    pub async fn put_batch(&self, messages: Vec<PutMessage>) -> Result<Vec<Appended>, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        self.gathered.push(Made::Batch(messages, reply));
+        answer.await.map_err(|_| StoreError::ShuttingDown)?
+    }
+}
+
+impl Drop for PutCoalescer {
+    fn drop(&mut self) {
+        // Let the pump see that no more puts come.
+        if let Some(pump) = self.gathered.pump.take() {
+            pump.wake();
+        }
+    }
+}
+
+/// Hands what is gathered to the writer, one request at a time, until the coalescer is gone.
+async fn pump(gathered: Weak<Gathered>, mut writer: mpsc::Sender<PutRequest>) {
+    loop {
+        let waiting = poll_fn(|cx| {
+            let Some(gathered) = gathered.upgrade() else {
+                // The coalescer is gone, so no put of it is awaited any more (a put borrows
+                // it): what is still gathered belongs to callers that went away.
+                return Poll::Ready(false);
+            };
+            if gathered.puts.borrow().is_empty() {
+                gathered.pump.set(Some(cx.waker().clone()));
+                Poll::Pending
+            } else {
+                Poll::Ready(true)
+            }
+        })
+        .await;
+        if !waiting {
+            return;
+        }
+        // The other tasks woken in this turn (connections with a request read, producers
+        // answered) run before the pump does again: their puts go in the same request.
+        futures_lite::future::yield_now().await;
+        while let Some(handover) = gathered
+            .upgrade()
+            .and_then(|gathered| next_request(&gathered))
+        {
+            // The writer gone, the request drops with its repliers: "shutting down".
+            let _ = match handover {
+                Handover::Many(messages, replies) => {
+                    let (reply, answers) = mpsc::unbounded();
+                    let sent = writer.send(PutRequest::Many { messages, reply }).await;
+                    // The pump goes on while the writer works; this spreads the answers.
+                    glommio::spawn_local(spread_answers(answers, replies)).detach();
+                    sent
+                }
+                Handover::Batch(messages, reply) => {
+                    writer.send(PutRequest::Batch { messages, reply }).await
+                }
+            };
+        }
+    }
+}
+
+/// One request's worth of what is gathered.
+enum Handover {
+    Many(Vec<PutMessage>, Vec<oneshot::Sender<PutResult>>),
+    Batch(Vec<PutMessage>, oneshot::Sender<BatchPutResult>),
+}
+
+/// The oldest puts gathered, as one request: a batch alone, or the single puts up to the next
+/// batch, within [`COALESCED_PUTS_MAX`] and [`COALESCED_BODY_BYTES_MAX`] (at least one).
+fn next_request(gathered: &Gathered) -> Option<Handover> {
+    let mut puts = gathered.puts.borrow_mut();
+    if let Some(Made::Batch(..)) = puts.front() {
+        let Some(Made::Batch(messages, reply)) = puts.pop_front() else {
+            unreachable!("the front is a batch");
+        };
+        return Some(Handover::Batch(messages, reply));
+    }
+    let (mut messages, mut replies) = (Vec::new(), Vec::new());
+    let mut bytes = 0;
+    while let Some(Made::One(message, _)) = puts.front() {
+        let full = messages.len() == COALESCED_PUTS_MAX
+            || (bytes > 0 && bytes + message.body.len() > COALESCED_BODY_BYTES_MAX);
+        if full {
+            break;
+        }
+        bytes += message.body.len();
+        let Some(Made::One(message, reply)) = puts.pop_front() else {
+            unreachable!("the front is a single put");
+        };
+        messages.push(message);
+        replies.push(reply);
+    }
+    (!messages.is_empty()).then_some(Handover::Many(messages, replies))
+}
+
+/// Answers each put of a request from the writer's answers, which come in order, in parts.
+async fn spread_answers(
+    mut answers: mpsc::UnboundedReceiver<Vec<PutResult>>,
+    replies: Vec<oneshot::Sender<PutResult>>,
+) {
+    let mut replies = replies.into_iter();
+    while let Some(part) = answers.next().await {
+        // (Not `replies.zip(part)`, which would take one reply past the part's end.)
+        for outcome in part {
+            if let Some(reply) = replies.next() {
+                // A caller that went away needs no answer.
+                let _ = reply.send(outcome);
+            }
+        }
+    }
+    // Puts left without an answer (the writer stopped) drop their repliers: their callers
+    // hear "shutting down".
+}
