@@ -29,6 +29,7 @@ use crate::store::config_files::TopicConfig;
 use crate::store::consume_queue::tags_code;
 use crate::store::message::offset_msg_id;
 use crate::store::message_store::StoreHandle;
+use crate::store::put_coalescer::PutCoalescer;
 use crate::store::reader::{GetMessageStatus, PullFilter, StoreReader};
 use crate::store::segment_writer::StoreError;
 use futures::future::select;
@@ -53,6 +54,8 @@ pub(super) const FAQ: &str = "\nSee http://rocketmq.apache.org/docs/faq/ for fur
 pub struct BrokerHandler {
     state: Arc<BrokerState>,
     store: StoreHandle,
+    /// This shard's sends, handed to the writer together.
+    puts: PutCoalescer,
     reader: StoreReader,
     long_poll: Rc<LongPoll>,
     store_host: SocketAddr,
@@ -72,6 +75,7 @@ impl BrokerHandler {
         let store_host = SocketAddr::new(state.config.broker_ip1, listen_port);
         BrokerHandler {
             reader: store.reader(),
+            puts: store.coalescer(),
             state,
             store,
             long_poll,
@@ -208,7 +212,7 @@ impl BrokerHandler {
         if transaction::is_half(&message.properties) {
             message = transaction::into_half(&self.state, message);
         }
-        match self.store.put(message).await {
+        match self.puts.put(message).await {
             Ok(appended) => Some(self.send_response(
                 request,
                 offset_msg_id(self.store_host, physical_i64(appended.physical_offset)),
@@ -259,7 +263,7 @@ impl BrokerHandler {
                 ..template.clone()
             });
         }
-        let stored = match self.store.put_batch(puts).await {
+        let stored = match self.puts.put_batch(puts).await {
             Ok(stored) => stored,
             Err(failure) => return self.put_failed(request, &failure),
         };
