@@ -331,3 +331,58 @@ fn reports_count_what_the_broker_stored() {
     assert_eq!(stored(server.broker, "BenchHarness"), 4800 + acknowledged);
     assert_eq!(direct["options"]["rate"], 400.0);
 }
+
+/// `ferromq-bench commitlog` on the build's own disk (tmpfs has no O_DIRECT): every append it
+/// reports is in the CommitLog once, with single puts handed over either way and with
+/// batches, under both flush modes: the log holds exactly the appends' records.
+#[test]
+fn commitlog_reports_every_append_and_the_log_holds_each_once() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bench-commitlog-harness");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let appends_max = 4096;
+    let mut record_sizes = Vec::new();
+    for (handoff, batch) in [("coalesced", "1"), ("each", "1"), ("coalesced", "8")] {
+        let report = bench(
+            &dir,
+            &format!("commitlog-{handoff}-{batch}"),
+            &[
+                "commitlog",
+                "--dir",
+                dir.to_str().unwrap(),
+                "--sizes",
+                "1024",
+                "--producers",
+                "8",
+                "--in-flight",
+                "4",
+                "--batch",
+                batch,
+                "--handoff",
+                handoff,
+                "--flush",
+                "sync,async",
+                "--duration-secs",
+                "30",
+                "--appends-max",
+                &appends_max.to_string(),
+                "--raw-file-mib",
+                "8",
+            ],
+        );
+        let results = report["results"].as_array().unwrap();
+        assert_eq!(results.len(), 2, "one case per flush mode");
+        for case in results {
+            let appends = case["appends"].as_u64().unwrap();
+            let log_bytes = case["log_bytes"].as_u64().unwrap();
+            assert_eq!(appends, appends_max, "{handoff}, batch {batch}: {case}");
+            assert_eq!(log_bytes % appends, 0, "{handoff}, batch {batch}: {case}");
+            record_sizes.push(log_bytes / appends);
+        }
+    }
+    assert!(
+        record_sizes.windows(2).all(|pair| pair[0] == pair[1]),
+        "the same record for every append: {record_sizes:?}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -7,10 +7,12 @@
 //! - write+sync: one `--raw-sync-kib` write, then fdatasync, repeated, which is the shape of a
 //!   group commit under SYNC_FLUSH.
 //!
-//! Then, for every flush mode × body size × producer count, that many tasks on one shard put
-//! messages one at a time and wait for each answer, for `--duration-secs`; the writer loop
-//! (`run_group_commit`) batches whatever is waiting into one write and, under SYNC_FLUSH, one
-//! fdatasync. Each case gets a new CommitLog in its own directory.
+//! Then, for every flush mode × body size × producer count, that many producers on one shard
+//! put messages, each with `--in-flight` puts waiting for answers, for `--duration-secs`. As
+//! the broker's net shards do, they hand their puts to the writer through a `PutCoalescer`:
+//! the puts of one turn of their executor cross as one request (`--handoff each` sends each
+//! alone). The writer loop (`run_group_commit`) batches whatever is waiting into one write
+//! and, under SYNC_FLUSH, one fdatasync. Each case gets a new CommitLog in its own directory.
 //!
 //! With `--prefill on,off` each case also runs with the next segment created only when the
 //! writer reaches it (no zero-fill ahead), and the on/off ratios close the table.
@@ -65,10 +67,11 @@ pub struct CommitLogArgs {
     /// last CPU (`other`: every put crosses shards).
     #[arg(long, value_enum, default_value = "same")]
     producers_on: ProducersOn,
-    /// How single puts reach the writer: each as a request of its own (`each`), or gathered
-    /// per turn of the producers' executor into one request (`coalesced`, the store's
-    /// `PutCoalescer`). Batches (`--batch` above 1) always go as they are.
-    #[arg(long, value_enum, default_value = "each")]
+    /// How single puts reach the writer: gathered per turn of the producers' executor into
+    /// one request (`coalesced`: the store's `PutCoalescer`, as the broker's net shards send),
+    /// or each as a request of its own (`each`). Batches (`--batch` above 1) always go as
+    /// they are.
+    #[arg(long, value_enum, default_value = "coalesced")]
     handoff: Handoff,
     /// Comma-separated body sizes in bytes, each measured in turn.
     #[arg(
