@@ -755,6 +755,58 @@ fn a_job_of_whole_blocks_takes_at_most_its_size_and_the_next_starts_at_once() {
     assert!(file.most_writes_in_flight() >= 3, "the jobs wrote at once");
 }
 
+/// A tail buffer a job wrote from is reused by a later tail, so that tails do not regrow from
+/// empty: also when two jobs finish before the next one starts.
+#[test]
+fn tail_buffers_of_finished_jobs_are_reused_by_the_next_tails() {
+    use ferromq::store::segment_writer::SegmentWriter;
+    use ferromq_uring::sim::SECTOR_SIZE;
+    const BIG: usize = 32 * 1024;
+    let directory = SimDirectory::default();
+    ferromq_shards::testing::run_local(async move {
+        let mut writer = SegmentWriter::open(directory, 1 << 20, 0).await.unwrap();
+        let append = |writer: &mut SegmentWriter<SimDirectory>, len: usize| {
+            writer
+                .tail_mut()
+                .unwrap()
+                .extend(std::iter::repeat_n(7u8, len));
+            writer.advance();
+        };
+        // Two big jobs in flight; both finish before the next starts.
+        append(&mut writer, BIG);
+        let first = writer
+            .start_write(true, JobExtent::Everything)
+            .unwrap()
+            .unwrap();
+        append(&mut writer, BIG);
+        let second = writer
+            .start_write(true, JobExtent::Everything)
+            .unwrap()
+            .unwrap();
+        let (first, second) = futures::future::join(first.run(), second.run()).await;
+        writer.finish_write(first).unwrap();
+        writer.finish_write(second).unwrap();
+        // The next two tails are the big buffers again, though the jobs before them are small
+        // (and still in flight).
+        let mut small_jobs = Vec::new();
+        for _ in 0..2 {
+            append(&mut writer, SECTOR_SIZE);
+            small_jobs.push(
+                writer
+                    .start_write(true, JobExtent::Everything)
+                    .unwrap()
+                    .unwrap(),
+            );
+            let capacity = writer.tail_mut().unwrap().capacity();
+            assert!(capacity >= BIG, "a fresh tail of {capacity} bytes");
+        }
+        for job in small_jobs {
+            let outcome = job.run().await;
+            writer.finish_write(outcome).unwrap();
+        }
+    });
+}
+
 /// Runs `PRODUCERS` tasks each making `PUTS_EACH` puts one after another through one
 /// `PutCoalescer`, with a task between it and the loop noting how many puts each request
 /// carries. Returns each producer's answers, those counts and the loop's statistics; the loop

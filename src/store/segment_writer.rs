@@ -83,6 +83,14 @@ pub enum StoreError {
     Io(#[from] IoError),
 }
 
+/// Tail buffers kept for reuse: as many as jobs may be in flight while the tail fills, and
+/// one more, so that two jobs finishing before the next starts both give theirs back.
+pub const SPARE_TAILS_MAX: usize = 3;
+
+/// The biggest tail buffer kept for reuse: one grown by a burst beyond it (the tail may hold
+/// up to the group commit's 32 MiB) is let go rather than held idle.
+pub const SPARE_TAIL_BYTES_MAX: usize = 8 << 20;
+
 /// Appends to rolling segments.
 #[derive(Debug)]
 pub struct SegmentWriter<O: SegmentOpener> {
@@ -95,8 +103,10 @@ pub struct SegmentWriter<O: SegmentOpener> {
     /// Files other than `current` written since the last sync.
     unsynced: Vec<Rc<O::File>>,
     tail: Vec<u8>,
-    /// A tail buffer a finished job gave back, reused so that the tail does not regrow.
-    spare: Vec<u8>,
+    /// Tail buffers finished jobs gave back, the biggest [`SPARE_TAILS_MAX`], reused so that
+    /// the tail does not regrow: a fresh one grows by doubling, each step a copy, and the big
+    /// steps fault in fresh pages.
+    spares: Vec<Vec<u8>>,
     tail_start: u64,
     write_offset: u64,
     written_offset: u64,
@@ -249,7 +259,7 @@ impl<O: SegmentOpener> SegmentWriter<O> {
             sealed: Vec::new(),
             unsynced: Vec::new(),
             tail,
-            spare: Vec::new(),
+            spares: Vec::new(),
             tail_start,
             write_offset,
             written_offset: write_offset,
@@ -318,7 +328,7 @@ impl<O: SegmentOpener> SegmentWriter<O> {
         };
         self.write_offset = next_start;
         let previous = std::mem::replace(&mut self.current, Rc::new(next));
-        let bytes = std::mem::replace(&mut self.tail, std::mem::take(&mut self.spare));
+        let bytes = std::mem::replace(&mut self.tail, self.spares.pop().unwrap_or_default());
         if !bytes.is_empty() {
             self.sealed.push(TailWrite {
                 file: Rc::clone(&previous),
@@ -388,8 +398,7 @@ impl<O: SegmentOpener> SegmentWriter<O> {
             // writes again with what follows, and for a job of at most so many bytes, what
             // lies beyond them (copied: the caller keeps that below about the job's size).
             let keep_from = align_down(cut as u64, alignment) as usize; // at most `cut`
-            let mut next_tail = std::mem::take(&mut self.spare);
-            next_tail.clear();
+            let mut next_tail = self.spares.pop().unwrap_or_default();
             next_tail.extend_from_slice(&self.tail[keep_from..]);
             let mut bytes = std::mem::replace(&mut self.tail, next_tail);
             bytes.truncate(cut);
@@ -470,12 +479,16 @@ impl<O: SegmentOpener> SegmentWriter<O> {
         if self.in_flight == 0 {
             self.held_block = None;
         }
-        if let Some(mut buffer) = outcome.buffers.into_iter().max_by_key(Vec::capacity) {
-            if buffer.capacity() > self.spare.capacity() {
+        for mut buffer in outcome.buffers {
+            if buffer.capacity() <= SPARE_TAIL_BYTES_MAX {
                 buffer.clear();
-                self.spare = buffer;
+                self.spares.push(buffer);
             }
         }
+        // The biggest last, where the next tail takes from.
+        self.spares.sort_unstable_by_key(Vec::capacity);
+        let surplus = self.spares.len().saturating_sub(SPARE_TAILS_MAX);
+        self.spares.drain(..surplus);
         if let Err(error) = outcome.result {
             self.poisoned = true;
             tracing::error!(%error, "segment write or sync failed; refusing puts until restart");
