@@ -351,15 +351,8 @@ where
 {
     match request {
         PutRequest::One { message, reply } => {
-            let appended = match observer.admit(&message) {
-                Ok(()) => log.append(&message, now).await,
-                Err(refused) => Err(refused),
-            };
-            match appended {
-                Ok(appended) => {
-                    observer.appended(&message, &appended, now);
-                    Ok((Reply::One(reply), appended))
-                }
+            match append_one(log, observer, &message, now).await {
+                Ok(appended) => Ok((Reply::One(reply), appended)),
                 Err(error) => {
                     let _ = reply.send(Err(error));
                     Err(1)
@@ -395,12 +388,8 @@ where
             // padding between).
             let mut span: Option<(Appended, u64)> = None;
             for message in &messages {
-                let appended = match observer.admit(message) {
-                    Ok(()) => log.append(message, now).await,
-                    Err(refused) => Err(refused),
-                };
+                let appended = append_one(log, observer, message, now).await;
                 if let Ok(appended) = &appended {
-                    observer.appended(message, appended, now);
                     let end = appended.physical_offset + appended.size as u64;
                     span = Some((span.map_or(*appended, |(first, _)| first), end));
                 }
@@ -421,6 +410,23 @@ where
             }
         }
     }
+}
+
+/// Appends one message, admitted by `observer` and reported to it.
+async fn append_one<O, W>(
+    log: &mut CommitLog<O>,
+    observer: &mut W,
+    message: &PutMessage,
+    now: i64,
+) -> PutResult
+where
+    O: SegmentOpener,
+    W: CommitObserver,
+{
+    observer.admit(message)?;
+    let appended = log.append(message, now).await?;
+    observer.appended(message, &appended, now);
+    Ok(appended)
 }
 
 /// One place covering the records of a batch: the first's offsets, every record's bytes.
@@ -517,6 +523,39 @@ impl Waiting {
     fn end(&self) -> u64 {
         self.appended.physical_offset + self.appended.size as u64
     }
+
+    /// For many puts handed over together and ending beyond `end`: answers those whose
+    /// records end at or below it (with the refusals among them), and moves the start of what
+    /// waits to the first record left. Returns how many puts that answered and how many bytes
+    /// it took off the span; `None` if none or this is not many puts.
+    fn answer_part_below(&mut self, end: u64) -> Option<(u64, usize)> {
+        let Reply::Many(reply, outcomes) = &mut self.reply else {
+            return None;
+        };
+        let below = outcomes
+            .iter()
+            .take_while(|outcome| match outcome {
+                Ok(record) => record.physical_offset + record.size as u64 <= end,
+                Err(_) => true,
+            })
+            .count();
+        if below == 0 {
+            return None;
+        }
+        // The span ends beyond `end`, so a record is left.
+        let next_start = outcomes
+            .iter()
+            .skip(below)
+            .find_map(|outcome| outcome.as_ref().ok().map(|record| record.physical_offset))?;
+        let part: Vec<PutResult> = outcomes.drain(..below).collect();
+        let answered = part.len() as u64;
+        let _ = reply.unbounded_send(part);
+        let done_bytes = usize::try_from(next_start - self.appended.physical_offset)
+            .expect("within the span of the puts");
+        self.appended.size -= done_bytes;
+        self.appended.physical_offset = next_start;
+        Some((answered, done_bytes))
+    }
 }
 
 impl Pending {
@@ -579,29 +618,10 @@ impl Pending {
         // Many puts handed over together may end beyond `end`: those below are answered now,
         // not after the next write.
         if let Some(put) = self.waiting.front_mut() {
-            if let Reply::Many(reply, outcomes) = &mut put.reply {
-                let below = outcomes
-                    .iter()
-                    .take_while(|outcome| match outcome {
-                        Ok(record) => record.physical_offset + record.size as u64 <= end,
-                        Err(_) => true,
-                    })
-                    .count();
-                let next_start = outcomes
-                    .iter()
-                    .skip(below)
-                    .find_map(|outcome| outcome.as_ref().ok().map(|record| record.physical_offset));
-                if let (true, Some(next_start)) = (below > 0, next_start) {
-                    let part: Vec<PutResult> = outcomes.drain(..below).collect();
-                    answered += part.len() as u64;
-                    let _ = reply.unbounded_send(part);
-                    newest = Some(put.stored);
-                    let done = usize::try_from(next_start - put.appended.physical_offset)
-                        .expect("within the span of the puts");
-                    self.waiting_bytes -= done;
-                    put.appended.size -= done;
-                    put.appended.physical_offset = next_start;
-                }
+            if let Some((part, done_bytes)) = put.answer_part_below(end) {
+                answered += part;
+                newest = Some(put.stored);
+                self.waiting_bytes -= done_bytes;
             }
         }
         (answered, newest)

@@ -61,6 +61,10 @@ impl std::fmt::Debug for Gathered {
 impl Gathered {
     fn push(&self, made: Made) {
         self.puts.borrow_mut().push_back(made);
+        self.wake_pump();
+    }
+
+    fn wake_pump(&self) {
         if let Some(pump) = self.pump.take() {
             pump.wake();
         }
@@ -104,9 +108,7 @@ impl PutCoalescer {
 impl Drop for PutCoalescer {
     fn drop(&mut self) {
         // Let the pump see that no more puts come.
-        if let Some(pump) = self.gathered.pump.take() {
-            pump.wake();
-        }
+        self.gathered.wake_pump();
     }
 }
 
