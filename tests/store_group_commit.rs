@@ -807,6 +807,61 @@ fn tail_buffers_of_finished_jobs_are_reused_by_the_next_tails() {
     });
 }
 
+/// The tail after a job starts, and after a roll, is as big as the tail before it, though no
+/// job has finished to give a buffer back and the only spare is a small one.
+#[test]
+fn a_new_tail_is_as_big_as_the_one_before_it() {
+    use ferromq::store::segment_writer::SegmentWriter;
+    use ferromq_uring::sim::SECTOR_SIZE;
+    const BIG: usize = 32 * 1024;
+    const SEGMENT: u64 = 1 << 20;
+    let directory = SimDirectory::default();
+    ferromq_shards::testing::run_local(async move {
+        let mut writer = SegmentWriter::open(directory, SEGMENT, 0).await.unwrap();
+        let append = |writer: &mut SegmentWriter<SimDirectory>, len: usize| {
+            writer
+                .tail_mut()
+                .unwrap()
+                .extend(std::iter::repeat_n(7u8, len));
+            writer.advance();
+        };
+        // A small job finishes first: its buffer is the only spare.
+        append(&mut writer, SECTOR_SIZE);
+        let small = writer
+            .start_write(true, JobExtent::Everything)
+            .unwrap()
+            .unwrap();
+        let outcome = small.run().await;
+        writer.finish_write(outcome).unwrap();
+        append(&mut writer, BIG);
+        let job = writer
+            .start_write(true, JobExtent::Everything)
+            .unwrap()
+            .unwrap();
+        let capacity = writer.tail_mut().unwrap().capacity();
+        assert!(capacity >= BIG, "the tail after a job has {capacity} bytes");
+        // Fill the segment to its end, then roll while that job is still in flight.
+        let rest = usize::try_from(writer.remaining()).unwrap();
+        append(&mut writer, rest);
+        let before = writer.tail_mut().unwrap().capacity();
+        writer.roll().await.unwrap();
+        let after = writer.tail_mut().unwrap().capacity();
+        assert!(
+            after >= before.min(8 << 20),
+            "the tail after a roll has {after} bytes"
+        );
+        let outcome = job.run().await;
+        writer.finish_write(outcome).unwrap();
+        let rolled = writer
+            .start_write(true, JobExtent::Everything)
+            .unwrap()
+            .unwrap();
+        let outcome = rolled.run().await;
+        writer.finish_write(outcome).unwrap();
+        assert_eq!(writer.flushed_offset(), SEGMENT);
+    });
+}
+
 /// Runs `PRODUCERS` tasks each making `PUTS_EACH` puts one after another through one
 /// `PutCoalescer`, with a task between it and the loop noting how many puts each request
 /// carries. Returns each producer's answers, those counts and the loop's statistics; the loop

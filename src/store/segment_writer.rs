@@ -328,7 +328,8 @@ impl<O: SegmentOpener> SegmentWriter<O> {
         };
         self.write_offset = next_start;
         let previous = std::mem::replace(&mut self.current, Rc::new(next));
-        let bytes = std::mem::replace(&mut self.tail, self.spares.pop().unwrap_or_default());
+        let next_tail = self.next_tail();
+        let bytes = std::mem::replace(&mut self.tail, next_tail);
         if !bytes.is_empty() {
             self.sealed.push(TailWrite {
                 file: Rc::clone(&previous),
@@ -342,6 +343,19 @@ impl<O: SegmentOpener> SegmentWriter<O> {
         self.tail.clear();
         self.tail_start = next_start;
         Ok(())
+    }
+
+    /// An empty buffer for the next tail, as big as the tail it follows: the biggest spare, or
+    /// if that is smaller (or there is none), a new one of the tail's capacity (at most
+    /// [`SPARE_TAIL_BYTES_MAX`]). A tail grown
+    /// from a small buffer would double its way up again, copying at each step and faulting
+    /// in fresh pages at the big ones; the small buffers are those of a single block a job
+    /// wrote apart.
+    fn next_tail(&mut self) -> Vec<u8> {
+        match self.spares.pop() {
+            Some(spare) if spare.capacity() >= self.tail.capacity() => spare,
+            _ => Vec::with_capacity(self.tail.capacity().min(SPARE_TAIL_BYTES_MAX)),
+        }
     }
 
     /// Bytes appended that no job has taken yet (after a roll, with the unused end of the
@@ -398,7 +412,7 @@ impl<O: SegmentOpener> SegmentWriter<O> {
             // writes again with what follows, and for a job of at most so many bytes, what
             // lies beyond them (copied: the caller keeps that below about the job's size).
             let keep_from = align_down(cut as u64, alignment) as usize; // at most `cut`
-            let mut next_tail = self.spares.pop().unwrap_or_default();
+            let mut next_tail = self.next_tail();
             next_tail.extend_from_slice(&self.tail[keep_from..]);
             let mut bytes = std::mem::replace(&mut self.tail, next_tail);
             bytes.truncate(cut);
