@@ -342,10 +342,17 @@ fn commitlog_reports_every_append_and_the_log_holds_each_once() {
     std::fs::create_dir_all(&dir).unwrap();
     let appends_max = 4096;
     let mut record_sizes = Vec::new();
-    for (handoff, batch) in [("coalesced", "1"), ("each", "1"), ("coalesced", "8")] {
+    let shapes = [
+        ("coalesced", "1", "same"),
+        ("each", "1", "same"),
+        ("coalesced", "8", "same"),
+        // Half the producers on each core, as the broker's net shards on two cores.
+        ("coalesced", "1", "both"),
+    ];
+    for (handoff, batch, producers_on) in shapes {
         let report = bench(
             &dir,
-            &format!("commitlog-{handoff}-{batch}"),
+            &format!("commitlog-{handoff}-{batch}-{producers_on}"),
             &[
                 "commitlog",
                 "--dir",
@@ -360,6 +367,8 @@ fn commitlog_reports_every_append_and_the_log_holds_each_once() {
                 batch,
                 "--handoff",
                 handoff,
+                "--producers-on",
+                producers_on,
                 "--flush",
                 "sync,async",
                 "--duration-secs",
@@ -375,8 +384,9 @@ fn commitlog_reports_every_append_and_the_log_holds_each_once() {
         for case in results {
             let appends = case["appends"].as_u64().unwrap();
             let log_bytes = case["log_bytes"].as_u64().unwrap();
-            assert_eq!(appends, appends_max, "{handoff}, batch {batch}: {case}");
-            assert_eq!(log_bytes % appends, 0, "{handoff}, batch {batch}: {case}");
+            let shape = format!("{handoff}, batch {batch}, producers on {producers_on}");
+            assert_eq!(appends, appends_max, "{shape}: {case}");
+            assert_eq!(log_bytes % appends, 0, "{shape}: {case}");
             record_sizes.push(log_bytes / appends);
         }
     }

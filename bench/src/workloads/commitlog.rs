@@ -7,8 +7,9 @@
 //! - write+sync: one `--raw-sync-kib` write, then fdatasync, repeated, which is the shape of a
 //!   group commit under SYNC_FLUSH.
 //!
-//! Then, for every flush mode × body size × producer count, that many producers on one shard
-//! put messages, each with `--in-flight` puts waiting for answers, for `--duration-secs`. As
+//! Then, for every flush mode × body size × producer count, that many producers put messages,
+//! each with `--in-flight` puts waiting for answers, for `--duration-secs`: on the writer's
+//! shard, on a shard of their own, or half on each (`--producers-on`). As
 //! the broker's net shards do, they hand their puts to the writer through a `PutCoalescer`:
 //! the puts of one turn of their executor cross as one request (`--handoff each` sends each
 //! alone). The writer loop (`run_group_commit`) batches whatever is waiting into one write
@@ -129,6 +130,9 @@ enum ProducersOn {
     Same,
     /// An executor of their own.
     Other,
+    /// Half on the writer's executor and half on one of their own, as the broker's default
+    /// layout on two cores puts a net shard on each core, the writer beside one of them.
+    Both,
 }
 
 /// A `--handoff` value.
@@ -607,9 +611,18 @@ fn measure_case(dir: PathBuf, plan: CasePlan, args: &CommitLogArgs) -> anyhow::R
         appends_max: args.appends_max,
         in_flight: args.in_flight,
         batch: args.batch,
+        first: 0,
+        producers: plan.producers,
     };
-    let same = args.producers_on == ProducersOn::Same;
-    let mut local_sender = Some(sender.clone()).filter(|_| same);
+    // Producers beside the writer, and on a shard of their own.
+    let (local_producers, remote_producers) = match args.producers_on {
+        ProducersOn::Same => (plan.producers, 0),
+        ProducersOn::Other => (0, plan.producers),
+        ProducersOn::Both => (plan.producers.div_ceil(2), plan.producers / 2),
+    };
+    let local_args = producer_args.share(0, local_producers, plan.producers);
+    let remote_args = producer_args.share(local_producers, remote_producers, plan.producers);
+    let mut local_sender = Some(sender.clone()).filter(|_| local_producers > 0);
     let writer = glommio::LocalExecutorBuilder::new(glommio::Placement::Fixed(0))
         .name("bench-writer")
         .spawn(move || async move {
@@ -631,7 +644,7 @@ fn measure_case(dir: PathBuf, plan: CasePlan, args: &CommitLogArgs) -> anyhow::R
             };
             let writer = glommio::spawn_local(run_group_commit(log, receiver, mode, clock));
             let produced = match local_sender.take() {
-                Some(sender) => Some(run_producers(plan, producer_args, sender).await),
+                Some(sender) => Some(run_producers(plan, local_args, sender).await),
                 None => None,
             };
             let (log, stats) = writer.await;
@@ -639,7 +652,7 @@ fn measure_case(dir: PathBuf, plan: CasePlan, args: &CommitLogArgs) -> anyhow::R
             anyhow::Ok((log.write_offset(), stats.syncs, produced, cpu))
         })
         .map_err(|e| anyhow::anyhow!("starting the writer shard (io_uring): {e}"))?;
-    let remote = if same {
+    let remote = if remote_producers == 0 {
         drop(sender);
         None
     } else {
@@ -647,7 +660,7 @@ fn measure_case(dir: PathBuf, plan: CasePlan, args: &CommitLogArgs) -> anyhow::R
             .name("bench-producers")
             .spawn(move || async move {
                 let cpu_start = thread_cpu_time();
-                let produced = run_producers(plan, producer_args, sender).await;
+                let produced = run_producers(plan, remote_args, sender).await;
                 (produced, thread_cpu_time().saturating_sub(cpu_start))
             })
             .map_err(|e| anyhow::anyhow!("starting the producer shard: {e}"))?;
@@ -661,11 +674,19 @@ fn measure_case(dir: PathBuf, plan: CasePlan, args: &CommitLogArgs) -> anyhow::R
         .join()
         .map_err(|e| anyhow::anyhow!("writer shard failed: {e:?}"))??;
     let (produced, producer_cpu) = match (local, remote) {
-        (Some(produced), _) => (produced, None),
+        (Some(produced), None) => (produced, None),
         (None, Some((produced, cpu))) => (produced, Some(cpu)),
+        (Some(local), Some((remote, cpu))) => {
+            let both = local.and_then(|local| local.merge(remote?));
+            (both, Some(cpu))
+        }
         (None, None) => bail!("no producers ran"),
     };
-    let (appends, elapsed, latency_us) = produced?;
+    let Produced {
+        appends,
+        elapsed,
+        latency_us,
+    } = produced?;
     Ok(Case {
         plan,
         appends,
@@ -686,6 +707,41 @@ struct ProducerArgs {
     appends_max: u64,
     in_flight: usize,
     batch: usize,
+    /// The first producer of this shard, and how many there are.
+    first: usize,
+    producers: usize,
+}
+
+impl ProducerArgs {
+    /// The share of `count` producers from `first` on, of `total`: their part of the appends.
+    fn share(self, first: usize, count: usize, total: usize) -> ProducerArgs {
+        let part = |n: u64| n * count as u64 / total.max(1) as u64;
+        ProducerArgs {
+            appends_max: part(self.appends_max),
+            first,
+            producers: count,
+            ..self
+        }
+    }
+}
+
+/// What the producers of a shard did.
+struct Produced {
+    appends: u64,
+    elapsed: Duration,
+    latency_us: Histogram<u64>,
+}
+
+impl Produced {
+    /// Both shards' producers, run at the same time.
+    fn merge(mut self, other: Produced) -> anyhow::Result<Produced> {
+        self.latency_us.add(&other.latency_us)?;
+        Ok(Produced {
+            appends: self.appends + other.appends,
+            elapsed: self.elapsed.max(other.elapsed),
+            latency_us: self.latency_us,
+        })
+    }
 }
 
 /// Runs the producers of a case until the time or count limit; returns the appends, the
@@ -694,7 +750,7 @@ async fn run_producers(
     plan: CasePlan,
     limits: ProducerArgs,
     sender: mpsc::Sender<PutRequest>,
-) -> anyhow::Result<(u64, Duration, Histogram<u64>)> {
+) -> anyhow::Result<Produced> {
     let histogram = Rc::new(RefCell::new(Histogram::<u64>::new_with_bounds(
         1, 60_000_000, 3,
     )?));
@@ -720,8 +776,8 @@ async fn run_producers(
     let deadline = started + limits.time_limit;
     let mut tasks = Vec::new();
     // Each producer is `in_flight` tasks sharing its queue: that many puts pending.
-    for task in 0..plan.producers * limits.in_flight {
-        let producer = task / limits.in_flight;
+    for task in 0..limits.producers * limits.in_flight {
+        let producer = limits.first + task / limits.in_flight;
         let mut sender = sender.clone();
         let histogram = histogram.clone();
         let started_appends = started_appends.clone();
@@ -732,9 +788,13 @@ async fn run_producers(
         tasks.push(glommio::spawn_local(async move {
             let batch = limits.batch as u64;
             let mut appends = 0u64;
-            while Instant::now() < deadline && started_appends.get() < limits.appends_max {
-                started_appends.set(started_appends.get() + batch);
+            loop {
+                // One clock read for the time limit and the latency.
                 let sent = Instant::now();
+                if sent >= deadline || started_appends.get() >= limits.appends_max {
+                    break;
+                }
+                started_appends.set(started_appends.get() + batch);
                 let answer = if let Some(coalescer) = coalescer.as_ref().filter(|_| batch == 1) {
                     Ok(coalescer.put(template.clone()).await.map(|_| ()))
                 } else if batch == 1 {
@@ -792,7 +852,11 @@ async fn run_producers(
         bail!("a put failed: {failure}");
     }
     let latency_us = histogram.borrow().clone();
-    Ok((appends, elapsed, latency_us))
+    Ok(Produced {
+        appends,
+        elapsed,
+        latency_us,
+    })
 }
 
 fn describe_raw(pattern: RawPattern, file_size_bytes: u64) -> String {
