@@ -17,7 +17,8 @@ use ferromq::store::flush::{
     GroupCommitStats, PutMessage, PutRequest, PutResult,
 };
 use ferromq::store::message::{decode_record, Record};
-use ferromq_uring::sim::CrashKeep;
+use ferromq::store::segment_writer::{SegmentWriter, WriteJob};
+use ferromq_uring::sim::{CrashKeep, SimSegment};
 use futures::channel::{mpsc, oneshot};
 use futures::SinkExt;
 use std::collections::HashMap;
@@ -686,7 +687,6 @@ fn a_batch_larger_than_a_segment_is_refused_and_leaves_no_trace() {
 /// every byte where it was appended.
 #[test]
 fn a_job_of_whole_blocks_takes_at_most_its_size_and_the_next_starts_at_once() {
-    use ferromq::store::segment_writer::SegmentWriter;
     use ferromq_uring::sim::SECTOR_SIZE;
     const FIRST: usize = 10_000;
     const MORE: usize = 3_000;
@@ -755,34 +755,37 @@ fn a_job_of_whole_blocks_takes_at_most_its_size_and_the_next_starts_at_once() {
     assert!(file.most_writes_in_flight() >= 3, "the jobs wrote at once");
 }
 
+/// Appends `len` bytes to `writer`'s tail.
+fn append_bytes(writer: &mut SegmentWriter<SimDirectory>, len: usize) {
+    writer
+        .tail_mut()
+        .unwrap()
+        .extend(std::iter::repeat_n(7u8, len));
+    writer.advance();
+}
+
+/// Starts a job that writes and syncs everything appended.
+fn start_everything(writer: &mut SegmentWriter<SimDirectory>) -> WriteJob<SimSegment> {
+    writer
+        .start_write(true, JobExtent::Everything)
+        .unwrap()
+        .unwrap()
+}
+
 /// A tail buffer a job wrote from is reused by a later tail, so that tails do not regrow from
 /// empty: also when two jobs finish before the next one starts.
 #[test]
 fn tail_buffers_of_finished_jobs_are_reused_by_the_next_tails() {
-    use ferromq::store::segment_writer::SegmentWriter;
     use ferromq_uring::sim::SECTOR_SIZE;
     const BIG: usize = 32 * 1024;
     let directory = SimDirectory::default();
     ferromq_shards::testing::run_local(async move {
         let mut writer = SegmentWriter::open(directory, 1 << 20, 0).await.unwrap();
-        let append = |writer: &mut SegmentWriter<SimDirectory>, len: usize| {
-            writer
-                .tail_mut()
-                .unwrap()
-                .extend(std::iter::repeat_n(7u8, len));
-            writer.advance();
-        };
         // Two big jobs in flight; both finish before the next starts.
-        append(&mut writer, BIG);
-        let first = writer
-            .start_write(true, JobExtent::Everything)
-            .unwrap()
-            .unwrap();
-        append(&mut writer, BIG);
-        let second = writer
-            .start_write(true, JobExtent::Everything)
-            .unwrap()
-            .unwrap();
+        append_bytes(&mut writer, BIG);
+        let first = start_everything(&mut writer);
+        append_bytes(&mut writer, BIG);
+        let second = start_everything(&mut writer);
         let (first, second) = futures::future::join(first.run(), second.run()).await;
         writer.finish_write(first).unwrap();
         writer.finish_write(second).unwrap();
@@ -790,13 +793,8 @@ fn tail_buffers_of_finished_jobs_are_reused_by_the_next_tails() {
         // (and still in flight).
         let mut small_jobs = Vec::new();
         for _ in 0..2 {
-            append(&mut writer, SECTOR_SIZE);
-            small_jobs.push(
-                writer
-                    .start_write(true, JobExtent::Everything)
-                    .unwrap()
-                    .unwrap(),
-            );
+            append_bytes(&mut writer, SECTOR_SIZE);
+            small_jobs.push(start_everything(&mut writer));
             let capacity = writer.tail_mut().unwrap().capacity();
             assert!(capacity >= BIG, "a fresh tail of {capacity} bytes");
         }
@@ -811,38 +809,23 @@ fn tail_buffers_of_finished_jobs_are_reused_by_the_next_tails() {
 /// job has finished to give a buffer back and the only spare is a small one.
 #[test]
 fn a_new_tail_is_as_big_as_the_one_before_it() {
-    use ferromq::store::segment_writer::SegmentWriter;
     use ferromq_uring::sim::SECTOR_SIZE;
     const BIG: usize = 32 * 1024;
     const SEGMENT: u64 = 1 << 20;
     let directory = SimDirectory::default();
     ferromq_shards::testing::run_local(async move {
         let mut writer = SegmentWriter::open(directory, SEGMENT, 0).await.unwrap();
-        let append = |writer: &mut SegmentWriter<SimDirectory>, len: usize| {
-            writer
-                .tail_mut()
-                .unwrap()
-                .extend(std::iter::repeat_n(7u8, len));
-            writer.advance();
-        };
         // A small job finishes first: its buffer is the only spare.
-        append(&mut writer, SECTOR_SIZE);
-        let small = writer
-            .start_write(true, JobExtent::Everything)
-            .unwrap()
-            .unwrap();
-        let outcome = small.run().await;
+        append_bytes(&mut writer, SECTOR_SIZE);
+        let outcome = start_everything(&mut writer).run().await;
         writer.finish_write(outcome).unwrap();
-        append(&mut writer, BIG);
-        let job = writer
-            .start_write(true, JobExtent::Everything)
-            .unwrap()
-            .unwrap();
+        append_bytes(&mut writer, BIG);
+        let job = start_everything(&mut writer);
         let capacity = writer.tail_mut().unwrap().capacity();
         assert!(capacity >= BIG, "the tail after a job has {capacity} bytes");
         // Fill the segment to its end, then roll while that job is still in flight.
         let rest = usize::try_from(writer.remaining()).unwrap();
-        append(&mut writer, rest);
+        append_bytes(&mut writer, rest);
         let before = writer.tail_mut().unwrap().capacity();
         writer.roll().await.unwrap();
         let after = writer.tail_mut().unwrap().capacity();
@@ -852,11 +835,7 @@ fn a_new_tail_is_as_big_as_the_one_before_it() {
         );
         let outcome = job.run().await;
         writer.finish_write(outcome).unwrap();
-        let rolled = writer
-            .start_write(true, JobExtent::Everything)
-            .unwrap()
-            .unwrap();
-        let outcome = rolled.run().await;
+        let outcome = start_everything(&mut writer).run().await;
         writer.finish_write(outcome).unwrap();
         assert_eq!(writer.flushed_offset(), SEGMENT);
     });
