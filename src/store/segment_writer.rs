@@ -345,16 +345,16 @@ impl<O: SegmentOpener> SegmentWriter<O> {
         Ok(())
     }
 
-    /// An empty buffer for the next tail, as big as the tail it follows: the biggest spare, or
-    /// if that is smaller (or there is none), a new one of the tail's capacity (at most
-    /// [`SPARE_TAIL_BYTES_MAX`]). A tail grown
-    /// from a small buffer would double its way up again, copying at each step and faulting
-    /// in fresh pages at the big ones; the small buffers are those of a single block a job
-    /// wrote apart.
+    /// An empty buffer for the next tail, as big as the tail it follows (at most
+    /// [`SPARE_TAIL_BYTES_MAX`]): the biggest spare, or a new one if that is smaller or there
+    /// is none. A tail grown from a small buffer would double its way up again, copying at
+    /// each step and faulting in fresh pages at the big ones; the small spares are the
+    /// one-block buffers of blocks a job wrote apart.
     fn next_tail(&mut self) -> Vec<u8> {
+        let wanted = self.tail.capacity().min(SPARE_TAIL_BYTES_MAX);
         match self.spares.pop() {
-            Some(spare) if spare.capacity() >= self.tail.capacity() => spare,
-            _ => Vec::with_capacity(self.tail.capacity().min(SPARE_TAIL_BYTES_MAX)),
+            Some(spare) if spare.capacity() >= wanted => spare,
+            _ => Vec::with_capacity(wanted),
         }
     }
 
