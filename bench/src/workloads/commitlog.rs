@@ -22,9 +22,9 @@
 //! (CommitLog bytes, record headers included), `ratio` = body MB/s ÷ raw sequential MB/s,
 //! latency percentiles, appends per fdatasync (the group commit at work) and the CPU time of
 //! the writer's shard per append (`cpu us/app`; with `--producers-on same` it includes the
-//! producers, as a net shard sharing the writer's core would). MB is 10^6 bytes. Each raw
-//! baseline is the best of `--raw-repeat` runs: the disk of a shared machine varies, and the
-//! best is the hardest figure to come close to.
+//! producers, as a net shard sharing the writer's core would, with `both` half of them). MB
+//! is 10^6 bytes. Each raw baseline is the best of `--raw-repeat` runs: the disk of a shared
+//! machine varies, and the best is the hardest figure to come close to.
 //!
 //! Every loop stops at a count and at a time limit. Data files live in a directory of this run
 //! under `--dir` and are removed at the end, on error too.
@@ -235,7 +235,8 @@ struct Case {
     syncs: u64,
     elapsed: Duration,
     latency_us: Histogram<u64>,
-    /// CPU time of the writer's shard (with `--producers-on same`, the producers' too).
+    /// CPU time of the writer's shard (with `--producers-on same`, the producers' too; with
+    /// `both`, half of them).
     writer_cpu: Duration,
     /// CPU time of the producers' shard, when they have one.
     producer_cpu: Option<Duration>,
