@@ -96,6 +96,54 @@ async fn send_batch(
     answer
 }
 
+/// Many puts carry their bodies' CRCs, computed on the shard that made them: the writer
+/// stores those as given. Without one per message, it computes them itself.
+#[test]
+fn many_puts_are_stored_with_the_body_crcs_they_carry() {
+    use ferromq::store::message::body_crc32;
+    use futures::StreamExt;
+    let directory = SimDirectory::default();
+    let files = directory.clone();
+    let records = ferromq_shards::testing::run_local(async move {
+        let (mut sender, writer) =
+            start_writer(directory, SEGMENT_SIZE, 16, FlushDiskType::SyncFlush).await;
+        let mut stored = Vec::new();
+        // Marked CRCs (not the bodies'), to see that the writer takes them; then none.
+        for body_crcs in [vec![11, 22, 33], Vec::new()] {
+            let messages: Vec<PutMessage> = (0..3).map(|seq| message(0, seq)).collect();
+            let (reply, mut answers) = mpsc::unbounded();
+            let request = PutRequest::Many {
+                messages,
+                body_crcs,
+                reply,
+            };
+            sender.send(request).await.unwrap();
+            while let Some(part) = answers.next().await {
+                stored.extend(part.into_iter().map(Result::unwrap));
+            }
+        }
+        drop(sender);
+        writer.await;
+        stored
+    });
+    let crcs: Vec<i32> = records
+        .iter()
+        .map(|appended| {
+            let at = usize::try_from(appended.physical_offset).unwrap();
+            let bytes = files.0.borrow()[&0].durable_bytes(at, appended.size);
+            match decode_record(&bytes, false) {
+                Ok(Record::Message { record, .. }) => record.body_crc,
+                other => panic!("no record at {at}: {other:?}"),
+            }
+        })
+        .collect();
+    let computed: Vec<i32> = (0..3)
+        .map(|seq| body_crc32(&message(0, seq).body))
+        .collect();
+    assert_eq!(crcs[..3], [11, 22, 33]);
+    assert_eq!(crcs[3..], computed[..]);
+}
+
 fn message(producer: usize, seq: usize) -> PutMessage {
     let queue_id = i32::try_from(producer % 4).unwrap();
     common::put_message(queue_id, format!("p{producer}-m{seq}").as_bytes())

@@ -115,16 +115,17 @@ impl QueueOffsets {
     }
 }
 
-/// The record `input` is stored as, with the fields the writer assigns.
+/// The record `input` is stored as, with its body CRC and the fields the writer assigns.
 fn stored_record(
     input: &PutMessage,
+    body_crc: i32,
     queue_offset: i64,
     physical_offset: u64,
     store_timestamp: i64,
 ) -> MessageRecord<'_> {
     MessageRecord {
         version: MessageVersion::for_topic(&input.topic),
-        body_crc: body_crc32(&input.body),
+        body_crc,
         queue_id: input.queue_id,
         flag: input.flag,
         queue_offset,
@@ -187,8 +188,24 @@ impl<O: SegmentOpener> CommitLog<O> {
         input: &PutMessage,
         store_timestamp: i64,
     ) -> Result<Appended, StoreError> {
+        self.append_with_body_crc(input, body_crc32(&input.body), store_timestamp)
+            .await
+    }
+
+    /// [`CommitLog::append`] of a message whose body CRC (`body_crc32`) the caller computed,
+    /// on its own core.
+    ///
+    /// # Errors
+    /// As [`CommitLog::append`].
+    pub async fn append_with_body_crc(
+        &mut self,
+        input: &PutMessage,
+        body_crc: i32,
+        store_timestamp: i64,
+    ) -> Result<Appended, StoreError> {
         let mut appended = None;
-        self.append_each(std::slice::from_ref(input), store_timestamp, |record| {
+        let inputs = std::slice::from_ref(input);
+        self.append_records(inputs, Some(&[body_crc]), store_timestamp, |record| {
             appended = Some(record);
         })
         .await?;
@@ -206,6 +223,19 @@ impl<O: SegmentOpener> CommitLog<O> {
     pub async fn append_each(
         &mut self,
         inputs: &[PutMessage],
+        store_timestamp: i64,
+        each: impl FnMut(Appended),
+    ) -> Result<(), StoreError> {
+        self.append_records(inputs, None, store_timestamp, each)
+            .await
+    }
+
+    /// [`CommitLog::append_each`], with the inputs' body CRCs if the caller has them (one per
+    /// input).
+    async fn append_records(
+        &mut self,
+        inputs: &[PutMessage],
+        body_crcs: Option<&[i32]>,
         store_timestamp: i64,
         mut each: impl FnMut(Appended),
     ) -> Result<(), StoreError> {
@@ -225,7 +255,11 @@ impl<O: SegmentOpener> CommitLog<O> {
             encode_blank(blank, self.writer.tail_mut()?);
             self.writer.roll().await?;
         }
-        for input in inputs {
+        for (index, input) in inputs.iter().enumerate() {
+            let body_crc = match body_crcs {
+                Some(crcs) => crcs[index],
+                None => body_crc32(&input.body),
+            };
             let queue_offset = if enters_consume_queue(input.sys_flag) {
                 let next = self.queue_offsets.next_mut(&input.topic, input.queue_id);
                 *next += 1;
@@ -234,7 +268,13 @@ impl<O: SegmentOpener> CommitLog<O> {
                 0
             };
             let physical_offset = self.writer.write_offset();
-            let record = stored_record(input, queue_offset, physical_offset, store_timestamp);
+            let record = stored_record(
+                input,
+                body_crc,
+                queue_offset,
+                physical_offset,
+                store_timestamp,
+            );
             let tail = self.writer.tail_mut()?;
             let record_start = tail.len();
             encode_record(&record, tail);

@@ -71,6 +71,10 @@ pub enum PutRequest {
     Many {
         /// The messages, in order.
         messages: Vec<PutMessage>,
+        /// Each message's body CRC (Java's), computed on the shard that made the puts so that
+        /// this work stays off the writer's core; one per message, or the writer computes
+        /// them.
+        body_crcs: Vec<i32>,
         /// Where the answers go.
         reply: ManyPutAnswers,
     },
@@ -351,7 +355,7 @@ where
 {
     match request {
         PutRequest::One { message, reply } => {
-            match append_one(log, observer, &message, now).await {
+            match append_one(log, observer, &message, None, now).await {
                 Ok(appended) => Ok((Reply::One(reply), appended)),
                 Err(error) => {
                     let _ = reply.send(Err(error));
@@ -382,13 +386,19 @@ where
             let span = span_of(&records);
             Ok((Reply::Batch(reply, records), span))
         }
-        PutRequest::Many { messages, reply } => {
+        PutRequest::Many {
+            messages,
+            body_crcs,
+            reply,
+        } => {
             let mut outcomes = VecDeque::with_capacity(messages.len());
             // From the first record appended to the end of the last (across a roll, with the
             // padding between).
             let mut span: Option<(Appended, u64)> = None;
-            for message in &messages {
-                let appended = append_one(log, observer, message, now).await;
+            let body_crcs = (body_crcs.len() == messages.len()).then_some(body_crcs);
+            for (index, message) in messages.iter().enumerate() {
+                let body_crc = body_crcs.as_ref().map(|crcs| crcs[index]);
+                let appended = append_one(log, observer, message, body_crc, now).await;
                 if let Ok(appended) = &appended {
                     let end = appended.physical_offset + appended.size as u64;
                     span = Some((span.map_or(*appended, |(first, _)| first), end));
@@ -412,11 +422,13 @@ where
     }
 }
 
-/// Appends one message, admitted by `observer` and reported to it.
+/// Appends one message (with its body CRC, if the caller computed it), admitted by `observer`
+/// and reported to it.
 async fn append_one<O, W>(
     log: &mut CommitLog<O>,
     observer: &mut W,
     message: &PutMessage,
+    body_crc: Option<i32>,
     now: i64,
 ) -> PutResult
 where
@@ -424,7 +436,10 @@ where
     W: CommitObserver,
 {
     observer.admit(message)?;
-    let appended = log.append(message, now).await?;
+    let appended = match body_crc {
+        Some(body_crc) => log.append_with_body_crc(message, body_crc, now).await?,
+        None => log.append(message, now).await?,
+    };
     observer.appended(message, &appended, now);
     Ok(appended)
 }

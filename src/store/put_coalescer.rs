@@ -14,6 +14,7 @@
 
 use super::commit_log::{Appended, PutMessage, StoreError};
 use super::flush::{BatchPutResult, PutRequest, PutResult};
+use super::message::body_crc32;
 use futures::channel::mpsc;
 use futures::{SinkExt, StreamExt};
 // Callers and spreader are on one shard: a oneshot without atomics (`Rc`, not `Arc`). In the
@@ -152,7 +153,14 @@ async fn pump(gathered: Weak<Gathered>, mut writer: mpsc::Sender<PutRequest>) {
             let _ = match handover {
                 Handover::Many(messages, replies) => {
                     let (reply, answers) = mpsc::unbounded();
-                    let sent = writer.send(PutRequest::Many { messages, reply }).await;
+                    // CPU work stays on this shard, not the writer's.
+                    let body_crcs = messages.iter().map(|m| body_crc32(&m.body)).collect();
+                    let request = PutRequest::Many {
+                        messages,
+                        body_crcs,
+                        reply,
+                    };
+                    let sent = writer.send(request).await;
                     // The pump goes on while the writer works; this spreads the answers.
                     glommio::spawn_local(spread_answers(answers, replies)).detach();
                     sent
