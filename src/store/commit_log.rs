@@ -256,10 +256,9 @@ impl<O: SegmentOpener> CommitLog<O> {
             self.writer.roll().await?;
         }
         for (index, input) in inputs.iter().enumerate() {
-            let body_crc = match body_crcs {
-                Some(crcs) => crcs[index],
-                None => body_crc32(&input.body),
-            };
+            let body_crc = body_crcs
+                .and_then(|crcs| crcs.get(index).copied())
+                .unwrap_or_else(|| body_crc32(&input.body));
             let queue_offset = if enters_consume_queue(input.sys_flag) {
                 let next = self.queue_offsets.next_mut(&input.topic, input.queue_id);
                 *next += 1;

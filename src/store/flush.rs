@@ -395,9 +395,14 @@ where
             // From the first record appended to the end of the last (across a roll, with the
             // padding between).
             let mut span: Option<(Appended, u64)> = None;
-            let body_crcs = (body_crcs.len() == messages.len()).then_some(body_crcs);
+            // Not one per message: the writer computes them all.
+            let body_crcs = if body_crcs.len() == messages.len() {
+                body_crcs
+            } else {
+                Vec::new()
+            };
             for (index, message) in messages.iter().enumerate() {
-                let body_crc = body_crcs.as_ref().map(|crcs| crcs[index]);
+                let body_crc = body_crcs.get(index).copied();
                 let appended = append_one(log, observer, message, body_crc, now).await;
                 if let Ok(appended) = &appended {
                     let end = appended.physical_offset + appended.size as u64;
