@@ -9,11 +9,11 @@
 //!
 //! Then, for every flush mode × body size × producer count, that many producers put messages,
 //! each with `--in-flight` puts waiting for answers, for `--duration-secs`: on the writer's
-//! shard, on a shard of their own, or half on each (`--producers-on`). As
-//! the broker's net shards do, they hand their puts to the writer through a `PutCoalescer`:
-//! the puts of one turn of their executor cross as one request (`--handoff each` sends each
-//! alone). The writer loop (`run_group_commit`) batches whatever is waiting into one write
-//! and, under SYNC_FLUSH, one fdatasync. Each case gets a new CommitLog in its own directory.
+//! shard, on a shard of their own, or half on each (`--producers-on`). As the broker's net
+//! shards do, they hand their puts to the writer through a `PutCoalescer`: the puts of one
+//! turn of their executor cross as one request (`--handoff each` sends each alone). The
+//! writer loop (`run_group_commit`) batches whatever is waiting into one write and, under
+//! SYNC_FLUSH, one fdatasync. Each case gets a new CommitLog in its own directory.
 //!
 //! With `--prefill on,off` each case also runs with the next segment created only when the
 //! writer reaches it (no zero-fill ahead), and the on/off ratios close the table.
