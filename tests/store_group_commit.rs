@@ -730,7 +730,7 @@ fn a_batch_larger_than_a_segment_is_refused_and_leaves_no_trace() {
 
 /// A job of whole blocks takes at most the size it is given (at least one block); the next
 /// takes what follows and may be in flight with it. A job of everything holds its padded last
-/// block; a job started while it runs writes that block only after it, and the rest at once.
+/// block; a job started while it runs writes what begins with that block only after it.
 /// All four run at once (the sim fails two writes of one sector in flight together) and land
 /// every byte where it was appended.
 #[test]
@@ -752,11 +752,7 @@ fn a_job_of_whole_blocks_takes_at_most_its_size_and_the_next_starts_at_once() {
         let mut writer = SegmentWriter::open(directory, SEGMENT_SIZE, 0)
             .await
             .unwrap();
-        writer
-            .tail_mut()
-            .unwrap()
-            .extend_from_slice(&appended[..FIRST]);
-        writer.advance();
+        writer.append(&appended[..FIRST]).unwrap();
         let unissued = |writer: &SegmentWriter<SimDirectory>| {
             usize::try_from(writer.unissued_bytes()).unwrap()
         };
@@ -780,11 +776,7 @@ fn a_job_of_whole_blocks_takes_at_most_its_size_and_the_next_starts_at_once() {
         assert_eq!(unissued(&writer), 0);
 
         // Begins with the block the third holds.
-        writer
-            .tail_mut()
-            .unwrap()
-            .extend_from_slice(&appended[FIRST..]);
-        writer.advance();
+        writer.append(&appended[FIRST..]).unwrap();
         let fourth = writer.start_write(true, JobExtent::WholeBlocks { most: 1 << 20 });
         let fourth = fourth.unwrap().expect("a job");
         assert!(unissued(&writer) < SECTOR_SIZE, "all whole blocks taken");
@@ -800,16 +792,19 @@ fn a_job_of_whole_blocks_takes_at_most_its_size_and_the_next_starts_at_once() {
     });
     let file = files.0.borrow()[&0].clone();
     assert_eq!(file.durable_bytes(0, FIRST + MORE), bytes);
+    let padding = (FIRST + MORE).next_multiple_of(SECTOR_SIZE) - (FIRST + MORE);
+    assert!(
+        file.durable_bytes(FIRST + MORE, padding)
+            .iter()
+            .all(|&b| b == 0),
+        "the last block is padded with zeros"
+    );
     assert!(file.most_writes_in_flight() >= 3, "the jobs wrote at once");
 }
 
 /// Appends `len` bytes to `writer`'s tail.
 fn append_bytes(writer: &mut SegmentWriter<SimDirectory>, len: usize) {
-    writer
-        .tail_mut()
-        .unwrap()
-        .extend(std::iter::repeat_n(7u8, len));
-    writer.advance();
+    writer.append(&vec![7u8; len]).unwrap();
 }
 
 /// Starts a job that writes and syncs everything appended.
@@ -820,41 +815,8 @@ fn start_everything(writer: &mut SegmentWriter<SimDirectory>) -> WriteJob<SimSeg
         .unwrap()
 }
 
-/// A tail buffer a job wrote from is reused by a later tail, so that tails do not regrow from
-/// empty: also when two jobs finish before the next one starts.
-#[test]
-fn tail_buffers_of_finished_jobs_are_reused_by_the_next_tails() {
-    use ferromq_uring::sim::SECTOR_SIZE;
-    const BIG: usize = 32 * 1024;
-    let directory = SimDirectory::default();
-    ferromq_shards::testing::run_local(async move {
-        let mut writer = SegmentWriter::open(directory, 1 << 20, 0).await.unwrap();
-        // Two big jobs in flight; both finish before the next starts.
-        append_bytes(&mut writer, BIG);
-        let first = start_everything(&mut writer);
-        append_bytes(&mut writer, BIG);
-        let second = start_everything(&mut writer);
-        let (first, second) = futures::future::join(first.run(), second.run()).await;
-        writer.finish_write(first).unwrap();
-        writer.finish_write(second).unwrap();
-        // The next two tails are the big buffers again, though the jobs before them are small
-        // (and still in flight).
-        let mut small_jobs = Vec::new();
-        for _ in 0..2 {
-            append_bytes(&mut writer, SECTOR_SIZE);
-            small_jobs.push(start_everything(&mut writer));
-            let capacity = writer.tail_mut().unwrap().capacity();
-            assert!(capacity >= BIG, "a fresh tail of {capacity} bytes");
-        }
-        for job in small_jobs {
-            let outcome = job.run().await;
-            writer.finish_write(outcome).unwrap();
-        }
-    });
-}
-
-/// The tail after a job starts, and after a roll, is as big as the tail before it, though no
-/// job has finished to give a buffer back and the only spare is a small one.
+/// The tail grows to hold what is appended, and the tail after a job starts, and after a roll,
+/// is as big as the tail before it: under a steady load tails do not regrow.
 #[test]
 fn a_new_tail_is_as_big_as_the_one_before_it() {
     use ferromq_uring::sim::SECTOR_SIZE;
@@ -863,22 +825,25 @@ fn a_new_tail_is_as_big_as_the_one_before_it() {
     let directory = SimDirectory::default();
     ferromq_shards::testing::run_local(async move {
         let mut writer = SegmentWriter::open(directory, SEGMENT, 0).await.unwrap();
-        // A small job finishes first: its buffer is the only spare.
+        assert!(
+            writer.tail_capacity() < BIG,
+            "a new writer's tail starts small"
+        );
         append_bytes(&mut writer, SECTOR_SIZE);
         let outcome = start_everything(&mut writer).run().await;
         writer.finish_write(outcome).unwrap();
         append_bytes(&mut writer, BIG);
         let job = start_everything(&mut writer);
-        let capacity = writer.tail_mut().unwrap().capacity();
+        let capacity = writer.tail_capacity();
         assert!(capacity >= BIG, "the tail after a job has {capacity} bytes");
         // Fill the segment to its end, then roll while that job is still in flight.
         let rest = usize::try_from(writer.remaining()).unwrap();
         append_bytes(&mut writer, rest);
-        let before = writer.tail_mut().unwrap().capacity();
+        let before = writer.tail_capacity();
         writer.roll().await.unwrap();
-        let after = writer.tail_mut().unwrap().capacity();
+        let after = writer.tail_capacity();
         assert!(
-            after >= before.min(8 << 20),
+            after >= before.min(ferromq::store::segment_writer::TAIL_CAPACITY_MAX),
             "the tail after a roll has {after} bytes"
         );
         let outcome = job.run().await;

@@ -19,8 +19,8 @@
 //!   failed fsync cannot be retried safely.
 
 use super::message::{
-    body_crc32, decode_record, encode_blank, encode_record, enters_consume_queue, record_size_of,
-    MessageRecord, MessageVersion, Record, BLANK_RECORD_SIZE,
+    blank_record, body_crc32, decode_record, encode_record_into, enters_consume_queue, record_size,
+    record_size_of, MessageRecord, MessageVersion, Record, BLANK_RECORD_SIZE,
 };
 pub use super::segment_writer::JobExtent;
 use super::segment_writer::{SegmentWriter, WriteJob, WriteOutcome};
@@ -252,7 +252,7 @@ impl<O: SegmentOpener> CommitLog<O> {
         if size_u64 + BLANK_RECORD_SIZE as u64 > remaining {
             // Close the segment with a blank record; the messages start the next one.
             let blank = usize::try_from(remaining).expect("segment fits usize");
-            encode_blank(blank, self.writer.tail_mut()?);
+            self.writer.append(&blank_record(blank))?;
             self.writer.roll().await?;
         }
         for (index, input) in inputs.iter().enumerate() {
@@ -274,11 +274,9 @@ impl<O: SegmentOpener> CommitLog<O> {
                 physical_offset,
                 store_timestamp,
             );
-            let tail = self.writer.tail_mut()?;
-            let record_start = tail.len();
-            encode_record(&record, tail);
-            let size = tail.len() - record_start;
-            self.writer.advance();
+            let size = record_size(&record);
+            self.writer
+                .append_with(size, |tail| encode_record_into(&record, tail))?;
             each(Appended {
                 physical_offset,
                 size,

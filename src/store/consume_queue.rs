@@ -147,9 +147,7 @@ impl<O: SegmentOpener> ConsumeQueueWriter<O> {
         if self.writer.remaining() < UNIT_SIZE as u64 {
             self.writer.roll().await?;
         }
-        self.writer.tail_mut()?.extend_from_slice(&unit.encode());
-        self.writer.advance();
-        Ok(())
+        self.writer.append(&unit.encode())
     }
 }
 

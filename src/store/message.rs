@@ -323,73 +323,91 @@ pub fn record_size_of(
 /// offsets and timestamps).
 ///
 /// # Panics
-/// If the topic or properties exceed what the layout can hold, or a host's address family
-/// disagrees with its SYSFLAG bit: callers validate both before encoding.
+/// As [`encode_record_into`].
 pub fn encode_record(record: &MessageRecord<'_>, out: &mut Vec<u8>) {
-    let size = record_size(record);
     let start = out.len();
-    out.reserve(size);
-    out.extend_from_slice(
+    out.resize(start + record_size(record), 0);
+    encode_record_into(record, &mut out[start..]);
+}
+
+/// Writes the record bytes of `record` into `out`, which is exactly [`record_size`] long:
+/// the CommitLog encodes each record straight into the buffer its write goes out from.
+///
+/// # Panics
+/// If `out` is not [`record_size`] long, the topic or properties exceed what the layout can
+/// hold, or a host's address family disagrees with its SYSFLAG bit: callers validate these
+/// before encoding.
+pub fn encode_record_into(record: &MessageRecord<'_>, out: &mut [u8]) {
+    let size = record_size(record);
+    assert_eq!(out.len(), size, "the record fills what it is given");
+    let mut out = out;
+    put(
+        &mut out,
         &i32::try_from(size)
             .expect("record below 2 GiB")
             .to_be_bytes(),
     );
-    out.extend_from_slice(&record.version.magic_code().to_be_bytes());
-    out.extend_from_slice(&record.body_crc.to_be_bytes());
-    out.extend_from_slice(&record.queue_id.to_be_bytes());
-    out.extend_from_slice(&record.flag.to_be_bytes());
-    out.extend_from_slice(&record.queue_offset.to_be_bytes());
-    out.extend_from_slice(&record.physical_offset.to_be_bytes());
-    out.extend_from_slice(&record.sys_flag.to_be_bytes());
-    out.extend_from_slice(&record.born_timestamp.to_be_bytes());
-    push_host(
-        out,
+    put(&mut out, &record.version.magic_code().to_be_bytes());
+    put(&mut out, &record.body_crc.to_be_bytes());
+    put(&mut out, &record.queue_id.to_be_bytes());
+    put(&mut out, &record.flag.to_be_bytes());
+    put(&mut out, &record.queue_offset.to_be_bytes());
+    put(&mut out, &record.physical_offset.to_be_bytes());
+    put(&mut out, &record.sys_flag.to_be_bytes());
+    put(&mut out, &record.born_timestamp.to_be_bytes());
+    put_host(
+        &mut out,
         record.born_host,
         record.sys_flag & FLAG_BORN_HOST_V6 != 0,
     );
-    out.extend_from_slice(&record.store_timestamp.to_be_bytes());
-    push_host(
-        out,
+    put(&mut out, &record.store_timestamp.to_be_bytes());
+    put_host(
+        &mut out,
         record.store_host,
         record.sys_flag & FLAG_STORE_HOST_V6 != 0,
     );
-    out.extend_from_slice(&record.reconsume_times.to_be_bytes());
-    out.extend_from_slice(&record.prepared_transaction_offset.to_be_bytes());
+    put(&mut out, &record.reconsume_times.to_be_bytes());
+    put(&mut out, &record.prepared_transaction_offset.to_be_bytes());
     let body_len = i32::try_from(record.body.len()).expect("body below 2 GiB");
-    out.extend_from_slice(&body_len.to_be_bytes());
-    out.extend_from_slice(record.body);
+    put(&mut out, &body_len.to_be_bytes());
+    put(&mut out, record.body);
     match record.version {
         MessageVersion::V1 => {
-            out.push(u8::try_from(record.topic.len()).expect("V1 topic at most 255 bytes"));
+            let len = u8::try_from(record.topic.len()).expect("V1 topic at most 255 bytes");
+            put(&mut out, &[len]);
         }
         MessageVersion::V2 => {
             let len = i16::try_from(record.topic.len()).expect("V2 topic below 32 KiB");
-            out.extend_from_slice(&len.to_be_bytes());
+            put(&mut out, &len.to_be_bytes());
         }
     }
-    out.extend_from_slice(record.topic.as_bytes());
+    put(&mut out, record.topic.as_bytes());
     let properties_len = i16::try_from(record.properties.len()).expect("properties below 32 KiB");
-    out.extend_from_slice(&properties_len.to_be_bytes());
-    out.extend_from_slice(record.properties);
-    assert_eq!(
-        out.len() - start,
-        size,
-        "record_size agrees with encode_record"
-    );
+    put(&mut out, &properties_len.to_be_bytes());
+    put(&mut out, record.properties);
+    assert!(out.is_empty(), "record_size agrees with encode_record_into");
 }
 
-/// Appends the blank record that ends a segment with `remaining` bytes left.
-pub fn encode_blank(remaining: usize, out: &mut Vec<u8>) {
+/// Copies `bytes` to the front of `out` and moves `out` past them.
+fn put(out: &mut &mut [u8], bytes: &[u8]) {
+    let (head, rest) = std::mem::take(out).split_at_mut(bytes.len());
+    head.copy_from_slice(bytes);
+    *out = rest;
+}
+
+/// The blank record that ends a segment with `remaining` bytes left: its first 8 bytes
+/// (size and magic code); readers skip the rest.
+#[must_use]
+pub fn blank_record(remaining: usize) -> [u8; BLANK_RECORD_SIZE] {
     assert!(
         remaining >= BLANK_RECORD_SIZE,
         "a blank record needs 8 bytes"
     );
-    out.extend_from_slice(
-        &i32::try_from(remaining)
-            .expect("segment below 2 GiB")
-            .to_be_bytes(),
-    );
-    out.extend_from_slice(&BLANK_MAGIC_CODE.to_be_bytes());
+    let mut record = [0; BLANK_RECORD_SIZE];
+    let size = i32::try_from(remaining).expect("segment below 2 GiB");
+    record[..4].copy_from_slice(&size.to_be_bytes());
+    record[4..].copy_from_slice(&BLANK_MAGIC_CODE.to_be_bytes());
+    record
 }
 
 /// BODYCRC: `java.util.zip.CRC32` of the body, masked to 31 bits as Java stores it.
@@ -481,13 +499,13 @@ pub fn decode_offset_msg_id(id: &str) -> Option<(SocketAddr, i64)> {
     Some((SocketAddr::new(ip, port), offset))
 }
 
-fn push_host(out: &mut Vec<u8>, host: SocketAddr, v6: bool) {
+fn put_host(out: &mut &mut [u8], host: SocketAddr, v6: bool) {
     match (host.ip(), v6) {
-        (IpAddr::V4(ip), false) => out.extend_from_slice(&ip.octets()),
-        (IpAddr::V6(ip), true) => out.extend_from_slice(&ip.octets()),
+        (IpAddr::V4(ip), false) => put(out, &ip.octets()),
+        (IpAddr::V6(ip), true) => put(out, &ip.octets()),
         _ => panic!("host {host} disagrees with its SYSFLAG IPv6 bit ({v6})"),
     }
-    out.extend_from_slice(&i32::from(host.port()).to_be_bytes());
+    put(out, &i32::from(host.port()).to_be_bytes());
 }
 
 fn length(value: i32) -> Result<usize, RecordError> {
@@ -586,8 +604,7 @@ mod tests {
 
     #[test]
     fn blank_record_round_trips() {
-        let mut bytes = Vec::new();
-        encode_blank(440, &mut bytes);
+        let bytes = blank_record(440);
         assert_eq!(
             decode_record(&bytes, true),
             Ok(Record::Blank { remaining: 440 })

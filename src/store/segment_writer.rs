@@ -3,21 +3,22 @@
 //! without mmap).
 //!
 //! The writer keeps the unwritten tail of the current segment in memory, starting at an
-//! aligned offset; appending and rolling to the next segment touch memory only (and open the
-//! next file). Writing is a [`WriteJob`]: [`SegmentWriter::start_write`] hands the unwritten
-//! tails to a job that owns them, and lets appends go on while the job writes and, if asked,
-//! syncs every file written since the last sync; [`SegmentWriter::finish_write`] takes the
-//! outcome back. This is what lets the group commit encode the next batch while the disk
-//! takes the previous one. [`SegmentWriter::write_out`] and [`SegmentWriter::flush`] do both
-//! steps at once.
+//! aligned offset, in a buffer of the file's (aligned, registered with the ring): records are
+//! encoded straight into it and a job writes from it as it is, with no copy. Appending and
+//! rolling to the next segment touch memory only (and open the next file). Writing is a
+//! [`WriteJob`]: [`SegmentWriter::start_write`] hands the unwritten tails to a job that owns
+//! them, and lets appends go on while the job writes and, if asked, syncs every file written
+//! since the last sync; [`SegmentWriter::finish_write`] takes the outcome back. This is what
+//! lets the group commit encode the next batch while the disk takes the previous one.
+//! [`SegmentWriter::write_out`] and [`SegmentWriter::flush`] do both steps at once.
 //!
 //! A job writes either [`JobExtent::Everything`] appended, the last partial block padded
 //! with zeros to the alignment, or [`JobExtent::WholeBlocks`] up to a size, leaving the rest
 //! (at least the partial block) for a later job. Several jobs may be in flight, but no two
 //! writes of one block (they could land in either order): a job that wrote the partial block
-//! padded holds it, and the next job writes that block only once the holder's writes end,
-//! its other blocks at once. Whole-block jobs hold nothing, so under load the disk gets
-//! several writes at once.
+//! padded holds it, and the next job's first write, which begins with that block, starts
+//! only once the holder's writes end (its other writes at once). Whole-block jobs hold
+//! nothing, so under load the disk gets several writes at once.
 //!
 //! Invariants:
 //! - `flushed_offset <= written_offset <= write_offset`; below `flushed_offset` is durable,
@@ -83,13 +84,12 @@ pub enum StoreError {
     Io(#[from] IoError),
 }
 
-/// Tail buffers kept for reuse: as many as jobs may be in flight while the tail fills, and
-/// one more, so that two jobs finishing before the next starts both give theirs back.
-pub const SPARE_TAILS_MAX: usize = 3;
+/// The biggest buffer a new tail starts with: a tail grown by a burst beyond it (it may hold
+/// up to the group commit's 32 MiB) is not followed by another as big.
+pub const TAIL_CAPACITY_MAX: usize = 8 << 20;
 
-/// The biggest tail buffer kept for reuse: one grown by a burst beyond it (the tail may hold
-/// up to the group commit's 32 MiB) is let go rather than held idle.
-pub const SPARE_TAIL_BYTES_MAX: usize = 8 << 20;
+/// The file buffer type of an opener's segments.
+type BufferOf<O> = <<O as SegmentOpener>::File as SegmentFile>::Buffer;
 
 /// Appends to rolling segments.
 #[derive(Debug)]
@@ -102,11 +102,7 @@ pub struct SegmentWriter<O: SegmentOpener> {
     sealed: Vec<TailWrite<O::File>>,
     /// Files other than `current` written since the last sync.
     unsynced: Vec<Rc<O::File>>,
-    tail: Vec<u8>,
-    /// Tail buffers finished jobs gave back, the biggest [`SPARE_TAILS_MAX`], reused so that
-    /// the tail does not regrow: a fresh one grows by doubling, each step a copy, and the big
-    /// steps fault in fresh pages.
-    spares: Vec<Vec<u8>>,
+    tail: Tail<BufferOf<O>>,
     tail_start: u64,
     write_offset: u64,
     written_offset: u64,
@@ -135,22 +131,60 @@ pub enum JobExtent {
     },
 }
 
+/// Bytes appended and not yet handed to a job: the first `len` bytes of `buffer`, which is
+/// as long as the tail may grow before it moves to a bigger one.
+#[derive(Debug)]
+struct Tail<B> {
+    buffer: B,
+    len: usize,
+}
+
+impl<B: AsRef<[u8]> + AsMut<[u8]>> Tail<B> {
+    /// An empty tail in a buffer of `file`'s, at least `capacity` bytes rounded up to the
+    /// file's alignment (so that a write of the tail padded fits the buffer).
+    fn new<F: SegmentFile<Buffer = B>>(file: &F, capacity: usize) -> Tail<B> {
+        let alignment = usize::try_from(file.alignment()).expect("alignment fits usize");
+        let capacity = capacity.max(1).div_ceil(alignment) * alignment;
+        Tail {
+            buffer: file.alloc_buffer(capacity),
+            len: 0,
+        }
+    }
+
+    /// A tail in a buffer of `file`'s of at least `capacity` bytes, holding `bytes`.
+    fn holding<F: SegmentFile<Buffer = B>>(file: &F, capacity: usize, bytes: &[u8]) -> Tail<B> {
+        let mut tail = Tail::new(file, capacity.max(bytes.len()));
+        tail.buffer.as_mut()[..bytes.len()].copy_from_slice(bytes);
+        tail.len = bytes.len();
+        tail
+    }
+
+    fn capacity(&self) -> usize {
+        self.buffer.as_ref().len()
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.buffer.as_ref()[..self.len]
+    }
+}
+
 /// One aligned write of a job.
 #[derive(Debug)]
-struct TailWrite<F> {
+struct TailWrite<F: SegmentFile> {
     file: Rc<F>,
     /// Position in the file, aligned.
     position: u64,
-    /// The bytes, padded to the alignment when the job is made.
-    bytes: Vec<u8>,
-    /// Leading bytes another write of the job writes (a block shared with an earlier job).
-    skip: usize,
+    /// What to write: `len` bytes of the buffer, padded with zeros to the alignment when the
+    /// job is made.
+    buffer: F::Buffer,
+    len: usize,
 }
 
 impl<F: SegmentFile> TailWrite<F> {
-    async fn run(&self) -> Result<(), IoError> {
-        let position = self.position + self.skip as u64;
-        self.file.write_at(position, &self.bytes[self.skip..]).await
+    async fn run(self) -> Result<(), IoError> {
+        self.file
+            .write_buffer_at(self.position, self.buffer, self.len)
+            .await
     }
 }
 
@@ -158,7 +192,7 @@ impl<F: SegmentFile> TailWrite<F> {
 /// so appends go on while it runs.
 #[derive(Debug)]
 #[must_use = "a started write must be run and finished"]
-pub struct WriteJob<F> {
+pub struct WriteJob<F: SegmentFile> {
     writes: Vec<TailWrite<F>>,
     /// The block an earlier job in flight also writes: written once that job's writes end.
     after_holder: Option<(TailWrite<F>, oneshot::Receiver<()>)>,
@@ -175,7 +209,6 @@ pub struct WriteOutcome {
     result: Result<(), IoError>,
     end: u64,
     sync: bool,
-    buffers: Vec<Vec<u8>>,
 }
 
 impl WriteOutcome {
@@ -187,33 +220,29 @@ impl WriteOutcome {
 }
 
 impl<F: SegmentFile> WriteJob<F> {
-    /// Writes, in order (and, beside them, the block shared with an earlier job once that
-    /// job's writes end), then syncs the files if asked.
+    /// Writes, in order (and, beside them, the write that begins with the block an earlier
+    /// job holds, once that job's writes end), then syncs the files if asked.
     pub async fn run(self) -> WriteOutcome {
         let in_order = async {
-            let mut buffers = Vec::with_capacity(self.writes.len() + 1);
             let mut result = Ok(());
             for write in self.writes {
                 if result.is_ok() {
                     result = write.run().await;
                 }
-                buffers.push(write.bytes);
             }
-            (result, buffers)
+            result
         };
-        let shared_block = async {
-            let (write, holder_done) = self.after_holder?;
+        let after_holder = async {
+            let Some((write, holder_done)) = self.after_holder else {
+                return Ok(());
+            };
             // Ends when the holder's writes end, or it is dropped: either way none of its
             // writes is in flight any more.
             let _ = holder_done.await;
-            let result = write.run().await;
-            Some((result, write.bytes))
+            write.run().await
         };
-        let ((mut result, mut buffers), shared) = join(in_order, shared_block).await;
-        if let Some((shared_result, bytes)) = shared {
-            result = result.and(shared_result);
-            buffers.push(bytes);
-        }
+        let (in_order, after_holder) = join(in_order, after_holder).await;
+        let mut result = in_order.and(after_holder);
         drop(self.release);
         if result.is_ok() {
             for file in &self.syncs {
@@ -227,7 +256,6 @@ impl<F: SegmentFile> WriteJob<F> {
             result,
             end: self.end,
             sync: self.sync,
-            buffers,
         }
     }
 }
@@ -249,8 +277,9 @@ impl<O: SegmentOpener> SegmentWriter<O> {
         let alignment = current.alignment();
         let tail_start = current_start + align_down(write_offset - current_start, alignment);
         let partial = usize::try_from(write_offset - tail_start).expect("below the alignment");
-        let mut tail = current.read_at(tail_start - current_start, partial).await?;
-        tail.resize(partial, 0);
+        let mut read = current.read_at(tail_start - current_start, partial).await?;
+        read.resize(partial, 0);
+        let tail = Tail::holding(&current, partial, &read);
         Ok(SegmentWriter {
             opener,
             segment_size,
@@ -259,7 +288,6 @@ impl<O: SegmentOpener> SegmentWriter<O> {
             sealed: Vec::new(),
             unsynced: Vec::new(),
             tail,
-            spares: Vec::new(),
             tail_start,
             write_offset,
             written_offset: write_offset,
@@ -283,30 +311,49 @@ impl<O: SegmentOpener> SegmentWriter<O> {
         self.current_start + self.segment_size - self.write_offset
     }
 
-    /// The tail buffer, to encode the next bytes straight into it; they must fit in
-    /// [`SegmentWriter::remaining`] and be committed with [`SegmentWriter::advance`].
+    /// Appends `len` bytes, which `fill` writes, all of them, into the slice it is given: the
+    /// tail's own memory, so that they are encoded where the write takes them from. They
+    /// must fit in [`SegmentWriter::remaining`].
     ///
     /// # Errors
     /// [`StoreError::NotWritable`] once poisoned.
-    pub fn tail_mut(&mut self) -> Result<&mut Vec<u8>, StoreError> {
+    pub fn append_with(
+        &mut self,
+        len: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<(), StoreError> {
         if self.poisoned {
             return Err(StoreError::NotWritable);
         }
-        Ok(&mut self.tail)
-    }
-
-    /// Accounts for bytes the caller appended to the tail.
-    pub fn advance(&mut self) {
-        let end = self.tail_start + u64::try_from(self.tail.len()).expect("fits u64");
+        let end = self.write_offset + u64::try_from(len).expect("fits u64");
         assert!(
             end <= self.current_start + self.segment_size,
             "append fits the segment"
         );
-        assert!(
-            end >= self.write_offset,
-            "the tail only grows between writes"
-        );
+        let start = self.tail.len;
+        if start + len > self.tail.capacity() {
+            // Doubling, as a Vec grows: each byte is copied a bounded number of times.
+            let capacity = (start + len).max(2 * self.tail.capacity());
+            self.tail = Tail::holding(&*self.current, capacity, self.tail.bytes());
+        }
+        fill(&mut self.tail.buffer.as_mut()[start..start + len]);
+        self.tail.len += len;
         self.write_offset = end;
+        Ok(())
+    }
+
+    /// Appends `bytes`; as [`SegmentWriter::append_with`].
+    ///
+    /// # Errors
+    /// [`StoreError::NotWritable`] once poisoned.
+    pub fn append(&mut self, bytes: &[u8]) -> Result<(), StoreError> {
+        self.append_with(bytes.len(), |tail| tail.copy_from_slice(bytes))
+    }
+
+    /// Bytes the tail holds before it moves to a bigger buffer.
+    #[must_use]
+    pub fn tail_capacity(&self) -> usize {
+        self.tail.capacity()
     }
 
     /// Moves to the next segment; the caller has filled (or closed with a blank record) the
@@ -327,35 +374,28 @@ impl<O: SegmentOpener> SegmentWriter<O> {
             }
         };
         self.write_offset = next_start;
+        let next_tail = Tail::new(&next, self.next_tail_capacity());
         let previous = std::mem::replace(&mut self.current, Rc::new(next));
-        let next_tail = self.next_tail();
-        let bytes = std::mem::replace(&mut self.tail, next_tail);
-        if !bytes.is_empty() {
+        let sealed = std::mem::replace(&mut self.tail, next_tail);
+        if sealed.len > 0 {
             self.sealed.push(TailWrite {
                 file: Rc::clone(&previous),
                 position: self.tail_start - self.current_start,
-                bytes,
-                skip: 0,
+                buffer: sealed.buffer,
+                len: sealed.len,
             });
         }
         self.unsynced.push(previous);
         self.current_start = next_start;
-        self.tail.clear();
         self.tail_start = next_start;
         Ok(())
     }
 
-    /// An empty buffer for the next tail, as big as the tail it follows (at most
-    /// [`SPARE_TAIL_BYTES_MAX`]): the biggest spare, or a new one if that is smaller or there
-    /// is none. A tail grown from a small buffer would double its way up again, copying at
-    /// each step and faulting in fresh pages at the big ones; the small spares are the
-    /// one-block buffers of blocks a job wrote apart.
-    fn next_tail(&mut self) -> Vec<u8> {
-        let wanted = self.tail.capacity().min(SPARE_TAIL_BYTES_MAX);
-        match self.spares.pop() {
-            Some(spare) if spare.capacity() >= wanted => spare,
-            _ => Vec::with_capacity(wanted),
-        }
+    /// The size of a new tail's buffer: as big as the tail it follows (at most
+    /// [`TAIL_CAPACITY_MAX`]), so that under a steady load tails do not regrow, a copy at
+    /// each step.
+    fn next_tail_capacity(&self) -> usize {
+        self.tail.capacity().min(TAIL_CAPACITY_MAX)
     }
 
     /// Bytes appended that no job has taken yet (after a roll, with the unused end of the
@@ -392,9 +432,9 @@ impl<O: SegmentOpener> SegmentWriter<O> {
         }
         let alignment = self.current.alignment();
         let cut = match extent {
-            JobExtent::Everything => self.tail.len(),
+            JobExtent::Everything => self.tail.len,
             JobExtent::WholeBlocks { most } => {
-                let whole = align_down(self.tail.len() as u64, alignment);
+                let whole = align_down(self.tail.len as u64, alignment);
                 let most = align_down(most as u64, alignment).max(alignment);
                 whole.min(most) as usize // below the tail length
             }
@@ -412,15 +452,14 @@ impl<O: SegmentOpener> SegmentWriter<O> {
             // writes again with what follows, and for a job of at most so many bytes, what
             // lies beyond them (copied: the caller keeps that below about the job's size).
             let keep_from = align_down(cut as u64, alignment) as usize; // at most `cut`
-            let mut next_tail = self.next_tail();
-            next_tail.extend_from_slice(&self.tail[keep_from..]);
-            let mut bytes = std::mem::replace(&mut self.tail, next_tail);
-            bytes.truncate(cut);
+            let kept = &self.tail.bytes()[keep_from..];
+            let next_tail = Tail::holding(&*self.current, self.next_tail_capacity(), kept);
+            let taken = std::mem::replace(&mut self.tail, next_tail);
             writes.push(TailWrite {
                 file: Rc::clone(&self.current),
                 position: self.tail_start - self.current_start,
-                bytes,
-                skip: 0,
+                buffer: taken.buffer,
+                len: cut,
             });
             self.tail_start += keep_from as u64;
             holds_last_block = keep_from < cut;
@@ -430,30 +469,18 @@ impl<O: SegmentOpener> SegmentWriter<O> {
         let mut bytes = 0u64;
         let alignment = usize::try_from(alignment).expect("alignment fits usize");
         for write in &mut writes {
-            let padded = write.bytes.len().div_ceil(alignment) * alignment;
-            write.bytes.resize(padded, 0);
+            // Tail buffers are a multiple of the alignment long: the padding fits.
+            let padded = write.len.div_ceil(alignment) * alignment;
+            write.buffer.as_mut()[write.len..padded].fill(0);
+            write.len = padded;
             bytes += padded as u64;
         }
         self.opener.writing(bytes);
         // The first write begins with the block a job in flight may hold (after a roll, the
-        // sealed tail does): that block waits for the holder.
+        // sealed tail does): it waits for the holder. Under load jobs are of whole blocks
+        // and hold nothing; splitting the block off would cost a copy of the rest.
         let after_holder = match self.held_block.take() {
-            Some(holder_done) if !writes.is_empty() => {
-                let block = if writes[0].bytes.len() <= alignment {
-                    writes.remove(0)
-                } else {
-                    // The rest of the first write skips the block (a copy of one block).
-                    let first = &mut writes[0];
-                    first.skip = alignment;
-                    TailWrite {
-                        file: Rc::clone(&first.file),
-                        position: first.position,
-                        bytes: first.bytes[..alignment].to_vec(),
-                        skip: 0,
-                    }
-                };
-                Some((block, holder_done))
-            }
+            Some(holder_done) if !writes.is_empty() => Some((writes.remove(0), holder_done)),
             held => {
                 self.held_block = held;
                 None
@@ -493,16 +520,6 @@ impl<O: SegmentOpener> SegmentWriter<O> {
         if self.in_flight == 0 {
             self.held_block = None;
         }
-        for mut buffer in outcome.buffers {
-            if buffer.capacity() <= SPARE_TAIL_BYTES_MAX {
-                buffer.clear();
-                self.spares.push(buffer);
-            }
-        }
-        // The biggest last, where the next tail takes from.
-        self.spares.sort_unstable_by_key(Vec::capacity);
-        let surplus = self.spares.len().saturating_sub(SPARE_TAILS_MAX);
-        self.spares.drain(..surplus);
         if let Err(error) = outcome.result {
             self.poisoned = true;
             tracing::error!(%error, "segment write or sync failed; refusing puts until restart");

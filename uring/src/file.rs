@@ -11,7 +11,7 @@
 
 use crate::IoError;
 use glommio::channels::local_channel::LocalReceiver;
-use glommio::io::{DmaFile, OpenOptions};
+use glommio::io::{DmaBuffer, DmaFile, OpenOptions};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 
@@ -21,11 +21,33 @@ const PROBE_BLOCK_SIZE: usize = 4096;
 
 /// A fixed-size file written with direct I/O.
 pub trait SegmentFile {
+    /// Memory the file writes from as it is, with no copy: for direct I/O, aligned memory
+    /// (registered with the ring where there is room). The slice is the whole buffer.
+    type Buffer: AsRef<[u8]> + AsMut<[u8]> + std::fmt::Debug;
+
     /// The alignment writes must respect, in bytes.
     fn alignment(&self) -> u64;
 
-    /// Writes `data` at `offset`; both must be aligned.
-    fn write_at(&self, offset: u64, data: &[u8]) -> impl Future<Output = Result<(), IoError>>;
+    /// A buffer of `len` bytes to fill and hand to [`SegmentFile::write_buffer_at`]; what
+    /// it holds at first is unspecified.
+    fn alloc_buffer(&self, len: usize) -> Self::Buffer;
+
+    /// Writes the first `len` bytes of `buffer` at `offset`, from the buffer's own memory;
+    /// `offset` and `len` must be aligned.
+    fn write_buffer_at(
+        &self,
+        offset: u64,
+        buffer: Self::Buffer,
+        len: usize,
+    ) -> impl Future<Output = Result<(), IoError>>;
+
+    /// Writes `data` at `offset`; both must be aligned. The bytes are copied into a buffer
+    /// of the file's first.
+    fn write_at(&self, offset: u64, data: &[u8]) -> impl Future<Output = Result<(), IoError>> {
+        let mut buffer = self.alloc_buffer(data.len());
+        buffer.as_mut().copy_from_slice(data);
+        self.write_buffer_at(offset, buffer, data.len())
+    }
 
     /// Reads `len` bytes at `offset` (any alignment); fewer at the end of the file.
     fn read_at(&self, offset: u64, len: usize) -> impl Future<Output = Result<Vec<u8>, IoError>>;
@@ -332,20 +354,31 @@ pub fn create_with_first_block(path: &Path, size: u64) -> std::io::Result<()> {
 }
 
 impl SegmentFile for DmaSegment {
+    type Buffer = DmaBuffer;
+
     fn alignment(&self) -> u64 {
         self.file.alignment()
     }
 
-    async fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), IoError> {
-        check_aligned("write", offset, data.len(), self.alignment())?;
-        let mut buffer = self.file.alloc_dma_buffer(data.len());
-        buffer.as_bytes_mut().copy_from_slice(data);
+    fn alloc_buffer(&self, len: usize) -> DmaBuffer {
+        self.file.alloc_dma_buffer(len)
+    }
+
+    async fn write_buffer_at(
+        &self,
+        offset: u64,
+        mut buffer: DmaBuffer,
+        len: usize,
+    ) -> Result<(), IoError> {
+        check_aligned("write", offset, len, self.alignment())?;
+        assert!(len <= buffer.len(), "a write stays within its buffer");
+        buffer.trim_to_size(len);
         let written = self
             .file
             .write_at(buffer, offset)
             .await
             .map_err(|e| self.error("write", offset, e))?;
-        if written != data.len() {
+        if written != len {
             let short = std::io::Error::new(std::io::ErrorKind::WriteZero, "short direct write");
             return Err(IoError::File {
                 op: "write",

@@ -20,6 +20,9 @@ use std::rc::Rc;
 /// Sector size of the simulated disk: the granularity at which writes tear.
 pub const SECTOR_SIZE: usize = 512;
 
+/// What a new buffer of a [`SimSegment`] holds.
+pub const UNSET_BUFFER_BYTE: u8 = 0xA5;
+
 /// What a simulated crash keeps of the writes made since the last sync.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CrashKeep {
@@ -186,8 +189,26 @@ fn write_error(offset: u64, source: std::io::Error) -> IoError {
 }
 
 impl SegmentFile for SimSegment {
+    type Buffer = Vec<u8>;
+
     fn alignment(&self) -> u64 {
         SECTOR_SIZE as u64
+    }
+
+    /// Filled with a byte no caller should rely on (a real buffer holds whatever its memory
+    /// held), so that tests see bytes a caller forgot to set.
+    fn alloc_buffer(&self, len: usize) -> Vec<u8> {
+        vec![UNSET_BUFFER_BYTE; len]
+    }
+
+    async fn write_buffer_at(
+        &self,
+        offset: u64,
+        buffer: Vec<u8>,
+        len: usize,
+    ) -> Result<(), IoError> {
+        assert!(len <= buffer.len(), "a write stays within its buffer");
+        self.write_at(offset, &buffer[..len]).await
     }
 
     fn writes_are_durable(&self) -> bool {

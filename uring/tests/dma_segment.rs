@@ -63,6 +63,40 @@ fn dma_segment_preallocates_writes_syncs_and_reads_back() {
     std::fs::remove_file(path).unwrap();
 }
 
+/// A write from a buffer of the segment's own writes the first `len` bytes of it, from
+/// where the caller filled them, and nothing of the rest of the buffer.
+#[test]
+fn dma_segment_writes_the_front_of_its_own_buffer() {
+    let path = segment_path("own-buffer");
+    let task_path = path.clone();
+    on_executor(move || async move {
+        let segment = DmaSegment::open(&task_path, 1 << 20).await.unwrap();
+        let alignment = usize::try_from(segment.alignment()).unwrap();
+        let mut buffer = segment.alloc_buffer(4 * alignment);
+        assert_eq!(buffer.as_ref().len(), 4 * alignment);
+        let filled: Vec<u8> = (0..4 * alignment).map(|i| (i % 253) as u8).collect();
+        buffer.as_mut().copy_from_slice(&filled);
+        segment
+            .write_buffer_at(0, buffer, 2 * alignment)
+            .await
+            .unwrap();
+        segment.sync().await.unwrap();
+        let read = segment.read_at(0, 4 * alignment).await.unwrap();
+        assert_eq!(&read[..2 * alignment], &filled[..2 * alignment]);
+        assert!(
+            read[2 * alignment..].iter().all(|&byte| byte == 0),
+            "beyond the length, the file keeps what it had"
+        );
+        let misaligned = segment.alloc_buffer(alignment);
+        let refused = segment.write_buffer_at(0, misaligned, 100).await;
+        assert!(
+            matches!(refused, Err(IoError::Misaligned { .. })),
+            "{refused:?}"
+        );
+    });
+    std::fs::remove_file(path).unwrap();
+}
+
 #[test]
 fn dma_segment_open_failure_names_the_path() {
     let missing_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("no-such-dir/segment");
