@@ -789,9 +789,10 @@ async fn run_producers(
         tasks.push(glommio::spawn_local(async move {
             let batch = limits.batch as u64;
             let mut appends = 0u64;
+            // One clock read per put: the time an answer came is the next put's send time,
+            // and each is checked against the time limit.
+            let mut sent = Instant::now();
             loop {
-                // One clock read for the time limit and the latency.
-                let sent = Instant::now();
                 if sent >= deadline || started_appends.get() >= limits.appends_max {
                     break;
                 }
@@ -823,7 +824,10 @@ async fn run_producers(
                 };
                 match answer {
                     Ok(Ok(())) => {
-                        let micros = u64::try_from(sent.elapsed().as_micros()).unwrap_or(u64::MAX);
+                        let answered = Instant::now();
+                        let waited = answered.duration_since(sent);
+                        sent = answered;
+                        let micros = u64::try_from(waited.as_micros()).unwrap_or(u64::MAX);
                         histogram.borrow_mut().saturating_record(micros.max(1));
                         appends += batch;
                     }
