@@ -1035,3 +1035,60 @@ fn a_batch_made_among_coalesced_puts_keeps_its_place() {
     assert_eq!(queue_offsets(&singles), [0, 3]);
     assert_eq!(queue_offsets(&batch), [1, 2]);
 }
+
+/// Puts made in one turn go in requests of at most `COALESCED_PUTS_MAX` puts and
+/// `COALESCED_BODY_BYTES_MAX` body bytes (a bigger body alone), in the order made, each
+/// carrying the body CRC of every message.
+#[test]
+fn coalesced_requests_keep_within_their_limits_and_carry_each_body_crc() {
+    use ferromq::store::message::body_crc32;
+    use ferromq::store::put_coalescer::{
+        PutCoalescer, COALESCED_BODY_BYTES_MAX, COALESCED_PUTS_MAX,
+    };
+    use futures::StreamExt;
+    let small = COALESCED_PUTS_MAX + 10;
+    let big_body = COALESCED_BODY_BYTES_MAX / 2 + 1;
+    let requests = ferromq_shards::testing::run_local(async move {
+        let (sender, mut requests) = mpsc::channel::<PutRequest>(16);
+        let coalescer = PutCoalescer::new(sender);
+        // Made in one turn: small puts, then three bodies of which no two fit together.
+        let mut answers = Vec::new();
+        for seq in 0..small {
+            answers.push(coalescer.put(common::put_message(1, seq.to_string().as_bytes())));
+        }
+        for fill in [b'a', b'b', b'c'] {
+            answers.push(coalescer.put(common::put_message(1, &vec![fill; big_body])));
+        }
+        let mut seen = Vec::new();
+        while seen
+            .iter()
+            .map(|(bodies, _): &(Vec<Vec<u8>>, _)| bodies.len())
+            .sum::<usize>()
+            < small + 3
+        {
+            match requests.next().await {
+                Some(PutRequest::Many {
+                    messages,
+                    body_crcs,
+                    ..
+                }) => {
+                    let bodies: Vec<Vec<u8>> = messages.into_iter().map(|m| m.body).collect();
+                    seen.push((bodies, body_crcs));
+                }
+                other => panic!("expected many puts, got {other:?}"),
+            }
+        }
+        drop(answers);
+        seen
+    });
+    let sizes: Vec<usize> = requests.iter().map(|(bodies, _)| bodies.len()).collect();
+    assert_eq!(sizes, [COALESCED_PUTS_MAX, 10 + 1, 1, 1], "{sizes:?}");
+    let bodies: Vec<&Vec<u8>> = requests.iter().flat_map(|(bodies, _)| bodies).collect();
+    assert_eq!(bodies[0], b"0");
+    assert_eq!(bodies[small - 1], (small - 1).to_string().as_bytes());
+    assert_eq!(bodies[small + 2][0], b'c', "in the order made");
+    for (bodies, crcs) in &requests {
+        let expected: Vec<i32> = bodies.iter().map(|body| body_crc32(body)).collect();
+        assert_eq!(crcs, &expected);
+    }
+}

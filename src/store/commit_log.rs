@@ -101,16 +101,14 @@ pub struct CommitLog<O: SegmentOpener> {
 /// The next queue offset of every queue, keyed by topic then queue id, so that a put looks
 /// its queue up by `&str` without building an owned key. ahash: topics come from clients.
 #[derive(Debug, Default)]
-struct QueueOffsets(ahash::AHashMap<String, ahash::AHashMap<i32, i64>>);
+struct QueueOffsets(hashbrown::HashMap<String, ahash::AHashMap<i32, i64>, ahash::RandomState>);
 
 impl QueueOffsets {
     /// The next queue offset of `topic`/`queue_id` (0 for a new queue), to read and advance
-    /// in place: one lookup per put on the writer's hot path.
+    /// in place: one lookup of the topic per put on the writer's hot path (the topic is
+    /// copied only for a new one).
     fn next_mut(&mut self, topic: &str, queue_id: i32) -> &mut i64 {
-        if !self.0.contains_key(topic) {
-            self.0.insert(topic.to_owned(), ahash::AHashMap::default());
-        }
-        let queues = self.0.get_mut(topic).expect("inserted above");
+        let queues = self.0.entry_ref(topic).or_default();
         queues.entry(queue_id).or_insert(0)
     }
 }

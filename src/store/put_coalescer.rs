@@ -24,7 +24,7 @@ use futures::{SinkExt, StreamExt};
 use local_sync::oneshot;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
-use std::future::poll_fn;
+use std::future::{poll_fn, Future};
 use std::rc::{Rc, Weak};
 use std::task::{Poll, Waker};
 
@@ -41,20 +41,33 @@ pub struct PutCoalescer {
     gathered: Rc<Gathered>,
 }
 
-/// Puts made and not yet handed over, and the pump waiting for them.
+/// Puts made and not yet handed over, in the order they were made, as the requests they
+/// go in; and the pump waiting for them.
 #[derive(Default)]
 struct Gathered {
-    puts: RefCell<VecDeque<Made>>,
+    requests: RefCell<VecDeque<Handover>>,
+    /// How many single puts the last request of them carried: the next starts that big, so
+    /// that it does not grow by doubling, moving every message at each step.
+    singles_hint: Cell<usize>,
     pump: Cell<Option<Waker>>,
 }
 
 /// Where the writer answers a batch, across shards.
 type BatchReply = futures::channel::oneshot::Sender<BatchPutResult>;
 
-/// A put made on this shard.
-enum Made {
-    /// One message: goes with the other single puts next to it.
-    One(PutMessage, oneshot::Sender<PutResult>),
+/// One request's worth of what is gathered.
+enum Handover {
+    /// Single puts made one after another, within [`COALESCED_PUTS_MAX`] and
+    /// [`COALESCED_BODY_BYTES_MAX`] (at least one): each message is moved once, into this
+    /// list, which goes to the writer as it is.
+    Many {
+        messages: Vec<PutMessage>,
+        /// Each message's body CRC, computed as it is gathered, while its body is still in
+        /// this core's cache: work kept off the writer's core.
+        body_crcs: Vec<i32>,
+        replies: Vec<oneshot::Sender<PutResult>>,
+        body_bytes: usize,
+    },
     /// A batch, stored whole: goes as it is, in its place among the others, and the writer
     /// answers it on its own.
     Batch(Vec<PutMessage>, BatchReply),
@@ -63,15 +76,67 @@ enum Made {
 impl std::fmt::Debug for Gathered {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Gathered")
-            .field("puts", &self.puts.borrow().len())
+            .field("requests", &self.requests.borrow().len())
             .finish_non_exhaustive()
     }
 }
 
 impl Gathered {
-    fn push(&self, made: Made) {
-        self.puts.borrow_mut().push_back(made);
+    /// Adds a single put to the last request of single puts, or starts one if that is full
+    /// or a batch came last.
+    fn push_one(&self, message: PutMessage, reply: oneshot::Sender<PutResult>) {
+        let mut requests = self.requests.borrow_mut();
+        let body = message.body.len();
+        let room = match requests.back() {
+            Some(Handover::Many {
+                messages,
+                body_bytes,
+                ..
+            }) => {
+                messages.len() < COALESCED_PUTS_MAX
+                    && (*body_bytes == 0 || body_bytes + body <= COALESCED_BODY_BYTES_MAX)
+            }
+            _ => false,
+        };
+        if !room {
+            let capacity = self.singles_hint.get().clamp(1, COALESCED_PUTS_MAX);
+            requests.push_back(Handover::Many {
+                messages: Vec::with_capacity(capacity),
+                body_crcs: Vec::with_capacity(capacity),
+                replies: Vec::with_capacity(capacity),
+                body_bytes: 0,
+            });
+        }
+        if let Some(Handover::Many {
+            messages,
+            body_crcs,
+            replies,
+            body_bytes,
+        }) = requests.back_mut()
+        {
+            body_crcs.push(body_crc32(&message.body));
+            messages.push(message);
+            replies.push(reply);
+            *body_bytes += body;
+        }
+        drop(requests);
         self.wake_pump();
+    }
+
+    fn push_batch(&self, messages: Vec<PutMessage>, reply: BatchReply) {
+        self.requests
+            .borrow_mut()
+            .push_back(Handover::Batch(messages, reply));
+        self.wake_pump();
+    }
+
+    /// The oldest request gathered.
+    fn next_request(&self) -> Option<Handover> {
+        let request = self.requests.borrow_mut().pop_front()?;
+        if let Handover::Many { messages, .. } = &request {
+            self.singles_hint.set(messages.len());
+        }
+        Some(request)
     }
 
     fn wake_pump(&self) {
@@ -97,10 +162,11 @@ impl PutCoalescer {
     ///
     /// # Errors
     /// [`StoreError`]: refused (disk full, not writable, too large) or shutting down.
-    pub async fn put(&self, message: PutMessage) -> PutResult {
+    pub fn put(&self, message: PutMessage) -> impl Future<Output = PutResult> + '_ {
+        // Gathered at the call, not at the first poll: the future does not hold the message.
         let (reply, answer) = oneshot::channel();
-        self.gathered.push(Made::One(message, reply));
-        answer.await.map_err(|_| StoreError::ShuttingDown)?
+        self.gathered.push_one(message, reply);
+        async move { answer.await.map_err(|_| StoreError::ShuttingDown)? }
     }
 
     /// Stores `messages` whole, as [`super::message_store::StoreHandle::put_batch`] does,
@@ -110,7 +176,7 @@ impl PutCoalescer {
     /// As [`super::message_store::StoreHandle::put_batch`].
     pub async fn put_batch(&self, messages: Vec<PutMessage>) -> Result<Vec<Appended>, StoreError> {
         let (reply, answer) = futures::channel::oneshot::channel();
-        self.gathered.push(Made::Batch(messages, reply));
+        self.gathered.push_batch(messages, reply);
         answer.await.map_err(|_| StoreError::ShuttingDown)?
     }
 }
@@ -131,7 +197,7 @@ async fn pump(gathered: Weak<Gathered>, mut writer: mpsc::Sender<PutRequest>) {
                 // it): what is still gathered belongs to callers that went away.
                 return Poll::Ready(false);
             };
-            if gathered.puts.borrow().is_empty() {
+            if gathered.requests.borrow().is_empty() {
                 gathered.pump.set(Some(cx.waker().clone()));
                 Poll::Pending
             } else {
@@ -147,14 +213,17 @@ async fn pump(gathered: Weak<Gathered>, mut writer: mpsc::Sender<PutRequest>) {
         futures_lite::future::yield_now().await;
         while let Some(handover) = gathered
             .upgrade()
-            .and_then(|gathered| next_request(&gathered))
+            .and_then(|gathered| gathered.next_request())
         {
             // The writer gone, the request drops with its repliers: "shutting down".
             let _ = match handover {
-                Handover::Many(messages, replies) => {
+                Handover::Many {
+                    messages,
+                    body_crcs,
+                    replies,
+                    ..
+                } => {
                     let (reply, answers) = mpsc::unbounded();
-                    // CPU work stays on this shard, not the writer's.
-                    let body_crcs = messages.iter().map(|m| body_crc32(&m.body)).collect();
                     let request = PutRequest::Many {
                         messages,
                         body_crcs,
@@ -171,41 +240,6 @@ async fn pump(gathered: Weak<Gathered>, mut writer: mpsc::Sender<PutRequest>) {
             };
         }
     }
-}
-
-/// One request's worth of what is gathered.
-enum Handover {
-    Many(Vec<PutMessage>, Vec<oneshot::Sender<PutResult>>),
-    Batch(Vec<PutMessage>, BatchReply),
-}
-
-/// The oldest puts gathered, as one request: a batch alone, or the single puts up to the next
-/// batch, within [`COALESCED_PUTS_MAX`] and [`COALESCED_BODY_BYTES_MAX`] (at least one).
-fn next_request(gathered: &Gathered) -> Option<Handover> {
-    let mut puts = gathered.puts.borrow_mut();
-    if let Some(Made::Batch(..)) = puts.front() {
-        let Some(Made::Batch(messages, reply)) = puts.pop_front() else {
-            unreachable!("the front is a batch");
-        };
-        return Some(Handover::Batch(messages, reply));
-    }
-    let most = puts.len().min(COALESCED_PUTS_MAX);
-    let (mut messages, mut replies) = (Vec::with_capacity(most), Vec::with_capacity(most));
-    let mut bytes = 0;
-    while let Some(Made::One(message, _)) = puts.front() {
-        let full = messages.len() == COALESCED_PUTS_MAX
-            || (bytes > 0 && bytes + message.body.len() > COALESCED_BODY_BYTES_MAX);
-        if full {
-            break;
-        }
-        bytes += message.body.len();
-        let Some(Made::One(message, reply)) = puts.pop_front() else {
-            unreachable!("the front is a single put");
-        };
-        messages.push(message);
-        replies.push(reply);
-    }
-    (!messages.is_empty()).then_some(Handover::Many(messages, replies))
 }
 
 /// Answers each put of a request from the writer's answers, which come in order, in parts.
