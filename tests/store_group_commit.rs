@@ -90,16 +90,16 @@ async fn send_batch(
 ) -> oneshot::Receiver<BatchPutResult> {
     let (reply, answer) = oneshot::channel();
     sender
-        .send(PutRequest::Batch { messages, reply })
+        .send(PutRequest::batch(messages, reply))
         .await
         .unwrap();
     answer
 }
 
-/// Many puts carry their bodies' CRCs, computed on the shard that made them: the writer
-/// stores those as given. Without one per message, it computes them itself.
+/// Many puts and batches carry their bodies' CRCs, computed on the shard that made them: the
+/// writer stores those as given. Without one per message, it computes them itself.
 #[test]
-fn many_puts_are_stored_with_the_body_crcs_they_carry() {
+fn many_and_batch_puts_are_stored_with_the_body_crcs_they_carry() {
     use ferromq::store::message::body_crc32;
     use futures::StreamExt;
     let directory = SimDirectory::default();
@@ -122,6 +122,17 @@ fn many_puts_are_stored_with_the_body_crcs_they_carry() {
                 stored.extend(part.into_iter().map(Result::unwrap));
             }
         }
+        for body_crcs in [vec![44, 55, 66], vec![1]] {
+            let messages: Vec<PutMessage> = (0..3).map(|seq| message(0, seq)).collect();
+            let (reply, answer) = oneshot::channel();
+            let request = PutRequest::Batch {
+                messages,
+                body_crcs,
+                reply,
+            };
+            sender.send(request).await.unwrap();
+            stored.extend(answer.await.unwrap().unwrap());
+        }
         drop(sender);
         writer.await;
         stored
@@ -141,7 +152,9 @@ fn many_puts_are_stored_with_the_body_crcs_they_carry() {
         .map(|seq| body_crc32(&message(0, seq).body))
         .collect();
     assert_eq!(crcs[..3], [11, 22, 33]);
-    assert_eq!(crcs[3..], computed[..]);
+    assert_eq!(crcs[3..6], computed[..]);
+    assert_eq!(crcs[6..9], [44, 55, 66]);
+    assert_eq!(crcs[9..], computed[..], "not one per message: all computed");
 }
 
 fn message(producer: usize, seq: usize) -> PutMessage {

@@ -203,7 +203,7 @@ impl<O: SegmentOpener> CommitLog<O> {
     ) -> Result<Appended, StoreError> {
         let mut appended = None;
         let inputs = std::slice::from_ref(input);
-        self.append_records(inputs, Some(&[body_crc]), store_timestamp, |record| {
+        self.append_records(inputs, &[body_crc], store_timestamp, |record| {
             appended = Some(record);
         })
         .await?;
@@ -224,16 +224,32 @@ impl<O: SegmentOpener> CommitLog<O> {
         store_timestamp: i64,
         each: impl FnMut(Appended),
     ) -> Result<(), StoreError> {
-        self.append_records(inputs, None, store_timestamp, each)
+        self.append_records(inputs, &[], store_timestamp, each)
             .await
     }
 
-    /// [`CommitLog::append_each`], with the inputs' body CRCs if the caller has them (one per
-    /// input).
+    /// [`CommitLog::append_each`] of messages whose body CRCs the caller computed, on its own
+    /// core: one per input, in order (any it lacks are computed here).
+    ///
+    /// # Errors
+    /// As [`CommitLog::append_each`].
+    pub async fn append_each_with_body_crcs(
+        &mut self,
+        inputs: &[PutMessage],
+        body_crcs: &[i32],
+        store_timestamp: i64,
+        each: impl FnMut(Appended),
+    ) -> Result<(), StoreError> {
+        self.append_records(inputs, body_crcs, store_timestamp, each)
+            .await
+    }
+
+    /// [`CommitLog::append_each`], with the inputs' body CRCs the caller has (one per input,
+    /// in order; any missing are computed).
     async fn append_records(
         &mut self,
         inputs: &[PutMessage],
-        body_crcs: Option<&[i32]>,
+        body_crcs: &[i32],
         store_timestamp: i64,
         mut each: impl FnMut(Appended),
     ) -> Result<(), StoreError> {
@@ -255,7 +271,8 @@ impl<O: SegmentOpener> CommitLog<O> {
         }
         for (index, input) in inputs.iter().enumerate() {
             let body_crc = body_crcs
-                .and_then(|crcs| crcs.get(index).copied())
+                .get(index)
+                .copied()
                 .unwrap_or_else(|| body_crc32(&input.body));
             let queue_offset = if enters_consume_queue(input.sys_flag) {
                 let next = self.queue_offsets.next_mut(&input.topic, input.queue_id);

@@ -17,6 +17,7 @@
 
 pub use super::commit_log::PutMessage;
 use super::commit_log::{Appended, CommitLog, JobExtent, SegmentOpener, StoreError};
+use super::message::body_crc32;
 use super::segment_writer::WriteOutcome;
 use futures::channel::{mpsc, oneshot};
 use futures::future::{select, Either};
@@ -63,6 +64,9 @@ pub enum PutRequest {
     Batch {
         /// The messages, in order.
         messages: Vec<PutMessage>,
+        /// Each message's body CRC, as for [`PutRequest::Many`]: one per message, or the
+        /// writer computes them.
+        body_crcs: Vec<i32>,
         /// Where the answer goes.
         reply: oneshot::Sender<BatchPutResult>,
     },
@@ -78,6 +82,20 @@ pub enum PutRequest {
         /// Where the answers go.
         reply: ManyPutAnswers,
     },
+}
+
+impl PutRequest {
+    /// A batch put, with its bodies' CRCs computed here, on the calling shard: work kept off
+    /// the writer's core.
+    #[must_use]
+    pub fn batch(messages: Vec<PutMessage>, reply: oneshot::Sender<BatchPutResult>) -> Self {
+        let body_crcs = messages.iter().map(|m| body_crc32(&m.body)).collect();
+        PutRequest::Batch {
+            messages,
+            body_crcs,
+            reply,
+        }
+    }
 }
 
 /// Statistics of a finished loop.
@@ -363,7 +381,11 @@ where
                 }
             }
         }
-        PutRequest::Batch { messages, reply } => {
+        PutRequest::Batch {
+            messages,
+            body_crcs,
+            reply,
+        } => {
             let Some(first) = messages.first() else {
                 let _ = reply.send(Ok(Vec::new()));
                 return Err(1);
@@ -371,8 +393,11 @@ where
             let mut records = Vec::with_capacity(messages.len());
             let appended = match observer.admit(first) {
                 Ok(()) => {
-                    log.append_each(&messages, now, |appended| records.push(appended))
-                        .await
+                    let body_crcs = one_per_message(body_crcs, messages.len());
+                    log.append_each_with_body_crcs(&messages, &body_crcs, now, |appended| {
+                        records.push(appended);
+                    })
+                    .await
                 }
                 Err(refused) => Err(refused),
             };
@@ -395,12 +420,7 @@ where
             // From the first record appended to the end of the last (across a roll, with the
             // padding between).
             let mut span: Option<(Appended, u64)> = None;
-            // Not one per message: the writer computes them all.
-            let body_crcs = if body_crcs.len() == messages.len() {
-                body_crcs
-            } else {
-                Vec::new()
-            };
+            let body_crcs = one_per_message(body_crcs, messages.len());
             for (index, message) in messages.iter().enumerate() {
                 let body_crc = body_crcs.get(index).copied();
                 let appended = append_one(log, observer, message, body_crc, now).await;
@@ -424,6 +444,16 @@ where
                 }
             }
         }
+    }
+}
+
+/// The body CRCs a request carries if there is one per message; else none, and the writer
+/// computes them all.
+fn one_per_message(body_crcs: Vec<i32>, messages: usize) -> Vec<i32> {
+    if body_crcs.len() == messages {
+        body_crcs
+    } else {
+        Vec::new()
     }
 }
 

@@ -493,7 +493,7 @@ impl StoreHandle {
     /// segment.
     pub async fn put_batch(&self, messages: Vec<PutMessage>) -> Result<Vec<Appended>, StoreError> {
         let (reply, answer) = oneshot::channel();
-        self.send_put(PutRequest::Batch { messages, reply }).await?;
+        self.send_put(PutRequest::batch(messages, reply)).await?;
         answer.await.map_err(|_| StoreError::ShuttingDown)?
     }
 

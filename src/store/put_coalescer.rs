@@ -235,7 +235,7 @@ async fn pump(gathered: Weak<Gathered>, mut writer: mpsc::Sender<PutRequest>) {
                     sent
                 }
                 Handover::Batch(messages, reply) => {
-                    writer.send(PutRequest::Batch { messages, reply }).await
+                    writer.send(PutRequest::batch(messages, reply)).await
                 }
             };
         }

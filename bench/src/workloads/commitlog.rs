@@ -814,7 +814,7 @@ async fn run_producers(
                     let (reply, answer) = oneshot::channel();
                     let messages = vec![template.clone(); limits.batch];
                     if sender
-                        .send(PutRequest::Batch { messages, reply })
+                        .send(PutRequest::batch(messages, reply))
                         .await
                         .is_err()
                     {
