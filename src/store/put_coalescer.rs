@@ -87,17 +87,12 @@ impl Gathered {
     fn push_one(&self, message: PutMessage, reply: oneshot::Sender<PutResult>) {
         let mut requests = self.requests.borrow_mut();
         let body = message.body.len();
-        let room = match requests.back() {
-            Some(Handover::Many {
-                messages,
-                body_bytes,
-                ..
-            }) => {
-                messages.len() < COALESCED_PUTS_MAX
+        let room = matches!(
+            requests.back(),
+            Some(Handover::Many { messages, body_bytes, .. })
+                if messages.len() < COALESCED_PUTS_MAX
                     && (*body_bytes == 0 || body_bytes + body <= COALESCED_BODY_BYTES_MAX)
-            }
-            _ => false,
-        };
+        );
         if !room {
             let capacity = self.singles_hint.get().clamp(1, COALESCED_PUTS_MAX);
             requests.push_back(Handover::Many {
@@ -107,18 +102,19 @@ impl Gathered {
                 body_bytes: 0,
             });
         }
-        if let Some(Handover::Many {
+        let Some(Handover::Many {
             messages,
             body_crcs,
             replies,
             body_bytes,
         }) = requests.back_mut()
-        {
-            body_crcs.push(body_crc32(&message.body));
-            messages.push(message);
-            replies.push(reply);
-            *body_bytes += body;
-        }
+        else {
+            unreachable!("a request of single puts with room is last");
+        };
+        body_crcs.push(body_crc32(&message.body));
+        messages.push(message);
+        replies.push(reply);
+        *body_bytes += body;
         drop(requests);
         self.wake_pump();
     }
