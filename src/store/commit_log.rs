@@ -201,13 +201,8 @@ impl<O: SegmentOpener> CommitLog<O> {
         body_crc: i32,
         store_timestamp: i64,
     ) -> Result<Appended, StoreError> {
-        let mut appended = None;
-        let inputs = std::slice::from_ref(input);
-        self.append_records(inputs, &[body_crc], store_timestamp, |record| {
-            appended = Some(record);
-        })
-        .await?;
-        Ok(appended.expect("one message, one record"))
+        self.make_room(stored_size(input)).await?;
+        self.append_record(input, body_crc, store_timestamp)
     }
 
     /// Appends `inputs` back to back at `store_timestamp`, whole or not at all, as Java's
@@ -253,10 +248,28 @@ impl<O: SegmentOpener> CommitLog<O> {
         store_timestamp: i64,
         mut each: impl FnMut(Appended),
     ) -> Result<(), StoreError> {
+        let size: usize = inputs.iter().map(stored_size).sum();
+        self.make_room(size).await?;
+        for (index, input) in inputs.iter().enumerate() {
+            let body_crc = body_crcs
+                .get(index)
+                .copied()
+                .unwrap_or_else(|| body_crc32(&input.body));
+            each(self.append_record(input, body_crc, store_timestamp)?);
+        }
+        Ok(())
+    }
+
+    /// Makes sure `size` bytes of records fit the current segment: if they do not, closes
+    /// it with a blank record and rolls to the next.
+    ///
+    /// # Errors
+    /// [`StoreError::NotWritable`] once poisoned, [`StoreError::TooLarge`] if they would not
+    /// fit even a new segment, or the I/O error of opening the next segment.
+    async fn make_room(&mut self, size: usize) -> Result<(), StoreError> {
         if self.writer.is_poisoned() {
             return Err(StoreError::NotWritable);
         }
-        let size: usize = inputs.iter().map(stored_size).sum();
         let size_u64 = u64::try_from(size).expect("record size fits u64");
         let segment_size = self.writer.segment_size();
         if size_u64 + BLANK_RECORD_SIZE as u64 > segment_size {
@@ -269,36 +282,40 @@ impl<O: SegmentOpener> CommitLog<O> {
             self.writer.append(&blank_record(blank))?;
             self.writer.roll().await?;
         }
-        for (index, input) in inputs.iter().enumerate() {
-            let body_crc = body_crcs
-                .get(index)
-                .copied()
-                .unwrap_or_else(|| body_crc32(&input.body));
-            let queue_offset = if enters_consume_queue(input.sys_flag) {
-                let next = self.queue_offsets.next_mut(&input.topic, input.queue_id);
-                *next += 1;
-                *next - 1
-            } else {
-                0
-            };
-            let physical_offset = self.writer.write_offset();
-            let record = stored_record(
-                input,
-                body_crc,
-                queue_offset,
-                physical_offset,
-                store_timestamp,
-            );
-            let size = record_size(&record);
-            self.writer
-                .append_with(size, |tail| encode_record_into(&record, tail))?;
-            each(Appended {
-                physical_offset,
-                size,
-                queue_offset,
-            });
-        }
         Ok(())
+    }
+
+    /// Encodes `input` at the end of the log (where [`CommitLog::make_room`] made room for
+    /// it), with its queue offset, and returns where it landed.
+    fn append_record(
+        &mut self,
+        input: &PutMessage,
+        body_crc: i32,
+        store_timestamp: i64,
+    ) -> Result<Appended, StoreError> {
+        let queue_offset = if enters_consume_queue(input.sys_flag) {
+            let next = self.queue_offsets.next_mut(&input.topic, input.queue_id);
+            *next += 1;
+            *next - 1
+        } else {
+            0
+        };
+        let physical_offset = self.writer.write_offset();
+        let record = stored_record(
+            input,
+            body_crc,
+            queue_offset,
+            physical_offset,
+            store_timestamp,
+        );
+        let size = record_size(&record);
+        self.writer
+            .append_with(size, |tail| encode_record_into(&record, tail))?;
+        Ok(Appended {
+            physical_offset,
+            size,
+            queue_offset,
+        })
     }
 
     /// Hands `extent` of what is appended to a write job (see
