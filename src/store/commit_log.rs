@@ -207,41 +207,15 @@ impl<O: SegmentOpener> CommitLog<O> {
 
     /// Appends `inputs` back to back at `store_timestamp`, whole or not at all, as Java's
     /// `putMessages` stores a batch: in one segment (rolling first if it does not fit the
-    /// rest of this one), with consecutive queue offsets. Calls `each` with every record's
+    /// rest of this one), with consecutive queue offsets. `body_crcs` are the inputs' body
+    /// CRCs if the caller computed them, on its own core: one per input, in order (any it
+    /// lacks, or all if it is empty, are computed here). Calls `each` with every record's
     /// place, in order.
     ///
     /// # Errors
     /// As [`CommitLog::append`]; [`StoreError::TooLarge`] if the batch does not fit one
     /// segment. Nothing is appended then.
     pub async fn append_each(
-        &mut self,
-        inputs: &[PutMessage],
-        store_timestamp: i64,
-        each: impl FnMut(Appended),
-    ) -> Result<(), StoreError> {
-        self.append_records(inputs, &[], store_timestamp, each)
-            .await
-    }
-
-    /// [`CommitLog::append_each`] of messages whose body CRCs the caller computed, on its own
-    /// core: one per input, in order (any it lacks are computed here).
-    ///
-    /// # Errors
-    /// As [`CommitLog::append_each`].
-    pub async fn append_each_with_body_crcs(
-        &mut self,
-        inputs: &[PutMessage],
-        body_crcs: &[i32],
-        store_timestamp: i64,
-        each: impl FnMut(Appended),
-    ) -> Result<(), StoreError> {
-        self.append_records(inputs, body_crcs, store_timestamp, each)
-            .await
-    }
-
-    /// [`CommitLog::append_each`], with the inputs' body CRCs the caller has (one per input,
-    /// in order; any missing are computed).
-    async fn append_records(
         &mut self,
         inputs: &[PutMessage],
         body_crcs: &[i32],

@@ -394,7 +394,7 @@ where
             let appended = match observer.admit(first) {
                 Ok(()) => {
                     let body_crcs = one_per_message(body_crcs, messages.len());
-                    log.append_each_with_body_crcs(&messages, &body_crcs, now, |appended| {
+                    log.append_each(&messages, &body_crcs, now, |appended| {
                         records.push(appended);
                     })
                     .await
