@@ -379,6 +379,16 @@ fn commitlog_reports_every_append_and_the_log_holds_each_once() {
                 "8",
             ],
         );
+        // Both baselines ran: sequential, then durable (O_DSYNC, the writer's jobs in flight).
+        let raw = report["raw"].as_array().unwrap();
+        assert_eq!(raw.len(), 2, "{raw:?}");
+        assert_eq!(raw[0]["pattern"], "sequential");
+        assert_eq!(raw[1]["pattern"], "durable_dsync");
+        assert_eq!(raw[1]["depth"], 2);
+        assert!(
+            raw.iter().all(|r| r["mb_per_sec"].as_f64().unwrap() > 0.0),
+            "{raw:?}"
+        );
         let results = report["results"].as_array().unwrap();
         assert_eq!(results.len(), 2, "one case per flush mode");
         for case in results {
