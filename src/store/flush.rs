@@ -118,9 +118,12 @@ pub const BATCH_BYTES_MAX: usize = 32 << 20;
 
 /// Write jobs in flight at once, at most. Beyond one they write whole blocks only, so no
 /// two write the same block. On the development disk, `O_DSYNC` writes of 512 KiB into new
-/// extents go 0.83 GB/s one at a time and 1.33 two at a time (`pwrite` from threads); the
+/// extents go 0.83 GB/s one at a time and 1.33 two at a time (`pwrite` from threads; on the
+/// later 2-core VM 1.6 and 2.1, `ferromq-bench commitlog --raw-sync-depth 1|2`); the
 /// CommitLog bench put 1.25x more through with two jobs than with one, and less with three
-/// or four (more io-wq workers on the writer's core).
+/// or four (more io-wq workers on the writer's core). On the 2-core VM one job at a time
+/// (of everything waiting) puts 0.45–0.6x as much through: producers then wait for the
+/// disk and the disk for the encoder in turn.
 pub const JOBS_IN_FLIGHT_MAX: usize = 2;
 
 /// While a job is in flight, the loop yields to the executor after this many appends.
