@@ -893,13 +893,18 @@ fn describe_raw(pattern: RawPattern, file_size_bytes: u64) -> String {
 }
 
 fn print_raw(raw: &RawBandwidth, file_size_bytes: u64, repeat: usize) {
+    let durability = match raw.pattern {
+        RawPattern::Sequential { .. } => format!("fdatasyncs: {}", raw.syncs),
+        RawPattern::Durable { block_bytes, .. } => {
+            format!("durable writes: {}", raw.bytes / block_bytes)
+        }
+    };
     println!(
-        "{} ... {:.1} MB/s, best of {repeat} ({} MiB in {:.2} s, fdatasyncs: {})",
+        "{} ... {:.1} MB/s, best of {repeat} ({} MiB in {:.2} s, {durability})",
         describe_raw(raw.pattern, file_size_bytes),
         raw.mb_per_sec(),
         raw.bytes / MIB,
         raw.elapsed.as_secs_f64(),
-        raw.syncs
     );
 }
 
