@@ -1040,6 +1040,7 @@ fn write_json(
     cases: &[Case],
 ) -> anyhow::Result<()> {
     let raw_mb_per_sec = raws.first().map_or(f64::NAN, RawBandwidth::mb_per_sec);
+    let durable_mb_per_sec = durable_mb_per_sec(raws);
     let raw: Vec<serde_json::Value> = raws
         .iter()
         .map(|raw| {
@@ -1075,7 +1076,7 @@ fn write_json(
                 "body_mb_per_sec": case.body_mb_per_sec(),
                 "log_mb_per_sec": case.log_mb_per_sec(),
                 "ratio_to_raw": case.body_mb_per_sec() / raw_mb_per_sec,
-                "log_ratio_to_durable": case.log_mb_per_sec() / durable_mb_per_sec(raws),
+                "log_ratio_to_durable": case.log_mb_per_sec() / durable_mb_per_sec,
                 "appends_per_sync": appends_per_sync(case),
                 "writer_cpu_us_per_append": case.writer_cpu_us_per_append(),
                 "producer_cpu_us_per_append":
