@@ -198,9 +198,10 @@ pub struct ZeroFillPace<'a, H: Fn() -> bool> {
 /// stopped while holding before it made the file.
 ///
 /// Why: a direct write into blocks that `fallocate` reserved but nobody wrote turns their
-/// extent from unwritten to written, and the fdatasync after it must then commit the
-/// filesystem journal; into blocks already written, fdatasync is only a flush of the device
-/// cache, about half the time on ext4. A file stopped part way is still whole: blocks not
+/// extent from unwritten to written, and the fdatasync after it must then write that
+/// metadata and wait for it (a journal commit on a journaled ext4, the inode's block without
+/// a journal); into blocks already written, fdatasync is only a flush of the device cache,
+/// about half the time on ext4. A file stopped part way is still whole: blocks not
 /// written read as zeros.
 ///
 /// # Errors
