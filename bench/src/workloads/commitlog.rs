@@ -756,6 +756,9 @@ impl Produced {
     }
 }
 
+/// Queues the producers write, producer `i` to queue `i % QUEUES`.
+const QUEUES: i32 = 8;
+
 /// Runs the producers of a case until the time or count limit; returns the appends, the
 /// time they took and their latency histogram. Dropping `sender` at the end stops the writer.
 async fn run_producers(
@@ -768,9 +771,9 @@ async fn run_producers(
     )?));
     let coalescer =
         (limits.handoff == Handoff::Coalesced).then(|| Rc::new(PutCoalescer::new(sender.clone())));
-    let template = PutMessage {
+    let template = |queue_id| PutMessage {
         topic: "BenchTopic".into(),
-        queue_id: 0,
+        queue_id,
         flag: 0,
         sys_flag: 0,
         born_timestamp: 0,
@@ -781,6 +784,10 @@ async fn run_producers(
         body: vec![b'x'; plan.body_size],
         properties: Vec::new(),
     };
+    // One message to copy per queue, shared by the producers that write it: a put copies a
+    // body that is in cache, as a net shard copies one just read from its socket. (One per
+    // task would have each put read 1 KiB from a different place in megabytes of copies.)
+    let templates: Rc<[PutMessage]> = (0..QUEUES).map(template).collect();
     // Appends started across producers, so that the case stops at `appends_max`.
     let started_appends = Rc::new(Cell::new(0u64));
     let failure: Rc<RefCell<Option<String>>> = Rc::new(RefCell::new(None));
@@ -795,10 +802,10 @@ async fn run_producers(
         let started_appends = started_appends.clone();
         let failure = failure.clone();
         let coalescer = coalescer.clone();
-        let mut template = template.clone();
-        template.queue_id = i32::try_from(producer % 8).expect("below 8");
+        let templates = templates.clone();
         tasks.push(glommio::spawn_local(async move {
             let batch = limits.batch as u64;
+            let template = &templates[producer % templates.len()];
             let mut appends = 0u64;
             // One clock read per put: the time an answer came is the next put's send time,
             // and each is checked against the time limit.
