@@ -635,8 +635,9 @@ impl Pending {
     /// job writes make the next, and a job waits for most of them.
     ///
     /// Why not a quarter, as before: each `O_DSYNC` write into new extents pays a
-    /// synchronous metadata write before the cache flush, so the disk takes 2.1 GB/s in writes of 512 KiB two at a time, 2.8
-    /// in writes of 1 MiB (`ferromq-bench commitlog --raw-sync-kib`). With 2 MiB awaiting
+    /// synchronous metadata write before the cache flush, so the disk takes 2.1 GB/s in
+    /// writes of 512 KiB two at a time, 2.8 in writes of 1 MiB (`ferromq-bench commitlog
+    /// --raw-sync-kib`). With 2 MiB awaiting
     /// answers (64 producers of 1 KiB, 32 in flight each), jobs that start at a quarter
     /// carry 0.75 MB, at three eighths 1.1 MB, and the CommitLog bench put about 5% more
     /// through (1.77M/s -> 1.86M/s, the quiet runs of five rotated sittings; a half did no
