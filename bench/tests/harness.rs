@@ -398,6 +398,15 @@ fn commitlog_reports_every_append_and_the_log_holds_each_once() {
             assert_eq!(appends, appends_max, "{shape}: {case}");
             assert_eq!(log_bytes % appends, 0, "{shape}: {case}");
             record_sizes.push(log_bytes / appends);
+            // What the disk's durable writes would allow: its durable MB/s in body bytes.
+            let durable_share =
+                raw[1]["mb_per_sec"].as_f64().unwrap() / raw[0]["mb_per_sec"].as_f64().unwrap();
+            let body_share = 1024.0 / (log_bytes / appends) as f64;
+            let bound = case["durable_bound_ratio_to_raw"].as_f64().unwrap();
+            assert!(
+                (bound - durable_share * body_share).abs() < 1e-6 * bound,
+                "{shape}: {bound} vs {durable_share} x {body_share}"
+            );
         }
     }
     assert!(

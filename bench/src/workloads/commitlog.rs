@@ -1031,6 +1031,32 @@ fn print_target(cases: &[Case], raws: &[RawBandwidth], batch: usize) {
         case.log_mb_per_sec() / raw_mb_per_sec,
         case.log_mb_per_sec() / durable_mb_per_sec,
     );
+    if let Some(RawPattern::Durable { block_bytes, depth }) = durable_pattern(raws) {
+        let job_kib = case.log_bytes as f64 / case.syncs.max(1) as f64 / KIB as f64;
+        println!(
+            "durable bound: the disk's own durable writes of {} KiB, {depth} in flight, would \
+             carry at most {:.2} of raw in this case's body bytes (its jobs averaged {job_kib:.0} \
+             KiB)",
+            block_bytes / KIB,
+            durable_bound_ratio(case, raws),
+        );
+    }
+}
+
+/// The ratio to raw the case's body bytes would reach if its log went at the durable
+/// baseline's speed: what the disk allows when every write is durable in that shape, before
+/// any CPU is spent (NaN without both baselines).
+fn durable_bound_ratio(case: &Case, raws: &[RawBandwidth]) -> f64 {
+    let raw_mb_per_sec = raws.first().map_or(f64::NAN, RawBandwidth::mb_per_sec);
+    let body_share = case.body_mb_per_sec() / case.log_mb_per_sec();
+    durable_mb_per_sec(raws) * body_share / raw_mb_per_sec
+}
+
+/// The durable baseline's shape, if it ran.
+fn durable_pattern(raws: &[RawBandwidth]) -> Option<RawPattern> {
+    raws.iter()
+        .map(|raw| raw.pattern)
+        .find(|pattern| matches!(pattern, RawPattern::Durable { .. }))
 }
 
 /// MB/s of the durable raw baseline (NaN if it did not run).
@@ -1084,6 +1110,7 @@ fn write_json(
                 "log_mb_per_sec": case.log_mb_per_sec(),
                 "ratio_to_raw": case.body_mb_per_sec() / raw_mb_per_sec,
                 "log_ratio_to_durable": case.log_mb_per_sec() / durable_mb_per_sec,
+                "durable_bound_ratio_to_raw": durable_bound_ratio(case, raws),
                 "appends_per_sync": appends_per_sync(case),
                 "writer_cpu_us_per_append": case.writer_cpu_us_per_append(),
                 "producer_cpu_us_per_append":
