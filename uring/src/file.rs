@@ -113,11 +113,10 @@ impl DmaSegment {
         // glommio probes whether the device supports polled I/O by reading the first block,
         // and on an empty or sparse file that read succeeds without reaching the device, so
         // it would wrongly enable the poll ring and every later read would fail with
-        // EOPNOTSUPP. Creation is rare (once per segment), so these blocking calls are
-        // accepted.
+        // EOPNOTSUPP.
         let is_new = std::fs::metadata(path).map_or(true, |meta| meta.len() < size);
         if is_new {
-            create_with_first_block(path, size).map_err(IoError::on("create", path))?;
+            create_off_executor(path, size).await?;
         }
         let file = open_read_write(path, dsync).await?;
         if is_new {
@@ -216,7 +215,7 @@ pub async fn zero_fill<H: Fn() -> bool>(
             return Ok(None);
         }
     }
-    create_with_first_block(path, size).map_err(IoError::on("create", path))?;
+    create_off_executor(path, size).await?;
     let file = open_read_write(path, false).await?;
     let filled = fill_zeros(&file, path, size, pace).await;
     let synced = match &filled {
@@ -316,6 +315,18 @@ fn glommio_error<'a>(
         offset,
         source: e.into(),
     }
+}
+
+/// [`create_with_first_block`] on the executor's blocking thread, while the executor goes
+/// on: its two syncs (the file's, then the directory's) each wait for a device-cache flush,
+/// and on the writer's shard that wait stopped every put and every write completion for
+/// about a millisecond at each segment roll.
+async fn create_off_executor(path: &Path, size: u64) -> Result<(), IoError> {
+    let owned = path.to_owned();
+    glommio::executor()
+        .spawn_blocking(move || create_with_first_block(&owned, size))
+        .await
+        .map_err(IoError::on("create", path))
 }
 
 /// Makes `path` a file of length `size` whose first block is written and synced, so that
