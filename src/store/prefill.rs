@@ -148,16 +148,24 @@ impl CommitLogDirectory {
 
     /// Moves the filled segment starting at `start` into the CommitLog directory, unless a
     /// segment is already there. A failure leaves the writer to create the segment itself.
-    fn adopt(&self, start: u64, size: u64) {
+    /// The rename and the directory's sync run on the executor's blocking thread: the sync
+    /// waits for a device-cache flush, which would stop the writer's shard meanwhile.
+    async fn adopt(&self, start: u64, size: u64) {
         let name = segment_name(start);
         let target = self.dir.join(&name);
         let filled = self.fill_dir.join(&name);
-        if target.exists() || !std::fs::metadata(&filled).is_ok_and(|m| m.len() == size) {
-            return;
-        }
-        let moved = std::fs::rename(&filled, &target)
-            .and_then(|()| std::fs::File::open(&self.dir)?.sync_all());
-        if let Err(error) = moved {
+        let dir = self.dir.clone();
+        let moved = glommio::executor()
+            .spawn_blocking(move || {
+                if target.exists() || !std::fs::metadata(&filled).is_ok_and(|m| m.len() == size) {
+                    return Ok(());
+                }
+                std::fs::rename(&filled, &target)
+                    .and_then(|()| std::fs::File::open(&dir)?.sync_all())
+                    .map_err(|error| (error, target))
+            })
+            .await;
+        if let Err((error, target)) = moved {
             tracing::warn!(
                 %error,
                 segment = %target.display(),
@@ -206,7 +214,7 @@ impl SegmentOpener for CommitLogDirectory {
 
     async fn open(&self, start: u64, size: u64) -> Result<DmaSegment, IoError> {
         if self.stop_fill().await == Some(start) {
-            self.adopt(start, size);
+            self.adopt(start, size).await;
         }
         let path = self.dir.join(segment_name(start));
         let segment = DmaSegment::open_with(&path, size, self.options.dsync).await?;
