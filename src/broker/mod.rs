@@ -353,7 +353,7 @@ async fn run_control_role(
             for group in state.expire_clients() {
                 tracing::info!(group, "consumer expired without heartbeat");
             }
-            if let Err(error) = state.persist_offsets() {
+            if let Err(error) = state.persist_offsets_off_shard().await {
                 tracing::error!(%error, "cannot persist consumer offsets");
             }
         }

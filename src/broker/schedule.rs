@@ -17,7 +17,7 @@
 
 use super::state::{now_ms, BrokerState};
 use super::transaction::{HALF_TOPIC, TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE};
-use crate::config::persist::{read_with_backup, write_atomically};
+use crate::config::persist::{read_with_backup, write_atomically_off_shard};
 use crate::store::commit_log::PutMessage;
 use crate::store::config_files::DelayOffsetTable;
 use crate::store::dispatch::{DelayLevels, SCHEDULE_TOPIC};
@@ -184,7 +184,8 @@ impl Scheduler {
         self.offsets.borrow().get(&level).copied().unwrap_or(0)
     }
 
-    fn persist(&self) {
+    /// Writes `delayOffset.json` without blocking the control shard.
+    async fn persist(&self) {
         let table = DelayOffsetTable {
             offset_table: self
                 .offsets
@@ -193,7 +194,8 @@ impl Scheduler {
                 .map(|(l, o)| (*l, *o))
                 .collect(),
         };
-        if let Err(error) = write_atomically(&self.path, table.to_json().as_bytes()) {
+        let json = table.to_json().into_bytes();
+        if let Err(error) = write_atomically_off_shard(self.path.clone(), json).await {
             tracing::error!(%error, path = %self.path.display(), "cannot write delay offsets");
         }
     }
@@ -309,7 +311,7 @@ pub async fn run_schedule(state: Arc<BrokerState>, store: StoreHandle, shutdown:
     let persist = async {
         loop {
             glommio::timer::sleep(interval).await;
-            scheduler.persist();
+            scheduler.persist().await;
         }
     };
     futures::pin_mut!(persist);
@@ -319,7 +321,7 @@ pub async fn run_schedule(state: Arc<BrokerState>, store: StoreHandle, shutdown:
     for task in tasks {
         task.cancel();
     }
-    scheduler.persist();
+    scheduler.persist().await;
     tracing::info!("delay offsets written at shutdown");
 }
 

@@ -8,7 +8,7 @@
 //! take a short lock. Files are written atomically (temp file, `.bak`, rename).
 
 use crate::config::broker::BrokerConfig;
-use crate::config::persist::{read_with_backup, write_atomically};
+use crate::config::persist::{read_with_backup, write_atomically, write_atomically_off_shard};
 use crate::remoting::headers::NotifyConsumerIdsChangedRequestHeader;
 use crate::remoting::heartbeat::{HeartbeatData, MessageQueue, SubscriptionData};
 use crate::remoting::server::{ConnectionId, Outbound};
@@ -442,6 +442,16 @@ impl BrokerState {
     /// The I/O error.
     pub fn persist_offsets(&self) -> std::io::Result<()> {
         write_atomically(&self.offsets_path, self.offsets_json().as_bytes())
+    }
+
+    /// Writes `consumerOffset.json` without blocking the calling shard (see
+    /// [`write_atomically_off_shard`]).
+    ///
+    /// # Errors
+    /// The I/O error.
+    pub async fn persist_offsets_off_shard(&self) -> std::io::Result<()> {
+        let json = self.offsets_json();
+        write_atomically_off_shard(self.offsets_path.clone(), json.into_bytes()).await
     }
 
     /// Remembers how to reach `connection` with requests of the broker's own.

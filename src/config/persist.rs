@@ -29,6 +29,19 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// [`write_atomically`] on the executor's blocking thread, for a shard that must not wait
+/// for the disk: the two syncs each wait for a device-cache flush (0.3 ms and more), and
+/// every task of the shard (on two cores, the CommitLog writer's and a net shard's) would
+/// stop meanwhile. Call from inside a glommio executor.
+///
+/// # Errors
+/// The I/O error.
+pub async fn write_atomically_off_shard(path: PathBuf, bytes: Vec<u8>) -> std::io::Result<()> {
+    glommio::executor()
+        .spawn_blocking(move || write_atomically(&path, &bytes))
+        .await
+}
+
 /// Reads `path`, or `path.bak` when `path` is missing, empty, or rejected by `accept`.
 /// `None` when neither is usable.
 ///

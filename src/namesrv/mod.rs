@@ -297,12 +297,8 @@ async fn persist_kv(processor: &Rc<RefCell<NamesrvProcessor>>) {
     let Some((path, bytes)) = processor.borrow().kv.snapshot() else {
         return;
     };
-    let written = glommio::executor()
-        .spawn_blocking(move || {
-            crate::config::persist::write_atomically(&path, &bytes).map_err(|e| (path, e))
-        })
-        .await;
-    if let Err((path, error)) = written {
+    let written = crate::config::persist::write_atomically_off_shard(path.clone(), bytes).await;
+    if let Err(error) = written {
         tracing::error!(path = %path.display(), %error, "cannot persist KV config");
     }
 }
