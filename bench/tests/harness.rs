@@ -258,6 +258,17 @@ fn reports_count_what_the_broker_stored() {
     for key in ["p50", "p90", "p99", "p999", "p9999", "max"] {
         assert!(produce["produce"]["latency_us"][key].as_u64().unwrap() > 0);
     }
+    // Every message carries a `UNIQ_KEY`, as a RocketMQ client's do: the broker indexed them.
+    let index = dir.0.join("data").join("store").join("index");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::read_dir(&index).map_or(0, Iterator::count) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "no IndexFile in {}",
+            index.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let svg = std::fs::read_to_string(&plot).unwrap();
     assert!(
         svg.starts_with("<svg") && svg.contains("<polyline"),

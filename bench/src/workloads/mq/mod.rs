@@ -100,6 +100,10 @@ pub struct MqArgs {
     /// Outstanding requests per sender in async mode.
     #[arg(long, default_value_t = 16)]
     pub in_flight: usize,
+    /// Send messages without the `UNIQ_KEY` property (the client-side message id) that every
+    /// RocketMQ client sets on each message, and that the broker indexes.
+    #[arg(long)]
+    pub no_uniq_key: bool,
     /// Expected broker flush mode; checked against GET_BROKER_CONFIG's flushDiskType.
     #[arg(long, value_enum)]
     pub flush: Option<Flush>,

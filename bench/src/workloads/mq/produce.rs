@@ -4,15 +4,19 @@
 use super::stats::Side;
 use super::{wall_ns, Mode, MqArgs, Target};
 use ferromq::broker::batch::BatchEntry;
+use ferromq::client::message::property;
+use ferromq::client::msg_id::create_uniq_id;
 use ferromq::remoting::client::{ClientError, RemotingClient};
 use ferromq::remoting::headers::SendMessageRequestHeaderV2;
 use ferromq::remoting::{RemotingCommand, RequestCode, ResponseCode};
+use ferromq::store::message::{NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR};
 use futures::stream::{FuturesUnordered, StreamExt};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Properties of every message: `WAIT=true`, as Java's `Message` sets by default.
+/// Properties of every message: `WAIT=true`, as Java's `Message` sets by default (and a
+/// `UNIQ_KEY` of its own, see [`properties`]).
 const PROPERTIES: &str = "WAIT\u{1}true\u{2}";
 /// The producer group named in the requests.
 const PRODUCER_GROUP: &str = "BenchmarkProducer";
@@ -215,6 +219,21 @@ fn settle(side: &Side, (outcome, stamp, count, bytes): Done) {
     }
 }
 
+/// One message's properties: `WAIT`, and a new `UNIQ_KEY` as a RocketMQ client sets on each
+/// message (Java's `MessageClientIDSetter`) unless `--no-uniq-key`.
+fn properties(args: &MqArgs) -> String {
+    if args.no_uniq_key {
+        return PROPERTIES.to_owned();
+    }
+    let mut properties = String::with_capacity(PROPERTIES.len() + 48);
+    properties.push_str(PROPERTIES);
+    properties.push_str(property::UNIQ_CLIENT_MESSAGE_ID_KEYIDX);
+    properties.push(NAME_VALUE_SEPARATOR);
+    properties.push_str(&create_uniq_id());
+    properties.push(PROPERTY_SEPARATOR);
+    properties
+}
+
 /// One message body: the stamp's wall-clock nanoseconds in the first 8 bytes, then filler.
 fn body(size: usize, stamp: Instant) -> Vec<u8> {
     let mut body: Vec<u8> = (0..size).map(|i| b'a' + (i % 26) as u8).collect();
@@ -236,7 +255,7 @@ fn request(args: &MqArgs, queue_id: i32, count: u64, stamp: Instant) -> Remoting
         f: 0,
         g: born_ms,
         h: 0,
-        i: Some(PROPERTIES.to_owned()),
+        i: Some(properties(args)),
         j: Some(0),
         k: Some(false),
         l: None,
@@ -256,7 +275,7 @@ fn request(args: &MqArgs, queue_id: i32, count: u64, stamp: Instant) -> Remoting
             BatchEntry {
                 flag: 0,
                 body: body(args.size, stamp),
-                properties: PROPERTIES.as_bytes().to_vec(),
+                properties: properties(args).into_bytes(),
             }
             .encode(&mut out);
         }
