@@ -176,7 +176,7 @@ impl Reput {
             }
         }
         let index_timestamp = match &self.index {
-            Some(index) => index.flush()?,
+            Some(index) => index.flush().await?,
             None => logics,
         };
         let checkpoint = StoreCheckpoint {

@@ -9,11 +9,14 @@ use crate::IoError;
 use memmap2::MmapMut;
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// A file of fixed size mapped shared and writable.
 #[derive(Debug)]
 pub struct MappedFile {
     map: MmapMut,
+    /// The mapped file, for syncs on another thread.
+    file: Arc<std::fs::File>,
     path: PathBuf,
 }
 
@@ -40,6 +43,7 @@ impl MappedFile {
         let map = unsafe { MmapMut::map_mut(&file) }.map_err(error("mmap"))?;
         Ok(MappedFile {
             map,
+            file: Arc::new(file),
             path: path.to_owned(),
         })
     }
@@ -56,6 +60,23 @@ impl MappedFile {
     /// [`IoError::File`].
     pub fn flush(&self) -> Result<(), IoError> {
         self.map.flush().map_err(IoError::on("msync", &self.path))
+    }
+
+    /// [`MappedFile::flush`] on the executor's blocking thread, while the executor goes on:
+    /// an fdatasync of the file, which writes back the pages dirtied through the mapping too
+    /// (they are the file's page cache; Linux's `msync(MS_SYNC)` is that same sync). With
+    /// every message indexed by its `UNIQ_KEY`, a second's dirty pages of an IndexFile took
+    /// 5-10 ms to write back at 90k messages/s, during which the shard that owns it ran
+    /// nothing else. Call from inside a glommio executor.
+    ///
+    /// # Errors
+    /// [`IoError::File`].
+    pub async fn flush_off_executor(&self) -> Result<(), IoError> {
+        let file = Arc::clone(&self.file);
+        glommio::executor()
+            .spawn_blocking(move || file.sync_data())
+            .await
+            .map_err(IoError::on("fdatasync", &self.path))
     }
 }
 

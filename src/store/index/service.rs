@@ -184,13 +184,14 @@ impl IndexService {
         found
     }
 
-    /// Writes the newest file's dirty pages back; returns its end time. Blocking (msync).
+    /// Writes the newest file's dirty pages back, on the executor's blocking thread; returns
+    /// its end time.
     ///
     /// # Errors
     /// [`IoError`].
-    pub fn flush(&self) -> Result<i64, IoError> {
+    pub async fn flush(&self) -> Result<i64, IoError> {
         if let Some(entry) = self.files.last() {
-            entry.file.storage().flush()?;
+            entry.file.storage().flush_off_executor().await?;
         }
         Ok(self.end_timestamp())
     }
