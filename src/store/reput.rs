@@ -201,7 +201,9 @@ impl Reput {
     pub async fn delete_below(&mut self, min_physical_offset: u64) -> Result<(), StoreError> {
         super::retention::delete_queue_files_below(&self.shared, min_physical_offset).await?;
         if let Some(index) = &mut self.index {
-            index.delete_below(i64::try_from(min_physical_offset).unwrap_or(i64::MAX))?;
+            index
+                .delete_below(i64::try_from(min_physical_offset).unwrap_or(i64::MAX))
+                .await?;
         }
         Ok(())
     }

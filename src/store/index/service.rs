@@ -7,6 +7,7 @@
 
 use super::index_file::{index_file_size, IndexFileBuilder};
 use crate::calendar::civil_from_days;
+use ferromq_uring::file::remove_file_off_executor;
 use ferromq_uring::mapped::MappedFile;
 use ferromq_uring::IoError;
 use std::path::{Path, PathBuf};
@@ -201,13 +202,13 @@ impl IndexService {
     ///
     /// # Errors
     /// [`IoError`] from deleting.
-    pub fn delete_below(&mut self, min_phy_offset: i64) -> Result<usize, IoError> {
+    pub async fn delete_below(&mut self, min_phy_offset: i64) -> Result<usize, IoError> {
         let mut deleted = 0;
         while self.files.len() > 1 && self.files[0].file.header().end_phy_offset < min_phy_offset {
             let entry = self.files.remove(0);
             let path = entry.file.storage().path().to_owned();
             drop(entry);
-            std::fs::remove_file(&path).map_err(IoError::on("delete", &path))?;
+            remove_file_off_executor(&path).await?;
             deleted += 1;
         }
         Ok(deleted)
