@@ -317,20 +317,29 @@ fn glommio_error<'a>(
     }
 }
 
-/// Removes `path` on the executor's blocking thread, while the executor goes on: freeing a
-/// big file's blocks takes long (180 ms for a written 1 GiB segment on the development disk,
-/// whose ext4 is mounted `discard` and discards what it frees; 0.7 ms for one only
-/// preallocated), and a retention pass deletes up to ten at a time. Call from inside a
-/// glommio executor.
+/// Removes `path` on a thread of its own, while the executor goes on: freeing a big file's
+/// blocks takes long (180 ms for a written 1 GiB segment on the development disk, whose ext4
+/// is mounted `discard` and discards what it frees; 0.7 ms for one only preallocated), and
+/// a retention pass deletes up to ten at a time. Not on the executor's blocking thread
+/// either: the writer's next segment is created there, and would wait behind them.
 ///
 /// # Errors
-/// [`IoError::File`] naming the path.
+/// [`IoError::File`] naming the path (also if the thread cannot be started).
 pub async fn remove_file_off_executor(path: &Path) -> Result<(), IoError> {
+    let (done, removed) = futures::channel::oneshot::channel();
     let owned = path.to_owned();
-    glommio::executor()
-        .spawn_blocking(move || std::fs::remove_file(owned))
-        .await
-        .map_err(IoError::on("delete", path))
+    std::thread::Builder::new()
+        .name("ferromq-delete".to_owned())
+        .spawn(move || {
+            let _ = done.send(std::fs::remove_file(owned));
+        })
+        .map_err(IoError::on("delete", path))?;
+    let result = removed.await.unwrap_or_else(|_canceled| {
+        Err(std::io::Error::other(
+            "the deleting thread ended without an answer",
+        ))
+    });
+    result.map_err(IoError::on("delete", path))
 }
 
 /// [`create_with_first_block`] on the executor's blocking thread, while the executor goes
