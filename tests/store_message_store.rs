@@ -509,3 +509,60 @@ fn an_empty_index_file_left_by_a_crash_does_not_stop_the_store() {
     });
     assert!(!empty.exists(), "the empty IndexFile is dropped");
 }
+
+#[test]
+fn dispatch_publishes_the_batches_waiting_together() {
+    use ferromq::store::message_store::{
+        create_abort_file, recover_store, run_writer, StoreChannels, StoreLock,
+    };
+    use ferromq::store::reput::run_reput;
+    use ferromq::store::shared::StoreShared;
+    use std::sync::Arc;
+
+    let dir = TempDir::on_disk("store-publish-together");
+    let config = small_store_config(dir.path());
+    let _lock = StoreLock::acquire(dir.path()).unwrap();
+    ferromq_shards::testing::run_local(async move {
+        let shared = Arc::new(StoreShared::new(config));
+        let (reput, start, _report) = recover_store(Arc::clone(&shared)).await.unwrap();
+        create_abort_file(&shared.config).unwrap();
+        let channels = StoreChannels::new(Arc::clone(&shared));
+        let writer = glommio::spawn_local(run_writer(
+            Arc::clone(&shared),
+            start,
+            channels.puts,
+            channels.batches_tx,
+        ));
+        // One put at a time under SYNC_FLUSH: each is a commit of its own, and dispatch is
+        // not running yet, so 40 committed batches wait for it.
+        let handle = channels.handle.clone();
+        for i in 0..40 {
+            let body = format!("together-{i}").into_bytes();
+            handle
+                .put(store_message("P", i % 4, &body, None, None))
+                .await
+                .unwrap();
+        }
+        let reput = glommio::spawn_local(run_reput(
+            reput,
+            channels.batches_rx,
+            channels.queries,
+            channels.control,
+        ));
+        let reader = handle.reader();
+        for queue in 0..4 {
+            while reader.max_offset_in_queue("P", queue) < 10 {
+                glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
+            }
+        }
+        drop(reader);
+        handle.close();
+        drop(handle);
+        drop(channels.handle);
+        assert_eq!(writer.await.unwrap().puts, 40);
+        let reput = reput.await;
+        // All 40 went out in one publish (a publish per batch would be 40 writes of each
+        // queue touched, one after another).
+        assert_eq!(reput.publishes(), 1);
+    });
+}
