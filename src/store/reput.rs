@@ -148,12 +148,19 @@ impl Reput {
         if !self.unpublished.is_empty() {
             self.publishes += 1;
         }
-        let mut grown = Vec::with_capacity(self.unpublished.len());
-        for key in std::mem::take(&mut self.unpublished) {
-            let Some(writer) = self.writers.get_mut(&key) else {
-                continue;
-            };
-            match writer.write_out().await {
+        // The grown queues' writers, out of the map while their writes run side by side.
+        let mut grown_writers: Vec<_> = std::mem::take(&mut self.unpublished)
+            .into_iter()
+            .filter_map(|key| self.writers.remove_entry(&key))
+            .collect();
+        let writes = grown_writers
+            .iter_mut()
+            .map(|(_, writer)| writer.write_out());
+        let outcomes = futures::future::join_all(writes).await;
+        let mut grown = Vec::with_capacity(outcomes.len());
+        for ((key, writer), outcome) in grown_writers.into_iter().zip(outcomes) {
+            self.writers.insert(key.clone(), writer);
+            match outcome {
                 Ok(max) => {
                     self.shared
                         .queue_or_insert(&key.0, key.1)
