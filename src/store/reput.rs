@@ -192,15 +192,24 @@ impl Reput {
     /// [`StoreError`] from a sync or the checkpoint write.
     pub async fn flush(&mut self) -> Result<(), StoreError> {
         let logics = self.dispatched_timestamp;
-        for key in std::mem::take(&mut self.unsynced) {
-            if let Some(writer) = self.writers.get_mut(&key) {
-                writer.flush().await?;
+        // Every queue written since the last flush, and the index, synced side by side (one
+        // after another, a store of many queues held dispatch for a sync each).
+        let mut unsynced: Vec<_> = std::mem::take(&mut self.unsynced)
+            .into_iter()
+            .filter_map(|key| self.writers.remove_entry(&key))
+            .collect();
+        let queues =
+            futures::future::join_all(unsynced.iter_mut().map(|(_, writer)| writer.flush()));
+        let index = async {
+            match &self.index {
+                Some(index) => index.flush().await.map_err(StoreError::from),
+                None => Ok(logics),
             }
-        }
-        let index_timestamp = match &self.index {
-            Some(index) => index.flush().await?,
-            None => logics,
         };
+        let (queues, index_timestamp) = futures::future::join(queues, index).await;
+        self.writers.extend(unsynced);
+        queues.into_iter().collect::<Result<Vec<_>, _>>()?;
+        let index_timestamp = index_timestamp?;
         let checkpoint = StoreCheckpoint {
             physic_msg_timestamp: self.shared.synced_store_timestamp(),
             logics_msg_timestamp: logics,
