@@ -11,7 +11,8 @@
 
 use super::command::{ExtFields, LanguageCode, RemotingCommand, SerializeType};
 use super::DecodeError;
-use serde_json::Value;
+use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
+use std::fmt;
 
 /// Appends the JSON header of `command` to `out`.
 pub fn encode_header(command: &RemotingCommand, out: &mut Vec<u8>) {
@@ -49,40 +50,18 @@ pub fn encode_header(command: &RemotingCommand, out: &mut Vec<u8>) {
 
 /// Decodes a JSON header; the body is filled in by the caller.
 ///
+/// The header is read in one pass into the command (no `serde_json::Value` tree, no key
+/// strings for the command's own fields): it is parsed for every request, and building the
+/// tree took 30% of a broker's CPU under a produce load (`perf`, 100k msg/s).
+///
 /// # Errors
 /// [`DecodeError::BadJsonHeader`] when the bytes are not one JSON object, or a field has a type
 /// no Java peer would accept (for example a `code` that is an object).
 pub fn decode_header(bytes: &[u8]) -> Result<RemotingCommand, DecodeError> {
-    let value: Value =
-        serde_json::from_slice(bytes).map_err(|e| DecodeError::BadJsonHeader(e.to_string()))?;
-    let Value::Object(map) = value else {
-        return Err(DecodeError::BadJsonHeader(
-            "header is not a JSON object".into(),
-        ));
-    };
-    let mut command = RemotingCommand {
-        code: 0,
-        language: LanguageCode::JAVA,
-        version: 0,
-        opaque: 0,
-        flag: 0,
-        remark: None,
-        ext_fields: None,
-        serialize_type: SerializeType::Json,
-        body: Vec::new(),
-    };
-    for (key, value) in map {
-        match key.as_str() {
-            "code" => command.code = int_field("code", &value)?,
-            "flag" => command.flag = int_field("flag", &value)?,
-            "opaque" => command.opaque = int_field("opaque", &value)?,
-            "version" => command.version = int_field("version", &value)?,
-            "language" => command.language = language_field(&value)?,
-            "remark" => command.remark = optional_text("remark", &value)?,
-            "extFields" => command.ext_fields = ext_fields(&value)?,
-            _ => {} // serializeTypeCurrentRPC and anything newer: informational.
-        }
-    }
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    let command = serde::Deserializer::deserialize_map(&mut deserializer, CommandVisitor)
+        .and_then(|command| deserializer.end().map(|()| command))
+        .map_err(|e| DecodeError::BadJsonHeader(e.to_string()))?;
     Ok(command)
 }
 
@@ -94,68 +73,219 @@ fn push_str(out: &mut Vec<u8>, text: &str) {
     serde_json::to_writer(&mut *out, text).expect("writing a str into a Vec cannot fail");
 }
 
-fn int_field(name: &str, value: &Value) -> Result<i32, DecodeError> {
-    let parsed = match value {
-        Value::Null => Some(0),
-        Value::Number(n) => n.as_i64().and_then(|n| i32::try_from(n).ok()),
-        Value::String(s) => s.trim().parse().ok(),
-        _ => None,
-    };
-    parsed.ok_or_else(|| DecodeError::BadJsonHeader(format!("`{name}` is not an int: {value}")))
-}
+/// Reads the header object into a [`RemotingCommand`].
+struct CommandVisitor;
 
-fn language_field(value: &Value) -> Result<LanguageCode, DecodeError> {
-    match value {
-        Value::Null => Ok(LanguageCode::JAVA),
-        // Unknown names are accepted: the language only labels the peer.
-        Value::String(name) => Ok(LanguageCode::from_name(name).unwrap_or(LanguageCode::OTHER)),
-        Value::Number(n) => n
-            .as_u64()
-            .and_then(|n| u8::try_from(n).ok())
-            .map(LanguageCode)
-            .ok_or_else(|| DecodeError::BadJsonHeader(format!("bad `language`: {n}"))),
-        other => Err(DecodeError::BadJsonHeader(format!(
-            "bad `language`: {other}"
-        ))),
+impl<'de> Visitor<'de> for CommandVisitor {
+    type Value = RemotingCommand;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object header")
     }
-}
 
-fn optional_text(name: &str, value: &Value) -> Result<Option<String>, DecodeError> {
-    match value {
-        Value::Null => Ok(None),
-        Value::String(s) => Ok(Some(s.clone())),
-        Value::Number(_) | Value::Bool(_) => Ok(Some(value.to_string())),
-        other => Err(DecodeError::BadJsonHeader(format!(
-            "`{name}` is not text: {other}"
-        ))),
-    }
-}
-
-fn ext_fields(value: &Value) -> Result<Option<ExtFields>, DecodeError> {
-    let map = match value {
-        Value::Null => return Ok(None),
-        Value::Object(map) => map,
-        other => {
-            return Err(DecodeError::BadJsonHeader(format!(
-                "`extFields` is not an object: {other}"
-            )))
-        }
-    };
-    let mut fields = ExtFields::new();
-    for (key, value) in map {
-        match value {
-            // Java's map holds strings; a null value is the same as no entry.
-            Value::Null => {}
-            Value::String(s) => fields.push(key.clone(), s.clone()),
-            Value::Number(_) | Value::Bool(_) => fields.push(key.clone(), value.to_string()),
-            other => {
-                return Err(DecodeError::BadJsonHeader(format!(
-                    "extFields value of `{key}` is not a string: {other}"
-                )))
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RemotingCommand, A::Error> {
+        let mut command = RemotingCommand {
+            code: 0,
+            language: LanguageCode::JAVA,
+            version: 0,
+            opaque: 0,
+            flag: 0,
+            remark: None,
+            ext_fields: None,
+            serialize_type: SerializeType::Json,
+            body: Vec::new(),
+        };
+        while let Some(key) = map.next_key::<HeaderKey>()? {
+            match key {
+                HeaderKey::Code => command.code = map.next_value::<LenientInt>()?.0,
+                HeaderKey::Flag => command.flag = map.next_value::<LenientInt>()?.0,
+                HeaderKey::Opaque => command.opaque = map.next_value::<LenientInt>()?.0,
+                HeaderKey::Version => command.version = map.next_value::<LenientInt>()?.0,
+                HeaderKey::Language => command.language = map.next_value::<Language>()?.0,
+                HeaderKey::Remark => command.remark = map.next_value::<LenientText>()?.0,
+                HeaderKey::ExtFields => command.ext_fields = map.next_value::<LenientFields>()?.0,
+                // serializeTypeCurrentRPC and anything newer: informational.
+                HeaderKey::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                }
             }
         }
+        Ok(command)
     }
-    Ok(Some(fields))
+}
+
+/// A key of the header object, told apart without allocating it.
+enum HeaderKey {
+    Code,
+    Flag,
+    Opaque,
+    Version,
+    Language,
+    Remark,
+    ExtFields,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for HeaderKey {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl Visitor<'_> for KeyVisitor {
+            type Value = HeaderKey;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a header field name")
+            }
+            fn visit_str<E: de::Error>(self, key: &str) -> Result<HeaderKey, E> {
+                Ok(match key {
+                    "code" => HeaderKey::Code,
+                    "flag" => HeaderKey::Flag,
+                    "opaque" => HeaderKey::Opaque,
+                    "version" => HeaderKey::Version,
+                    "language" => HeaderKey::Language,
+                    "remark" => HeaderKey::Remark,
+                    "extFields" => HeaderKey::ExtFields,
+                    _ => HeaderKey::Other,
+                })
+            }
+        }
+        deserializer.deserialize_str(KeyVisitor)
+    }
+}
+
+/// An int as Java reads one: a number, a numeric string, or null (0).
+struct LenientInt(i32);
+
+impl<'de> Deserialize<'de> for LenientInt {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct IntVisitor;
+        impl Visitor<'_> for IntVisitor {
+            type Value = LenientInt;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an int (a number, a numeric string or null)")
+            }
+            fn visit_i64<E: de::Error>(self, n: i64) -> Result<LenientInt, E> {
+                i32::try_from(n)
+                    .map(LenientInt)
+                    .map_err(|_| E::custom(format!("{n} is out of an int's range")))
+            }
+            fn visit_u64<E: de::Error>(self, n: u64) -> Result<LenientInt, E> {
+                i32::try_from(n)
+                    .map(LenientInt)
+                    .map_err(|_| E::custom(format!("{n} is out of an int's range")))
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<LenientInt, E> {
+                s.trim()
+                    .parse()
+                    .map(LenientInt)
+                    .map_err(|_| E::custom(format!("{s:?} is not an int")))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<LenientInt, E> {
+                Ok(LenientInt(0))
+            }
+        }
+        deserializer.deserialize_any(IntVisitor)
+    }
+}
+
+/// `language`: a name (unknown ones are accepted: it only labels the peer), a number, or
+/// null (JAVA).
+struct Language(LanguageCode);
+
+impl<'de> Deserialize<'de> for Language {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct LanguageVisitor;
+        impl Visitor<'_> for LanguageVisitor {
+            type Value = Language;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a language name or code")
+            }
+            fn visit_str<E: de::Error>(self, name: &str) -> Result<Language, E> {
+                Ok(Language(
+                    LanguageCode::from_name(name).unwrap_or(LanguageCode::OTHER),
+                ))
+            }
+            fn visit_u64<E: de::Error>(self, n: u64) -> Result<Language, E> {
+                u8::try_from(n)
+                    .map(|code| Language(LanguageCode(code)))
+                    .map_err(|_| E::custom(format!("bad `language`: {n}")))
+            }
+            fn visit_i64<E: de::Error>(self, n: i64) -> Result<Language, E> {
+                Err(E::custom(format!("bad `language`: {n}")))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Language, E> {
+                Ok(Language(LanguageCode::JAVA))
+            }
+        }
+        deserializer.deserialize_any(LanguageVisitor)
+    }
+}
+
+/// Text as Java keeps it: a string, a number or boolean written as text, or null (none).
+struct LenientText(Option<String>);
+
+impl<'de> Deserialize<'de> for LenientText {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct TextVisitor;
+        impl Visitor<'_> for TextVisitor {
+            type Value = LenientText;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("text (a string, number, boolean or null)")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<LenientText, E> {
+                Ok(LenientText(Some(s.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, s: String) -> Result<LenientText, E> {
+                Ok(LenientText(Some(s)))
+            }
+            fn visit_i64<E: de::Error>(self, n: i64) -> Result<LenientText, E> {
+                Ok(LenientText(Some(n.to_string())))
+            }
+            fn visit_u64<E: de::Error>(self, n: u64) -> Result<LenientText, E> {
+                Ok(LenientText(Some(n.to_string())))
+            }
+            fn visit_f64<E: de::Error>(self, n: f64) -> Result<LenientText, E> {
+                Ok(LenientText(Some(
+                    serde_json::Number::from_f64(n)
+                        .map_or_else(|| n.to_string(), |number| number.to_string()),
+                )))
+            }
+            fn visit_bool<E: de::Error>(self, b: bool) -> Result<LenientText, E> {
+                Ok(LenientText(Some(b.to_string())))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<LenientText, E> {
+                Ok(LenientText(None))
+            }
+        }
+        deserializer.deserialize_any(TextVisitor)
+    }
+}
+
+/// `extFields`: an object of text values (a null value is the same as no entry), or null.
+struct LenientFields(Option<ExtFields>);
+
+impl<'de> Deserialize<'de> for LenientFields {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct FieldsVisitor;
+        impl<'de> Visitor<'de> for FieldsVisitor {
+            type Value = LenientFields;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an `extFields` object of text values")
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<LenientFields, E> {
+                Ok(LenientFields(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<LenientFields, A::Error> {
+                let mut fields = ExtFields::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    // Duplicates stay; `ExtFields::get` takes the last, as Java's map keeps it.
+                    if let Some(value) = map.next_value::<LenientText>()?.0 {
+                        fields.push(key, value);
+                    }
+                }
+                Ok(LenientFields(Some(fields)))
+            }
+        }
+        deserializer.deserialize_any(FieldsVisitor)
+    }
 }
 
 #[cfg(test)]
