@@ -329,6 +329,46 @@ mod tests {
     }
 
     #[test]
+    fn decode_reads_escapes_numbers_as_text_and_the_last_duplicate() {
+        let text = concat!(
+            r#"{"code":"10","serializeTypeCurrentRPC":"JSON","future":{"a":[1,2]},"#,
+            r#""extFields":{"k\u0065y":"v\"1","f":1.5,"k":2,"n":-3},"remark":7,"version":null} "#,
+        )
+        .as_bytes();
+        let command = decode_header(text).unwrap();
+        assert_eq!(command.code, 10);
+        assert_eq!(command.version, 0);
+        assert_eq!(command.remark.as_deref(), Some("7"));
+        let fields = command.ext_fields.unwrap();
+        assert_eq!(fields.get("key"), Some("v\"1"));
+        assert_eq!(fields.get("f"), Some("1.5"));
+        assert_eq!(fields.get("n"), Some("-3"));
+        let twice = decode_header(br#"{"extFields":{"a":"1","a":"2"}}"#).unwrap();
+        assert_eq!(twice.ext_fields.unwrap().get("a"), Some("2"));
+    }
+
+    #[test]
+    fn decode_rejects_what_java_would_not_read() {
+        for bad in [
+            &br#"{"code":1.5}"#[..],
+            br#"{"code":"x"}"#,
+            br#"{"opaque":4294967296}"#,
+            br#"{"language":-1}"#,
+            br#"{"extFields":{"a":{"b":1}}}"#,
+            br#"{"extFields":[1]}"#,
+            br#"{"remark":[]}"#,
+            br#"{"code":1} x"#,
+            br#"{"code":1"#,
+        ] {
+            assert!(
+                matches!(decode_header(bad), Err(DecodeError::BadJsonHeader(_))),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
     fn decode_rejects_non_object() {
         assert!(matches!(
             decode_header(b"[1]"),
