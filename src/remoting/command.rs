@@ -123,6 +123,12 @@ impl ExtFields {
         ExtFields(Vec::new())
     }
 
+    /// An empty map with room for `capacity` entries.
+    #[must_use]
+    pub fn with_capacity(capacity: usize) -> ExtFields {
+        ExtFields(Vec::with_capacity(capacity))
+    }
+
     /// The value of `key`; for a key present twice (possible in binary headers) the last one
     /// wins, as in Java's decoder.
     #[must_use]
