@@ -457,7 +457,6 @@ pub fn properties_to_string<'a>(
 /// physical offset as uppercase hex — 32 digits for IPv4, 56 for IPv6.
 #[must_use]
 pub fn offset_msg_id(store_host: SocketAddr, physical_offset: i64) -> String {
-    use std::fmt::Write;
     let mut bytes = Vec::with_capacity(28);
     match store_host.ip() {
         IpAddr::V4(ip) => bytes.extend_from_slice(&ip.octets()),
@@ -465,12 +464,15 @@ pub fn offset_msg_id(store_host: SocketAddr, physical_offset: i64) -> String {
     }
     bytes.extend_from_slice(&i32::from(store_host.port()).to_be_bytes());
     bytes.extend_from_slice(&physical_offset.to_be_bytes());
-    bytes
-        .iter()
-        .fold(String::with_capacity(56), |mut hex, byte| {
-            write!(hex, "{byte:02X}").expect("writing to a String cannot fail");
-            hex
-        })
+    // Upper-case hex, two digits a byte, as Java's `UtilAll.bytes2string` (without a
+    // formatter call per byte: an id is made for every message answered).
+    const DIGITS: &[u8; 16] = b"0123456789ABCDEF";
+    let mut hex = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        hex.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        hex.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
+    }
+    hex
 }
 
 /// Decodes an offset message id into its store host and physical offset.
