@@ -11,6 +11,13 @@ use std::path::{Path, PathBuf};
 /// The I/O error.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
+    // One write at a time in the process: a periodic write still running on a blocking
+    // thread when shutdown writes the same file would otherwise share its `.tmp` (one
+    // truncating what the other renames into place). Config writes are rare and small.
+    static WRITES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = WRITES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
     if let Some(parent) = parent {
         std::fs::create_dir_all(parent)?;
