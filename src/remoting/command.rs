@@ -112,79 +112,143 @@ impl std::fmt::Debug for LanguageCode {
 /// The custom-header map of a command: string keys to string values, in insertion order.
 ///
 /// Java keeps a `HashMap`; order matters only for byte-exact binary re-encoding, which this
-/// type preserves. Lookups are linear: headers hold a handful of entries.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ExtFields(Vec<(String, String)>);
+/// type preserves. Lookups are linear: headers hold a handful of entries. Keys and values
+/// live back to back in one string (a header is decoded for every request: one allocation
+/// for its text, one for its entries, instead of two per entry).
+#[derive(Clone, Default)]
+pub struct ExtFields {
+    text: String,
+    entries: Vec<Entry>,
+}
+
+/// Where one entry's key and value are in [`ExtFields::text`]: byte ranges.
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    key: (usize, usize),
+    value: (usize, usize),
+}
 
 impl ExtFields {
+    /// An empty map (no allocation).
+    pub const EMPTY: ExtFields = ExtFields {
+        text: String::new(),
+        entries: Vec::new(),
+    };
+
     /// An empty map.
     #[must_use]
     pub fn new() -> ExtFields {
-        ExtFields(Vec::new())
+        ExtFields::EMPTY
     }
 
     /// An empty map with room for `capacity` entries.
     #[must_use]
     pub fn with_capacity(capacity: usize) -> ExtFields {
-        ExtFields(Vec::with_capacity(capacity))
+        ExtFields {
+            text: String::with_capacity(capacity * 24),
+            entries: Vec::with_capacity(capacity),
+        }
+    }
+
+    fn slice(&self, (start, end): (usize, usize)) -> &str {
+        &self.text[start..end]
+    }
+
+    fn append(&mut self, text: &str) -> (usize, usize) {
+        let start = self.text.len();
+        self.text.push_str(text);
+        (start, self.text.len())
     }
 
     /// The value of `key`; for a key present twice (possible in binary headers) the last one
     /// wins, as in Java's decoder.
     #[must_use]
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.0
+        self.entries
             .iter()
             .rev()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
+            .find(|entry| self.slice(entry.key) == key)
+            .map(|entry| self.slice(entry.value))
     }
 
     /// Sets `key` to `value`, replacing an existing entry in place.
     pub fn insert(&mut self, key: impl Into<String>, value: impl Into<String>) {
         let key = key.into();
         let value = value.into();
-        match self.0.iter_mut().find(|(k, _)| *k == key) {
-            Some(entry) => entry.1 = value,
-            None => self.0.push((key, value)),
+        let found = self
+            .entries
+            .iter()
+            .position(|entry| self.slice(entry.key) == key);
+        match found {
+            Some(index) => self.entries[index].value = self.append(&value),
+            None => self.push_str(&key, &value),
         }
     }
 
     /// Appends an entry without looking for an existing key (decoders use this to keep the
     /// wire order and duplicates).
     pub fn push(&mut self, key: String, value: String) {
-        self.0.push((key, value));
+        self.push_str(&key, &value);
+    }
+
+    /// [`ExtFields::push`] from borrowed text.
+    pub fn push_str(&mut self, key: &str, value: &str) {
+        let key = self.append(key);
+        let value = self.append(value);
+        self.entries.push(Entry { key, value });
+    }
+
+    /// Appends an entry whose key and value the caller has just appended to the text with
+    /// [`ExtFields::text_mut`], as the byte ranges given.
+    pub(crate) fn push_appended(&mut self, key: (usize, usize), value: (usize, usize)) {
+        self.entries.push(Entry { key, value });
+    }
+
+    /// The text entries point into, for decoders that append a key and value in place.
+    pub(crate) fn text_mut(&mut self) -> &mut String {
+        &mut self.text
     }
 
     /// Removes `key`, returning its last value.
     pub fn remove(&mut self, key: &str) -> Option<String> {
-        let mut removed = None;
-        self.0.retain(|(k, v)| {
-            if k == key {
-                removed = Some(v.clone());
-                false
-            } else {
-                true
-            }
-        });
+        let removed = self.get(key).map(str::to_owned);
+        let text = &self.text;
+        self.entries
+            .retain(|entry| &text[entry.key.0..entry.key.1] != key);
         removed
     }
 
     /// The entries in order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.0.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+        self.entries
+            .iter()
+            .map(|entry| (self.slice(entry.key), self.slice(entry.value)))
     }
 
     /// Number of entries.
     #[must_use]
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.entries.len()
     }
 
     /// Whether the map has no entries.
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.entries.is_empty()
+    }
+}
+
+impl PartialEq for ExtFields {
+    fn eq(&self, other: &ExtFields) -> bool {
+        self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for ExtFields {}
+
+impl std::fmt::Debug for ExtFields {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
     }
 }
 
@@ -287,7 +351,7 @@ impl RemotingCommand {
     /// # Errors
     /// [`HeaderError`] when a required field is missing or unparsable.
     pub fn decode_header<H: CommandHeader>(&self) -> Result<H, HeaderError> {
-        static EMPTY: ExtFields = ExtFields(Vec::new());
+        static EMPTY: ExtFields = ExtFields::EMPTY;
         H::read_from(self.ext_fields.as_ref().unwrap_or(&EMPTY))
     }
 
@@ -331,5 +395,41 @@ impl RemotingCommand {
     pub fn with_body(mut self, body: Vec<u8>) -> RemotingCommand {
         self.body = body;
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ExtFields;
+
+    #[test]
+    fn ext_fields_keep_order_replace_in_place_and_read_the_last_duplicate() {
+        let mut fields = ExtFields::new();
+        fields.push_str("topic", "T");
+        fields.push("queueId".to_owned(), "1".to_owned());
+        fields.push_str("topic", "U");
+        assert_eq!(fields.get("topic"), Some("U"));
+        assert_eq!(fields.len(), 3);
+        fields.insert("queueId", "22");
+        assert_eq!(fields.get("queueId"), Some("22"));
+        fields.insert("new", "n");
+        let order: Vec<_> = fields.iter().collect();
+        assert_eq!(
+            order,
+            [
+                ("topic", "T"),
+                ("queueId", "22"),
+                ("topic", "U"),
+                ("new", "n")
+            ]
+        );
+        assert_eq!(fields.remove("topic").as_deref(), Some("U"));
+        assert_eq!(fields.get("topic"), None);
+        // Equal by entries, whatever text replaced values left behind.
+        let same: ExtFields = [("queueId", "22"), ("new", "n")].into_iter().collect();
+        assert_eq!(fields, same);
+        assert_ne!(fields, ExtFields::EMPTY);
+        assert!(ExtFields::EMPTY.is_empty());
+        assert_eq!(format!("{same:?}"), r#"{"queueId": "22", "new": "n"}"#);
     }
 }

@@ -11,7 +11,7 @@
 
 use super::command::{ExtFields, LanguageCode, RemotingCommand, SerializeType};
 use super::DecodeError;
-use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use std::fmt;
 
 /// Appends the JSON header of `command` to `out`.
@@ -274,18 +274,100 @@ impl<'de> Deserialize<'de> for LenientFields {
                 Ok(LenientFields(None))
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<LenientFields, A::Error> {
-                // A send's header has 12-14 fields: one allocation, not four growths.
+                // A send's header has 12-14 fields: one allocation for them, not growths.
                 let mut fields = ExtFields::with_capacity(map.size_hint().unwrap_or(16));
-                while let Some(key) = map.next_key::<String>()? {
-                    // Duplicates stay; `ExtFields::get` takes the last, as Java's map keeps it.
-                    if let Some(value) = map.next_value::<LenientText>()?.0 {
-                        fields.push(key, value);
+                loop {
+                    // Key and value are appended to the fields' text as they are read.
+                    let key_start = fields.text_mut().len();
+                    if map.next_key_seed(AppendKey(fields.text_mut()))?.is_none() {
+                        break;
+                    }
+                    let value_start = fields.text_mut().len();
+                    let present = map.next_value_seed(AppendText(fields.text_mut()))?;
+                    let value_end = fields.text_mut().len();
+                    if present {
+                        // Duplicates stay; `ExtFields::get` takes the last, as Java's map
+                        // keeps it.
+                        fields.push_appended((key_start, value_start), (value_start, value_end));
+                    } else {
+                        // A null value is the same as no entry.
+                        fields.text_mut().truncate(key_start);
                     }
                 }
                 Ok(LenientFields(Some(fields)))
             }
         }
         deserializer.deserialize_any(FieldsVisitor)
+    }
+}
+
+/// Appends a JSON string (an extFields key) to the text.
+struct AppendKey<'a>(&'a mut String);
+
+impl<'de> DeserializeSeed<'de> for AppendKey<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        struct KeyVisitor<'a>(&'a mut String);
+        impl Visitor<'_> for KeyVisitor<'_> {
+            type Value = ();
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an extFields name")
+            }
+            fn visit_str<E: de::Error>(self, key: &str) -> Result<(), E> {
+                self.0.push_str(key);
+                Ok(())
+            }
+        }
+        deserializer.deserialize_str(KeyVisitor(self.0))
+    }
+}
+
+/// Appends an extFields value as text (a string, or a number or boolean written as Java's
+/// map would hold it); `false` for null, which appends nothing.
+struct AppendText<'a>(&'a mut String);
+
+impl<'de> DeserializeSeed<'de> for AppendText<'_> {
+    type Value = bool;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<bool, D::Error> {
+        struct TextVisitor<'a>(&'a mut String);
+        impl TextVisitor<'_> {
+            fn write(self, value: impl fmt::Display) -> bool {
+                use fmt::Write;
+                write!(self.0, "{value}").expect("writing to a String cannot fail");
+                true
+            }
+        }
+        impl Visitor<'_> for TextVisitor<'_> {
+            type Value = bool;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("text (a string, number, boolean or null)")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<bool, E> {
+                self.0.push_str(s);
+                Ok(true)
+            }
+            fn visit_i64<E: de::Error>(self, n: i64) -> Result<bool, E> {
+                Ok(self.write(n))
+            }
+            fn visit_u64<E: de::Error>(self, n: u64) -> Result<bool, E> {
+                Ok(self.write(n))
+            }
+            fn visit_f64<E: de::Error>(self, n: f64) -> Result<bool, E> {
+                Ok(match serde_json::Number::from_f64(n) {
+                    Some(number) => self.write(number),
+                    None => self.write(n),
+                })
+            }
+            fn visit_bool<E: de::Error>(self, b: bool) -> Result<bool, E> {
+                Ok(self.write(b))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<bool, E> {
+                Ok(false)
+            }
+        }
+        deserializer.deserialize_any(TextVisitor(self.0))
     }
 }
 
