@@ -16,6 +16,7 @@
 
 use crate::broker::state::now_ms;
 use crate::calendar::{civil_from_days, days_from_civil, MS_PER_DAY};
+use crate::store::message::{unhex, upper_hex};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
 
@@ -37,7 +38,7 @@ impl UniqIdGenerator {
         fixed.extend_from_slice(&(pid as u16).to_be_bytes());
         fixed.extend_from_slice(&loader_hash.to_be_bytes());
         UniqIdGenerator {
-            fixed: hex(&fixed),
+            fixed: upper_hex(&fixed),
             counter: AtomicU32::new(0),
             month: Mutex::new((i64::MIN, i64::MIN)),
         }
@@ -61,8 +62,8 @@ impl UniqIdGenerator {
         let count = self.counter.fetch_add(1, Ordering::Relaxed) as u16;
         let mut id = String::with_capacity(32);
         id.push_str(&self.fixed);
-        id.push_str(&hex(&diff.to_be_bytes()));
-        id.push_str(&hex(&count.to_be_bytes()));
+        id.push_str(&upper_hex(&diff.to_be_bytes()));
+        id.push_str(&upper_hex(&count.to_be_bytes()));
         id
     }
 }
@@ -120,26 +121,6 @@ fn month_bounds(ms: i64) -> (i64, i64) {
         days_from_civil(year, month, 1) * MS_PER_DAY,
         days_from_civil(next_year, next_month, 1) * MS_PER_DAY,
     )
-}
-
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789ABCDEF";
-    let mut text = String::with_capacity(bytes.len() * 2);
-    for byte in bytes {
-        text.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        text.push(char::from(DIGITS[usize::from(byte & 0xF)]));
-    }
-    text
-}
-
-fn unhex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|at| u8::from_str_radix(text.get(at..at + 2)?, 16).ok())
-        .collect()
 }
 
 #[cfg(test)]

@@ -464,27 +464,38 @@ pub fn offset_msg_id(store_host: SocketAddr, physical_offset: i64) -> String {
     }
     bytes.extend_from_slice(&i32::from(store_host.port()).to_be_bytes());
     bytes.extend_from_slice(&physical_offset.to_be_bytes());
-    // Upper-case hex, two digits a byte, as Java's `UtilAll.bytes2string` (without a
-    // formatter call per byte: an id is made for every message answered).
+    upper_hex(&bytes)
+}
+
+/// Upper-case hex, two digits a byte, as Java's `UtilAll.bytes2string` (message ids).
+#[must_use]
+pub fn upper_hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789ABCDEF";
-    let mut hex = String::with_capacity(bytes.len() * 2);
+    let mut text = String::with_capacity(bytes.len() * 2);
     for byte in bytes {
-        hex.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        hex.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
+        text.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        text.push(char::from(DIGITS[usize::from(byte & 0xF)]));
     }
-    hex
+    text
+}
+
+/// The bytes of hex text (either case), `None` if it has an odd length or a non-hex digit
+/// (`UtilAll.string2bytes`).
+#[must_use]
+pub fn unhex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|at| u8::from_str_radix(text.get(at..at + 2)?, 16).ok())
+        .collect()
 }
 
 /// Decodes an offset message id into its store host and physical offset.
 #[must_use]
 pub fn decode_offset_msg_id(id: &str) -> Option<(SocketAddr, i64)> {
-    let bytes: Vec<u8> = (0..id.len())
-        .step_by(2)
-        .map(|at| {
-            id.get(at..at + 2)
-                .and_then(|pair| u8::from_str_radix(pair, 16).ok())
-        })
-        .collect::<Option<_>>()?;
+    let bytes = unhex(id)?;
     let (ip, rest): (IpAddr, &[u8]) = match bytes.len() {
         16 => (
             IpAddr::V4(Ipv4Addr::from(<[u8; 4]>::try_from(&bytes[..4]).ok()?)),
