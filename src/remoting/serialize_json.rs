@@ -224,38 +224,9 @@ struct LenientText(Option<String>);
 
 impl<'de> Deserialize<'de> for LenientText {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct TextVisitor;
-        impl Visitor<'_> for TextVisitor {
-            type Value = LenientText;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("text (a string, number, boolean or null)")
-            }
-            fn visit_str<E: de::Error>(self, s: &str) -> Result<LenientText, E> {
-                Ok(LenientText(Some(s.to_owned())))
-            }
-            fn visit_string<E: de::Error>(self, s: String) -> Result<LenientText, E> {
-                Ok(LenientText(Some(s)))
-            }
-            fn visit_i64<E: de::Error>(self, n: i64) -> Result<LenientText, E> {
-                Ok(LenientText(Some(n.to_string())))
-            }
-            fn visit_u64<E: de::Error>(self, n: u64) -> Result<LenientText, E> {
-                Ok(LenientText(Some(n.to_string())))
-            }
-            fn visit_f64<E: de::Error>(self, n: f64) -> Result<LenientText, E> {
-                Ok(LenientText(Some(
-                    serde_json::Number::from_f64(n)
-                        .map_or_else(|| n.to_string(), |number| number.to_string()),
-                )))
-            }
-            fn visit_bool<E: de::Error>(self, b: bool) -> Result<LenientText, E> {
-                Ok(LenientText(Some(b.to_string())))
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<LenientText, E> {
-                Ok(LenientText(None))
-            }
-        }
-        deserializer.deserialize_any(TextVisitor)
+        let mut text = String::new();
+        let present = AppendText(&mut text).deserialize(deserializer)?;
+        Ok(LenientText(present.then_some(text)))
     }
 }
 
