@@ -1031,7 +1031,9 @@ fn print_target(cases: &[Case], raws: &[RawBandwidth], batch: usize) {
         case.log_mb_per_sec() / raw_mb_per_sec,
         case.log_mb_per_sec() / durable_mb_per_sec,
     );
-    if let Some(RawPattern::Durable { block_bytes, depth }) = durable_pattern(raws) {
+    if let Some(RawPattern::Durable { block_bytes, depth }) =
+        durable_raw(raws).map(|raw| raw.pattern)
+    {
         let job_kib = case.log_bytes as f64 / case.syncs.max(1) as f64 / KIB as f64;
         println!(
             "durable bound: the disk's own durable writes of {} KiB, {depth} in flight, would \
@@ -1052,18 +1054,15 @@ fn durable_bound_ratio(case: &Case, raws: &[RawBandwidth]) -> f64 {
     durable_mb_per_sec(raws) * body_share / raw_mb_per_sec
 }
 
-/// The durable baseline's shape, if it ran.
-fn durable_pattern(raws: &[RawBandwidth]) -> Option<RawPattern> {
+/// The durable raw baseline, if it ran.
+fn durable_raw(raws: &[RawBandwidth]) -> Option<&RawBandwidth> {
     raws.iter()
-        .map(|raw| raw.pattern)
-        .find(|pattern| matches!(pattern, RawPattern::Durable { .. }))
+        .find(|raw| matches!(raw.pattern, RawPattern::Durable { .. }))
 }
 
 /// MB/s of the durable raw baseline (NaN if it did not run).
 fn durable_mb_per_sec(raws: &[RawBandwidth]) -> f64 {
-    raws.iter()
-        .find(|raw| matches!(raw.pattern, RawPattern::Durable { .. }))
-        .map_or(f64::NAN, RawBandwidth::mb_per_sec)
+    durable_raw(raws).map_or(f64::NAN, RawBandwidth::mb_per_sec)
 }
 
 fn write_json(
