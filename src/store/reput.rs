@@ -148,18 +148,15 @@ impl Reput {
         if !self.unpublished.is_empty() {
             self.publishes += 1;
         }
-        // The grown queues' writers, out of the map while their writes run side by side.
-        let mut grown_writers: Vec<_> = std::mem::take(&mut self.unpublished)
-            .into_iter()
-            .filter_map(|key| self.writers.remove_entry(&key))
-            .collect();
-        let writes = grown_writers
-            .iter_mut()
-            .map(|(_, writer)| writer.write_out());
-        let outcomes = futures::future::join_all(writes).await;
+        let unpublished = std::mem::take(&mut self.unpublished);
+        let outcomes = side_by_side(
+            &mut self.writers,
+            unpublished,
+            ConsumeQueueWriter::write_out,
+        )
+        .await;
         let mut grown = Vec::with_capacity(outcomes.len());
-        for ((key, writer), outcome) in grown_writers.into_iter().zip(outcomes) {
-            self.writers.insert(key.clone(), writer);
+        for (key, outcome) in outcomes {
             match outcome {
                 Ok(max) => {
                     self.shared
@@ -194,12 +191,8 @@ impl Reput {
         let logics = self.dispatched_timestamp;
         // Every queue written since the last flush, and the index, synced side by side (one
         // after another, a store of many queues held dispatch for a sync each).
-        let mut unsynced: Vec<_> = std::mem::take(&mut self.unsynced)
-            .into_iter()
-            .filter_map(|key| self.writers.remove_entry(&key))
-            .collect();
-        let queues =
-            futures::future::join_all(unsynced.iter_mut().map(|(_, writer)| writer.flush()));
+        let unsynced = std::mem::take(&mut self.unsynced);
+        let queues = side_by_side(&mut self.writers, unsynced, ConsumeQueueWriter::flush);
         let index = async {
             match &self.index {
                 Some(index) => index.flush().await.map_err(StoreError::from),
@@ -207,8 +200,9 @@ impl Reput {
             }
         };
         let (queues, index_timestamp) = futures::future::join(queues, index).await;
-        self.writers.extend(unsynced);
-        queues.into_iter().collect::<Result<Vec<_>, _>>()?;
+        for (_, synced) in queues {
+            synced?;
+        }
         let index_timestamp = index_timestamp?;
         let checkpoint = StoreCheckpoint {
             physic_msg_timestamp: self.shared.synced_store_timestamp(),
@@ -370,6 +364,28 @@ async fn dispatch_batch(reput: &mut Reput, batch: &CommittedBatch) {
             );
         }
     }
+}
+
+/// Runs `op` on the writers of `keys` side by side (io_uring takes all their I/O at once),
+/// each out of `writers` while it runs; returns each key with its outcome.
+async fn side_by_side<T>(
+    writers: &mut HashMap<QueueKey, ConsumeQueueWriter<DmaDirectory>>,
+    keys: HashSet<QueueKey>,
+    op: impl AsyncFn(&mut ConsumeQueueWriter<DmaDirectory>) -> Result<T, StoreError>,
+) -> Vec<(QueueKey, Result<T, StoreError>)> {
+    let mut taken: Vec<_> = keys
+        .into_iter()
+        .filter_map(|key| writers.remove_entry(&key))
+        .collect();
+    let outcomes = futures::future::join_all(taken.iter_mut().map(|(_, writer)| op(writer))).await;
+    taken
+        .into_iter()
+        .zip(outcomes)
+        .map(|((key, writer), outcome)| {
+            writers.insert(key.clone(), writer);
+            (key, outcome)
+        })
+        .collect()
 }
 
 /// Milliseconds since the Unix epoch.
