@@ -386,13 +386,31 @@ fn a_second_store_on_the_same_directory_is_refused() {
     });
 }
 
+/// A store's parts as `LocalStore::open` makes them, for tests that run them by hand: the
+/// shared state, the dispatch side recovered, the writer's start, and the channels (the abort
+/// file written, as a running store has it).
+async fn recovered_parts(
+    config: ferromq::store::config::StoreConfig,
+) -> (
+    std::sync::Arc<ferromq::store::shared::StoreShared>,
+    ferromq::store::reput::Reput,
+    ferromq::store::message_store::WriterStart,
+    ferromq::store::message_store::StoreChannels,
+) {
+    use ferromq::store::message_store::{create_abort_file, recover_store, StoreChannels};
+    use ferromq::store::shared::StoreShared;
+    use std::sync::Arc;
+    let shared = Arc::new(StoreShared::new(config));
+    let (reput, start, _report) = recover_store(Arc::clone(&shared)).await.unwrap();
+    create_abort_file(&shared.config).unwrap();
+    let channels = StoreChannels::new(Arc::clone(&shared));
+    (shared, reput, start, channels)
+}
+
 #[test]
 fn writer_and_dispatch_run_on_different_shards() {
-    use ferromq::store::message_store::{
-        create_abort_file, recover_store, run_writer, StoreChannels, StoreLock,
-    };
+    use ferromq::store::message_store::{run_writer, StoreLock};
     use ferromq::store::reput::run_reput;
-    use ferromq::store::shared::StoreShared;
     use std::sync::Arc;
 
     let dir = TempDir::on_disk("store-two-shards");
@@ -404,10 +422,7 @@ fn writer_and_dispatch_run_on_different_shards() {
     let dispatch = glommio::LocalExecutorBuilder::default()
         .name("dispatch")
         .spawn(move || async move {
-            let shared = Arc::new(StoreShared::new(config));
-            let (reput, start, _report) = recover_store(Arc::clone(&shared)).await.unwrap();
-            create_abort_file(&shared.config).unwrap();
-            let channels = StoreChannels::new(Arc::clone(&shared));
+            let (shared, reput, start, channels) = recovered_parts(config).await;
             to_writer
                 .send((
                     Arc::clone(&shared),
@@ -512,21 +527,15 @@ fn an_empty_index_file_left_by_a_crash_does_not_stop_the_store() {
 
 #[test]
 fn dispatch_publishes_the_batches_waiting_together() {
-    use ferromq::store::message_store::{
-        create_abort_file, recover_store, run_writer, StoreChannels, StoreLock,
-    };
+    use ferromq::store::message_store::{run_writer, StoreLock};
     use ferromq::store::reput::run_reput;
-    use ferromq::store::shared::StoreShared;
     use std::sync::Arc;
 
     let dir = TempDir::on_disk("store-publish-together");
     let config = small_store_config(dir.path());
     let _lock = StoreLock::acquire(dir.path()).unwrap();
     ferromq_shards::testing::run_local(async move {
-        let shared = Arc::new(StoreShared::new(config));
-        let (reput, start, _report) = recover_store(Arc::clone(&shared)).await.unwrap();
-        create_abort_file(&shared.config).unwrap();
-        let channels = StoreChannels::new(Arc::clone(&shared));
+        let (shared, reput, start, channels) = recovered_parts(config).await;
         let writer = glommio::spawn_local(run_writer(
             Arc::clone(&shared),
             start,
