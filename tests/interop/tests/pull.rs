@@ -6,7 +6,7 @@ mod common;
 
 use common::{
     bounded, message, start_producer, start_pull_consumer, unique, Client, Ferromq, Seen,
-    SEND_TIMEOUT_MS,
+    CALL_TIMEOUT, SEND_TIMEOUT_MS,
 };
 use rocketmq_client_rust::{DefaultLitePullConsumer, PullStatus, SendStatus};
 use rocketmq_model::common::consumer::consume_from_where::ConsumeFromWhere;
@@ -41,13 +41,23 @@ fn pull_consumer_walks_a_queue_by_offset() {
             .expect("the topic's queues");
         assert_eq!(queues.len(), 1, "{queues:?}");
         let queue = &queues[0];
-        let max = bounded("max", consumer.max_offset(queue))
-            .await
-            .expect("max offset");
+        // Dispatch makes a message pullable after its send is answered (as Java's reput
+        // does): wait, bounded, until all ten are.
+        let expected_max = i64::try_from(COUNT).expect("small");
+        let visible_by = std::time::Instant::now() + CALL_TIMEOUT;
+        let max = loop {
+            let max = bounded("max", consumer.max_offset(queue))
+                .await
+                .expect("max offset");
+            if max >= expected_max || std::time::Instant::now() >= visible_by {
+                break max;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
         let min = bounded("min", consumer.min_offset(queue))
             .await
             .expect("min offset");
-        assert_eq!((min, max), (0, i64::try_from(COUNT).expect("small")));
+        assert_eq!((min, max), (0, expected_max));
 
         // Four at a time, from 0 to the end.
         let mut offset = 0;
