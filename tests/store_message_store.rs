@@ -575,3 +575,88 @@ fn dispatch_publishes_the_batches_waiting_together() {
         assert_eq!(reput.publishes(), 1);
     });
 }
+
+#[test]
+fn dispatch_goes_on_while_a_periodic_flush_waits_for_its_syncs() {
+    use ferromq::store::message_store::{run_writer, StoreLock};
+    use ferromq::store::reput::run_reput;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    let dir = TempDir::on_disk("store-flush-beside");
+    let config = small_store_config(dir.path());
+    let interval = config.flush_interval_consume_queue;
+    let _lock = StoreLock::acquire(dir.path()).unwrap();
+    // One blocking thread, as a pinned shard of the broker has.
+    let executor = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
+        .blocking_thread_pool_placement(glommio::PoolPlacement::Unbound(1))
+        .make()
+        .unwrap();
+    let before_ms = executor.run(async move {
+        let (shared, reput, start, channels) = recovered_parts(config).await;
+        let writer = glommio::spawn_local(run_writer(
+            Arc::clone(&shared),
+            start,
+            channels.puts,
+            channels.batches_tx,
+        ));
+        let reput = glommio::spawn_local(run_reput(
+            reput,
+            channels.batches_rx,
+            channels.queries,
+            channels.control,
+        ));
+        let handle = channels.handle.clone();
+        let reader = handle.reader();
+        // A first message makes the queue's file and an IndexFile, whose periodic sync runs
+        // on the executor's blocking thread.
+        let keyed = store_message("B", 0, b"first", None, Some("k-0"));
+        handle.put(keyed).await.unwrap();
+        while reader.max_offset_in_queue("B", 0) < 1 {
+            glommio::timer::sleep(Duration::from_millis(1)).await;
+        }
+        // Hold that thread: the next flush's index sync waits behind it.
+        let released = Arc::new(AtomicBool::new(false));
+        let held = Arc::clone(&released);
+        let blocker = glommio::spawn_local(glommio::executor().spawn_blocking(move || {
+            std::thread::sleep(Duration::from_secs(2));
+            held.store(true, Ordering::SeqCst);
+        }));
+        glommio::timer::sleep(interval * 3).await;
+        let before_ms = ferromq::store::reput::wall_clock_ms();
+        for i in 1..=10 {
+            let body = format!("beside-{i}").into_bytes();
+            let keys = format!("k-{i}");
+            handle
+                .put(store_message("B", 0, &body, None, Some(&keys)))
+                .await
+                .unwrap();
+        }
+        while reader.max_offset_in_queue("B", 0) < 11 {
+            glommio::timer::sleep(Duration::from_millis(1)).await;
+        }
+        // Dispatch made them pullable while the flush still waited (a flush that held
+        // dispatch would have kept them back until the thread was free).
+        assert!(!released.load(Ordering::SeqCst));
+        blocker.await;
+        drop(reader);
+        handle.close();
+        drop(handle);
+        drop(channels.handle);
+        assert_eq!(writer.await.unwrap().puts, 11);
+        drop(reput.await);
+        before_ms
+    });
+    // The flush that waited, and the last one, wrote what dispatch did meanwhile.
+    let checkpoint = std::fs::read(dir.path().join("checkpoint")).unwrap();
+    let checkpoint = ferromq::store::checkpoint::StoreCheckpoint::decode(&checkpoint);
+    assert!(
+        checkpoint.logics_msg_timestamp >= before_ms,
+        "{checkpoint:?}"
+    );
+    assert!(
+        checkpoint.index_msg_timestamp >= before_ms,
+        "{checkpoint:?}"
+    );
+}

@@ -12,7 +12,7 @@
 //! default; the logical offset of a unit is its byte position in the queue divided by 20.
 
 use super::message::java_string_hash;
-use super::segment_writer::{SegmentOpener, SegmentWriter, StoreError};
+use super::segment_writer::{FileSyncs, SegmentOpener, SegmentWriter, StoreError};
 use ferromq_uring::file::SegmentFile;
 use ferromq_uring::IoError;
 
@@ -131,6 +131,21 @@ impl<O: SegmentOpener> ConsumeQueueWriter<O> {
     pub async fn flush(&mut self) -> Result<i64, StoreError> {
         let end = self.writer.flush().await?;
         Ok(i64::try_from(end / UNIT_SIZE as u64).expect("fits i64"))
+    }
+
+    /// The syncs that make every unit written out so far durable, to run while dispatch goes
+    /// on ([`SegmentWriter::take_syncs`]); `None` if they are durable already.
+    ///
+    /// # Errors
+    /// [`StoreError::NotWritable`] after a failed write.
+    pub fn take_syncs(&mut self) -> Result<Option<FileSyncs<O::File>>, StoreError> {
+        self.writer.take_syncs()
+    }
+
+    /// The syncs taken by [`ConsumeQueueWriter::take_syncs`] made the queue durable up to
+    /// the byte offset `end` they returned.
+    pub fn synced(&mut self, end: u64) {
+        self.writer.synced(end);
     }
 
     /// Writes everything put so far to the files without syncing, so that readers on other

@@ -91,6 +91,26 @@ pub const TAIL_CAPACITY_MAX: usize = 8 << 20;
 /// The file buffer type of an opener's segments.
 type BufferOf<O> = <<O as SegmentOpener>::File as SegmentFile>::Buffer;
 
+/// Syncs of a writer's files, taken by [`SegmentWriter::take_syncs`] to run apart from it.
+#[derive(Debug)]
+#[must_use = "the files are synced only when the syncs run"]
+pub struct FileSyncs<F> {
+    files: Vec<Rc<F>>,
+    end: u64,
+}
+
+impl<F: SegmentFile> FileSyncs<F> {
+    /// Runs the syncs side by side; returns the end they make durable.
+    ///
+    /// # Errors
+    /// The first sync's I/O error.
+    pub async fn run(self) -> Result<u64, IoError> {
+        let synced = futures::future::join_all(self.files.iter().map(|file| file.sync())).await;
+        synced.into_iter().collect::<Result<Vec<()>, IoError>>()?;
+        Ok(self.end)
+    }
+}
+
 /// Appends to rolling segments.
 #[derive(Debug)]
 pub struct SegmentWriter<O: SegmentOpener> {
@@ -534,6 +554,34 @@ impl<O: SegmentOpener> SegmentWriter<O> {
             self.flushed_offset = self.flushed_offset.max(outcome.end);
         }
         Ok(outcome.end)
+    }
+
+    /// The syncs that make everything written so far durable, to run apart from the writer
+    /// while it goes on: a sync covers at least what was written when it starts. `None` if
+    /// what is written is durable already. Report their end to [`SegmentWriter::synced`]
+    /// once they all succeeded.
+    ///
+    /// # Errors
+    /// [`StoreError::NotWritable`] once poisoned.
+    pub fn take_syncs(&mut self) -> Result<Option<FileSyncs<O::File>>, StoreError> {
+        if self.poisoned {
+            return Err(StoreError::NotWritable);
+        }
+        if self.flushed_offset >= self.written_offset && self.unsynced.is_empty() {
+            return Ok(None);
+        }
+        let mut files: Vec<Rc<O::File>> = self.unsynced.drain(..).collect();
+        files.push(Rc::clone(&self.current));
+        files.retain(|file| !file.writes_are_durable());
+        Ok(Some(FileSyncs {
+            files,
+            end: self.written_offset,
+        }))
+    }
+
+    /// The syncs of [`SegmentWriter::take_syncs`] that ended at `end` succeeded.
+    pub fn synced(&mut self, end: u64) {
+        self.flushed_offset = self.flushed_offset.max(end);
     }
 
     /// Writes everything appended so far to the files, without syncing: the data then

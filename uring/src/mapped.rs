@@ -69,14 +69,20 @@ impl MappedFile {
     /// 5-10 ms to write back at 90k messages/s, during which the shard that owns it ran
     /// nothing else. Call from inside a glommio executor.
     ///
+    /// The returned future holds the file, not `self`: it may run while the mapping is
+    /// written on, and covers every write made through it before it is first polled.
+    ///
     /// # Errors
     /// [`IoError::File`].
-    pub async fn flush_off_executor(&self) -> Result<(), IoError> {
+    pub fn flush_off_executor(&self) -> impl std::future::Future<Output = Result<(), IoError>> {
         let file = Arc::clone(&self.file);
-        glommio::executor()
-            .spawn_blocking(move || file.sync_data())
-            .await
-            .map_err(IoError::on("fdatasync", &self.path))
+        let path = self.path.clone();
+        async move {
+            glommio::executor()
+                .spawn_blocking(move || file.sync_data())
+                .await
+                .map_err(IoError::on("fdatasync", &path))
+        }
     }
 }
 

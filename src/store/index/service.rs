@@ -191,10 +191,27 @@ impl IndexService {
     /// # Errors
     /// [`IoError`].
     pub async fn flush(&self) -> Result<i64, IoError> {
-        if let Some(entry) = self.files.last() {
-            entry.file.storage().flush_off_executor().await?;
+        let (end, sync) = self.start_flush();
+        if let Some(sync) = sync {
+            sync.await?;
         }
-        Ok(self.end_timestamp())
+        Ok(end)
+    }
+
+    /// The newest file's end time now, and the sync that makes the file durable up to it
+    /// (`None` without files), to run while indexing goes on: it holds the file, not the
+    /// service, and covers every entry put before it is first polled.
+    pub fn start_flush(
+        &self,
+    ) -> (
+        i64,
+        Option<impl std::future::Future<Output = Result<(), IoError>>>,
+    ) {
+        let sync = self
+            .files
+            .last()
+            .map(|entry| entry.file.storage().flush_off_executor());
+        (self.end_timestamp(), sync)
     }
 
     /// Deletes files whose every entry points below `min_phy_offset` (retention), never the
