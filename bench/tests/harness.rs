@@ -337,7 +337,8 @@ fn reports_count_what_the_broker_stored() {
         ],
     );
     let acknowledged = count(&direct, "produce", "acknowledged");
-    assert!(acknowledged > 0, "{direct:#}");
+    // The schedule holds 400/s x 2 s = 800 sends; the last may miss the deadline.
+    assert!((400..=800).contains(&acknowledged), "{direct:#}");
     assert!(count(&direct, "produce", "messages") < acknowledged);
     assert_eq!(stored(server.broker, "BenchHarness"), 4800 + acknowledged);
     assert_eq!(direct["options"]["rate"], 400.0);

@@ -4,10 +4,10 @@
 //! The target is a name server (`-n`; the topic's route names the master brokers and their
 //! writable queues) or one broker (`--broker`; `--queues` queues). Senders are closed loops
 //! (the next request leaves when the previous answer arrived, or when one of `--in-flight`
-//! slots frees in async mode) unless `--rate` is given: then each sender schedules its
-//! requests at fixed intervals and latency counts from the intended send time, so a stalled
-//! broker shows in the percentiles instead of silently lowering the offered load
-//! (coordinated omission).
+//! slots frees in async mode) unless `--rate` is given: then each sender's requests leave at
+//! fixed intervals, handed out by a pacer thread (`pace`), and latency counts from the
+//! intended send time, so a stalled broker shows in the percentiles instead of silently
+//! lowering the offered load (coordinated omission).
 //!
 //! Every body starts with the send time in nanoseconds (8 bytes, big-endian, wall clock of
 //! the producing process, the intended time under `--rate`): `e2e` takes its end-to-end
@@ -18,6 +18,7 @@
 //! the broker stored what it acknowledged.
 
 mod consume;
+mod pace;
 mod produce;
 mod report;
 mod stats;

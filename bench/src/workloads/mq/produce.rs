@@ -46,13 +46,34 @@ pub async fn run(
         side,
         deadline,
     });
+    // Open loop: the intended send times come from a thread of their own (see `pace`).
+    let (pacer, mut schedules) = match args.rate {
+        Some(rate) => match super::pace::start(rate, args.batch, args.threads, start, deadline) {
+            Ok((pacer, schedules)) => (Some(pacer), schedules.into_iter().map(Some).collect()),
+            Err(error) => {
+                shared
+                    .side
+                    .error(format!("starting the pacer thread: {error}"));
+                return;
+            }
+        },
+        None => (None, Vec::new()),
+    };
     let mut senders = Vec::new();
     for index in 0..args.threads {
-        senders.push(tokio::spawn(sender(shared.clone(), index, start)));
+        let schedule = schedules.get_mut(index).and_then(Option::take);
+        senders.push(tokio::spawn(sender(shared.clone(), index, schedule)));
     }
     for sender in senders {
         if let Err(error) = sender.await {
             tracing::error!(%error, "sender task failed");
+        }
+    }
+    if let Some(pacer) = pacer {
+        // Every sender is gone, so it ends at its next request at the latest.
+        let joined = tokio::task::spawn_blocking(move || pacer.join()).await;
+        if !matches!(joined, Ok(Ok(()))) {
+            tracing::error!("the pacer thread failed");
         }
     }
 }
@@ -95,7 +116,13 @@ impl Shared {
 /// The outcome of one request: the answer (or failure), its stamp, messages and bytes.
 type Done = (Result<RemotingCommand, ClientError>, Instant, u64, u64);
 
-async fn sender(shared: Arc<Shared>, index: usize, start: Instant) {
+/// One sender: closed loop, or with `schedule` (`--rate`) a request at each intended time it
+/// receives, stamped with that time.
+async fn sender(
+    shared: Arc<Shared>,
+    index: usize,
+    mut schedule: Option<tokio::sync::mpsc::UnboundedReceiver<Instant>>,
+) {
     let args = &shared.args;
     let timeout = Duration::from_millis(args.timeout_ms);
     let slots = match args.mode {
@@ -103,11 +130,6 @@ async fn sender(shared: Arc<Shared>, index: usize, start: Instant) {
         Mode::Async => args.in_flight,
         Mode::Oneway => 0,
     };
-    // Open loop: this sender's share of the rate, its first slot staggered by its index.
-    let interval = args
-        .rate
-        .map(|rate| Duration::from_secs_f64(args.threads as f64 / rate));
-    let mut intended = interval.map(|i| start + i.mul_f64(index as f64 / args.threads as f64));
     let mut next_queue = index;
     let mut in_flight = FuturesUnordered::new();
     loop {
@@ -117,21 +139,20 @@ async fn sender(shared: Arc<Shared>, index: usize, start: Instant) {
                 None => break,
             }
         }
-        if let Some(at) = intended {
-            if at >= shared.deadline {
-                break;
-            }
+        let intended = match &mut schedule {
             // Pace; answers keep arriving meanwhile.
-            let sleep = tokio::time::sleep_until(at.into());
-            tokio::pin!(sleep);
-            loop {
+            Some(schedule) => loop {
                 tokio::select! {
-                    () = &mut sleep => break,
+                    due = schedule.recv() => break due,
                     Some(done) = in_flight.next(), if !in_flight.is_empty() => {
                         settle(&shared.side, done);
                     }
                 }
-            }
+            },
+            None => None,
+        };
+        if schedule.is_some() && intended.is_none() {
+            break; // The schedule ended.
         }
         let now = Instant::now();
         if now >= shared.deadline {
@@ -142,9 +163,6 @@ async fn sender(shared: Arc<Shared>, index: usize, start: Instant) {
             break;
         }
         let stamp = intended.unwrap_or(now);
-        if let (Some(at), Some(step)) = (intended.as_mut(), interval) {
-            *at += step.mul_f64(count as f64);
-        }
         let (target_index, queue_id) = shared.queues[next_queue % shared.queues.len()];
         next_queue = next_queue.wrapping_add(1);
         let target = &shared.targets[target_index];
