@@ -580,7 +580,8 @@ fn dispatch_publishes_the_batches_waiting_together() {
 fn dispatch_goes_on_while_a_periodic_flush_waits_for_its_syncs() {
     use ferromq::store::message_store::{run_writer, StoreLock};
     use ferromq::store::reput::run_reput;
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use ferromq_shards::runtime::BLOCKING_THREADS;
+    use std::sync::atomic::Ordering;
     use std::sync::Arc;
     use std::time::Duration;
 
@@ -588,12 +589,7 @@ fn dispatch_goes_on_while_a_periodic_flush_waits_for_its_syncs() {
     let config = small_store_config(dir.path());
     let interval = config.flush_interval_consume_queue;
     let _lock = StoreLock::acquire(dir.path()).unwrap();
-    // One blocking thread, as a pinned shard of the broker has.
-    let executor = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
-        .blocking_thread_pool_placement(glommio::PoolPlacement::Unbound(1))
-        .make()
-        .unwrap();
-    let before_ms = executor.run(async move {
+    let before_ms = ferromq_shards::testing::run_local(async move {
         let (shared, reput, start, channels) = recovered_parts(config).await;
         let writer = glommio::spawn_local(run_writer(
             Arc::clone(&shared),
@@ -616,13 +612,8 @@ fn dispatch_goes_on_while_a_periodic_flush_waits_for_its_syncs() {
         while reader.max_offset_in_queue("B", 0) < 1 {
             glommio::timer::sleep(Duration::from_millis(1)).await;
         }
-        // Hold that thread: the next flush's index sync waits behind it.
-        let released = Arc::new(AtomicBool::new(false));
-        let held = Arc::clone(&released);
-        let blocker = glommio::spawn_local(glommio::executor().spawn_blocking(move || {
-            std::thread::sleep(Duration::from_secs(2));
-            held.store(true, Ordering::SeqCst);
-        }));
+        // Hold every such thread: the next flush's index sync waits behind them.
+        let (released, blockers) = hold_blocking_threads(BLOCKING_THREADS);
         glommio::timer::sleep(interval * 3).await;
         let before_ms = ferromq::store::reput::wall_clock_ms();
         for i in 1..=10 {
@@ -639,7 +630,9 @@ fn dispatch_goes_on_while_a_periodic_flush_waits_for_its_syncs() {
         // Dispatch made them pullable while the flush still waited (a flush that held
         // dispatch would have kept them back until the thread was free).
         assert!(!released.load(Ordering::SeqCst));
-        blocker.await;
+        for blocker in blockers {
+            blocker.await;
+        }
         drop(reader);
         handle.close();
         drop(handle);
@@ -659,4 +652,77 @@ fn dispatch_goes_on_while_a_periodic_flush_waits_for_its_syncs() {
         checkpoint.index_msg_timestamp >= before_ms,
         "{checkpoint:?}"
     );
+}
+
+#[test]
+fn a_new_queue_is_dispatched_while_a_blocking_thread_is_busy() {
+    use ferromq::store::message_store::{run_writer, StoreLock};
+    use ferromq::store::reput::run_reput;
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    let dir = TempDir::on_disk("store-new-queue-busy");
+    let config = small_store_config(dir.path());
+    let _lock = StoreLock::acquire(dir.path()).unwrap();
+    ferromq_shards::testing::run_local(async move {
+        let (shared, reput, start, channels) = recovered_parts(config).await;
+        let writer = glommio::spawn_local(run_writer(
+            Arc::clone(&shared),
+            start,
+            channels.puts,
+            channels.batches_tx,
+        ));
+        let reput = glommio::spawn_local(run_reput(
+            reput,
+            channels.batches_rx,
+            channels.queries,
+            channels.control,
+        ));
+        let handle = channels.handle.clone();
+        let reader = handle.reader();
+        // One thread busy, as with a long IndexFile sync of the dispatch shard.
+        let (released, blockers) = hold_blocking_threads(1);
+        // The queue's first message: dispatch creates its file on a blocking thread.
+        handle
+            .put(store_message("N", 2, b"first of its queue", None, None))
+            .await
+            .unwrap();
+        while reader.max_offset_in_queue("N", 2) < 1 {
+            glommio::timer::sleep(Duration::from_millis(1)).await;
+        }
+        assert!(!released.load(Ordering::SeqCst));
+        for blocker in blockers {
+            blocker.await;
+        }
+        drop(reader);
+        handle.close();
+        drop(handle);
+        drop(channels.handle);
+        assert_eq!(writer.await.unwrap().puts, 1);
+        drop(reput.await);
+    });
+}
+
+/// Holds `threads` of the executor's blocking threads for 2 s (started now, not when
+/// awaited); the flag turns true as the first lets go.
+fn hold_blocking_threads(
+    threads: usize,
+) -> (
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    Vec<glommio::Task<()>>,
+) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let released = Arc::new(AtomicBool::new(false));
+    let blockers = (0..threads)
+        .map(|_| {
+            let released = Arc::clone(&released);
+            glommio::spawn_local(glommio::executor().spawn_blocking(move || {
+                std::thread::sleep(std::time::Duration::from_secs(2));
+                released.store(true, Ordering::SeqCst);
+            }))
+        })
+        .collect();
+    (released, blockers)
 }

@@ -6,14 +6,14 @@
 
 use std::future::Future;
 
-use glommio::{LocalExecutorBuilder, Placement};
+use glommio::Placement;
 
 /// What to check when an executor cannot start; shared with the runtime's error messages.
 pub const IO_URING_REMEDY: &str = "if io_uring is unavailable: it needs Linux >= 5.8, \
     RLIMIT_MEMLOCK >= 512 KiB (ulimit -l), and a seccomp profile that allows io_uring_setup";
 
 /// Runs `future` to completion on a fresh, unpinned glommio executor on the calling thread and
-/// returns its output.
+/// returns its output. The executor is built as a shard's is (its blocking pool included).
 ///
 /// # Panics
 ///
@@ -23,7 +23,7 @@ pub fn run_local<F>(future: F) -> F::Output
 where
     F: Future + 'static,
 {
-    let executor = LocalExecutorBuilder::new(Placement::Unbound)
+    let executor = crate::runtime::shard_executor(Placement::Unbound)
         .name("test")
         .make()
         .unwrap_or_else(|error| {
