@@ -11,11 +11,17 @@
 //!
 //! Request `k` (of `batch` messages) is due at `start + k * batch / rate` and goes to sender
 //! `k % senders`: each sender's requests are `senders * batch / rate` apart, and sender `i`
-//! starts `i * batch / rate` after the first.
+//! starts `i * batch / rate` after the first. A sender holds at most [`AHEAD`] times not yet
+//! taken; when a stalled sender's are all waiting, the thread waits for it, and catches up
+//! after with every time still its own, so the stall shows in the percentiles and memory
+//! stays bounded.
 
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
+use tokio::sync::mpsc::{channel, Receiver};
+
+/// Intended times a sender may hold before the thread waits for it.
+pub const AHEAD: usize = 1024;
 
 /// Starts the schedule: `rate` messages per second in requests of `batch`, over `senders`
 /// senders, from `start` until `deadline`. Returns the thread and each sender's receiver of
@@ -30,9 +36,9 @@ pub fn start(
     senders: usize,
     start: Instant,
     deadline: Instant,
-) -> std::io::Result<(JoinHandle<()>, Vec<UnboundedReceiver<Instant>>)> {
+) -> std::io::Result<(JoinHandle<()>, Vec<Receiver<Instant>>)> {
     let (transmitters, receivers): (Vec<_>, Vec<_>) =
-        (0..senders.max(1)).map(|_| unbounded_channel()).unzip();
+        (0..senders.max(1)).map(|_| channel(AHEAD)).unzip();
     let step_ns = Duration::from_secs_f64(batch.max(1) as f64 / rate).as_nanos();
     let thread = std::thread::Builder::new()
         .name("bench-pacer".into())
@@ -53,7 +59,7 @@ pub fn start(
                 }
                 let slot = usize::try_from(request).unwrap_or(0) % transmitters.len();
                 if let Some(transmitter) = &transmitters[slot] {
-                    if transmitter.send(due).is_err() {
+                    if transmitter.blocking_send(due).is_err() {
                         transmitters[slot] = None;
                         open -= 1;
                     }
@@ -91,6 +97,23 @@ mod tests {
         }
         assert_eq!(all.len(), 100);
         assert!(all.iter().all(|due| *due < deadline));
+    }
+
+    #[test]
+    fn a_sender_that_takes_nothing_holds_at_most_its_share_ahead() {
+        let begin = Instant::now();
+        let deadline = begin + Duration::from_secs(3600);
+        let (thread, mut receivers) = start(1_000_000.0, 1, 2, begin, deadline).unwrap();
+        // Sender 0 takes nothing for a while: the thread waits for it once it holds AHEAD.
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(receivers[0].len(), AHEAD);
+        assert!(receivers[1].len() <= AHEAD);
+        // Taking one lets the thread on, with the times still in order.
+        let first = receivers[0].try_recv().unwrap();
+        let second = receivers[0].try_recv().unwrap();
+        assert_eq!(second - first, Duration::from_micros(2));
+        drop(receivers);
+        thread.join().unwrap();
     }
 
     #[test]

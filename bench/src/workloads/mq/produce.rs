@@ -121,7 +121,7 @@ type Done = (Result<RemotingCommand, ClientError>, Instant, u64, u64);
 async fn sender(
     shared: Arc<Shared>,
     index: usize,
-    mut schedule: Option<tokio::sync::mpsc::UnboundedReceiver<Instant>>,
+    mut schedule: Option<tokio::sync::mpsc::Receiver<Instant>>,
 ) {
     let args = &shared.args;
     let timeout = Duration::from_millis(args.timeout_ms);
