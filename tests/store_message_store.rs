@@ -704,8 +704,8 @@ fn a_new_queue_is_dispatched_while_a_blocking_thread_is_busy() {
     });
 }
 
-/// Holds `threads` of the executor's blocking threads for 2 s (started now, not when
-/// awaited); the flag turns true as the first lets go.
+/// Holds `threads` of the executor's blocking threads for 4 s, started now, not when
+/// awaited (the margin is for a loaded CI machine); the flag turns true as the first lets go.
 fn hold_blocking_threads(
     threads: usize,
 ) -> (
@@ -719,7 +719,7 @@ fn hold_blocking_threads(
         .map(|_| {
             let released = Arc::clone(&released);
             glommio::spawn_local(glommio::executor().spawn_blocking(move || {
-                std::thread::sleep(std::time::Duration::from_secs(2));
+                std::thread::sleep(std::time::Duration::from_secs(4));
                 released.store(true, Ordering::SeqCst);
             }))
         })
