@@ -182,3 +182,45 @@ fn no_segment_is_filled_ahead_under_async_flush() {
         store.shutdown().await.unwrap();
     });
 }
+
+#[test]
+fn under_big_jobs_the_fill_holds_but_still_makes_the_segment_the_writer_rolls_into() {
+    // Puts of 300 KiB: every write job is big, so the fill writes no zeros; it still makes
+    // the next segment's file, and the writer moves that file into place at the roll instead
+    // of making one on its own path.
+    let dir = TempDir::on_disk("store-prefill-held");
+    let mut config = small_store_config(dir.path());
+    config.mapped_file_size_commit_log = 4 << 20;
+    let segment_size = config.mapped_file_size_commit_log;
+    let commit_log = config.commit_log_dir();
+    let fill_dir = fill_dir_of(&commit_log);
+    ferromq_shards::testing::run_local(async move {
+        let store = LocalStore::open(config).await.unwrap();
+        let handle = store.handle().clone();
+        let body = vec![b'y'; 300 << 10];
+        let mut last_offset = 0;
+        for round in 0..4u64 {
+            let current = last_offset - last_offset % segment_size;
+            let next = current + segment_size;
+            let fill = fill_dir.join(segment_name(next));
+            let mut made = None;
+            while last_offset < next {
+                let appended = handle
+                    .put(store_message("B", 0, &body, None, None))
+                    .await
+                    .unwrap();
+                last_offset = appended.physical_offset;
+                if made.is_none() && last_offset < next {
+                    made = std::fs::metadata(&fill).ok().map(|meta| meta.ino());
+                }
+            }
+            let rolled_into = std::fs::metadata(commit_log.join(segment_name(next))).unwrap();
+            assert_eq!(rolled_into.len(), segment_size, "round {round}");
+            // From the second roll on, the fill started under big jobs and held throughout.
+            if round > 0 {
+                assert_eq!(made, Some(rolled_into.ino()), "round {round}");
+            }
+        }
+        store.shutdown().await.unwrap();
+    });
+}

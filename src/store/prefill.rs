@@ -14,11 +14,13 @@
 //! The fill is free only while the disk has bandwidth to spare: when the writer moves big
 //! jobs (over [`BIG_JOB_BYTES`], a bandwidth-bound load), zeros would halve what it gets, and
 //! the metadata write each sync pays is small next to its write. So the fill holds while big
-//! jobs have been seen in the last [`HOLD_AFTER_BIG_JOB`] (and makes no file at all while it
-//! holds from the start: the writer then creates the segment at the roll, as without the
-//! fill), and resumes when the load turns latency-bound again; the segment is then only
-//! partly filled, which is still correct. Stopping it never waits for more than the one zero
-//! write in flight.
+//! jobs have been seen in the last [`HOLD_AFTER_BIG_JOB`], and resumes when the load turns
+//! latency-bound again; the segment is then only partly filled, which is still correct. The
+//! file itself is made at once, holding or not (created, first block written and synced,
+//! preallocated): at the roll the writer only moves it into place, instead of making the
+//! segment on its own path (a create, two syncs, a directory sync and a preallocation,
+//! against a rename and a directory sync). Stopping it waits at most for that making, or
+//! for the one zero write in flight.
 //!
 //! Under SYNC_FLUSH the segments are also opened with `O_DSYNC`: a write is durable when it
 //! completes, the kernel flushing the device cache right after it, so a write job is one
@@ -102,7 +104,7 @@ impl SegmentOptions {
 struct Fill {
     start: u64,
     stop: LocalSender<()>,
-    task: glommio::task::JoinHandle<Result<Option<u64>, IoError>>,
+    task: glommio::task::JoinHandle<Result<u64, IoError>>,
 }
 
 impl std::fmt::Debug for Fill {
@@ -133,11 +135,10 @@ impl CommitLogDirectory {
         let Fill { start, stop, task } = self.fill.borrow_mut().take()?;
         drop(stop);
         match task.await {
-            Some(Ok(Some(filled))) => {
+            Some(Ok(filled)) => {
                 tracing::debug!(start, filled, "prefill stopped");
                 Some(start)
             }
-            Some(Ok(None)) => None,
             Some(Err(error)) => {
                 tracing::warn!(%error, start, "prefilling a CommitLog segment failed");
                 None

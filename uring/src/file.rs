@@ -185,16 +185,16 @@ pub struct ZeroFillPace<'a, H: Fn() -> bool> {
     /// Pause after each chunk, so that a writer syncing another file on the same disk keeps
     /// most of it.
     pub pause: std::time::Duration,
-    /// While it says so, no chunk is written, and no file is made before the first.
+    /// While it says so, no chunk is written (the file is made and preallocated first).
     pub hold: H,
     /// How often `hold` is asked again while it holds.
     pub hold_check: std::time::Duration,
 }
 
-/// Makes `path` a new file of `size` bytes whose blocks are written with zeros, from the
-/// start, one [`ZERO_FILL_CHUNK_BYTES`] chunk at a time as `pace` says, until the file is full
-/// or `pace.stop` says to stop; then syncs it. Returns the bytes written, or `None` if it was
-/// stopped while holding before it made the file.
+/// Makes `path` a new file of `size` bytes, preallocated, and writes its blocks with zeros,
+/// from the start, one [`ZERO_FILL_CHUNK_BYTES`] chunk at a time as `pace` says, until the
+/// file is full or `pace.stop` says to stop; then syncs it. Returns the bytes of zeros
+/// written (none if it held throughout: the file is then as a new segment would be).
 ///
 /// Why: a direct write into blocks that `fallocate` reserved but nobody wrote turns their
 /// extent from unwritten to written, and the fdatasync after it must then write that
@@ -209,15 +209,15 @@ pub async fn zero_fill<H: Fn() -> bool>(
     path: &Path,
     size: u64,
     pace: &ZeroFillPace<'_, H>,
-) -> Result<Option<u64>, IoError> {
-    while (pace.hold)() {
-        if pause_or_stop(pace.hold_check, pace.stop).await {
-            return Ok(None);
-        }
-    }
+) -> Result<u64, IoError> {
+    // Made even while the fill holds: whoever takes the file over then finds it made, so
+    // its creation (two syncs and a directory sync) is not on that caller's path.
     create_off_executor(path, size).await?;
     let file = open_read_write(path, false).await?;
-    let filled = fill_zeros(&file, path, size, pace).await;
+    let filled = match file.pre_allocate(size, false).await {
+        Ok(()) => fill_zeros(&file, path, size, pace).await,
+        Err(error) => Err(glommio_error("preallocate", path, 0)(error)),
+    };
     let synced = match &filled {
         Ok(_) => file
             .fdatasync()
@@ -229,7 +229,7 @@ pub async fn zero_fill<H: Fn() -> bool>(
     let written = filled?;
     synced?;
     closed?;
-    Ok(Some(written))
+    Ok(written)
 }
 
 async fn fill_zeros<H: Fn() -> bool>(
@@ -238,9 +238,6 @@ async fn fill_zeros<H: Fn() -> bool>(
     size: u64,
     pace: &ZeroFillPace<'_, H>,
 ) -> Result<u64, IoError> {
-    file.pre_allocate(size, false)
-        .await
-        .map_err(glommio_error("preallocate", path, 0))?;
     let chunk = u64::try_from(ZERO_FILL_CHUNK_BYTES).expect("chunk fits u64");
     let mut zeros = file.alloc_dma_buffer(ZERO_FILL_CHUNK_BYTES);
     zeros.as_bytes_mut().fill(0);
