@@ -18,10 +18,13 @@
 
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc::{channel, Receiver};
+use tokio::sync::mpsc::{channel, Receiver, Sender};
 
 /// Intended times a sender may hold before the thread waits for it.
 pub const AHEAD: usize = 1024;
+
+/// The longest the thread sleeps before it looks whether its senders are gone.
+const WAKE_TO_CHECK: Duration = Duration::from_millis(50);
 
 /// Starts the schedule: `rate` messages per second in requests of `batch`, over `senders`
 /// senders, from `start` until `deadline`. Returns the thread and each sender's receiver of
@@ -54,8 +57,13 @@ pub fn start(
                 if due >= deadline {
                     break;
                 }
-                if let Some(wait) = due.checked_duration_since(Instant::now()) {
-                    std::thread::sleep(wait);
+                // In slices, so that at a low rate the thread still ends soon after its
+                // senders do.
+                while let Some(wait) = due.checked_duration_since(Instant::now()) {
+                    if transmitters.iter().flatten().all(Sender::is_closed) {
+                        return;
+                    }
+                    std::thread::sleep(wait.min(WAKE_TO_CHECK));
                 }
                 let slot = usize::try_from(request).unwrap_or(0) % transmitters.len();
                 if let Some(transmitter) = &transmitters[slot] {
@@ -122,6 +130,13 @@ mod tests {
         // Far from its deadline: only the senders going away can end it.
         let deadline = begin + Duration::from_secs(3600);
         let (thread, receivers) = start(1_000_000.0, 1, 2, begin, deadline).unwrap();
+        drop(receivers);
+        thread.join().unwrap();
+        // Also while it sleeps toward a first request an hour away.
+        let later = Instant::now() + Duration::from_secs(3600);
+        let (thread, receivers) =
+            start(1.0, 1, 1, later, later + deadline.duration_since(begin)).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
         drop(receivers);
         thread.join().unwrap();
     }
