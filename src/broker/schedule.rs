@@ -17,7 +17,7 @@
 
 use super::state::{now_ms, BrokerState};
 use super::transaction::{HALF_TOPIC, TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE};
-use crate::config::persist::{read_with_backup, write_atomically_off_shard};
+use crate::config::persist::{next_snapshot_version, read_with_backup, write_snapshot_off_shard};
 use crate::store::commit_log::PutMessage;
 use crate::store::config_files::DelayOffsetTable;
 use crate::store::dispatch::{DelayLevels, SCHEDULE_TOPIC};
@@ -186,6 +186,9 @@ impl Scheduler {
 
     /// Writes `delayOffset.json` without blocking the control shard.
     async fn persist(&self) {
+        // Taken with the offsets: a periodic write still running at shutdown must not land
+        // after the last one.
+        let version = next_snapshot_version();
         let table = DelayOffsetTable {
             offset_table: self
                 .offsets
@@ -195,7 +198,7 @@ impl Scheduler {
                 .collect(),
         };
         let json = table.to_json().into_bytes();
-        if let Err(error) = write_atomically_off_shard(self.path.clone(), json).await {
+        if let Err(error) = write_snapshot_off_shard(self.path.clone(), version, json).await {
             tracing::error!(%error, path = %self.path.display(), "cannot write delay offsets");
         }
     }

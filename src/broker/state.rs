@@ -8,7 +8,10 @@
 //! take a short lock. Files are written atomically (temp file, `.bak`, rename).
 
 use crate::config::broker::BrokerConfig;
-use crate::config::persist::{read_with_backup, write_atomically, write_atomically_off_shard};
+use crate::config::persist::{
+    next_snapshot_version, read_with_backup, write_atomically, write_snapshot,
+    write_snapshot_off_shard,
+};
 use crate::remoting::headers::NotifyConsumerIdsChangedRequestHeader;
 use crate::remoting::heartbeat::{HeartbeatData, MessageQueue, SubscriptionData};
 use crate::remoting::server::{ConnectionId, Outbound};
@@ -427,31 +430,42 @@ impl BrokerState {
     /// `consumerOffset.json` as Java writes it.
     #[must_use]
     pub fn offsets_json(&self) -> String {
+        self.offsets_snapshot().1
+    }
+
+    /// `consumerOffset.json` and its snapshot version, taken together.
+    fn offsets_snapshot(&self) -> (u64, String) {
+        let offsets = lock(&self.offsets);
+        let version = next_snapshot_version();
         let table = ConsumerOffsetTable {
-            offset_table: lock(&self.offsets)
+            offset_table: offsets
                 .iter()
                 .map(|(key, queues)| (key.clone(), queues.iter().map(|(q, o)| (*q, *o)).collect()))
                 .collect(),
         };
-        table.to_json()
+        drop(offsets);
+        (version, table.to_json())
     }
 
-    /// Writes `consumerOffset.json`.
+    /// Writes `consumerOffset.json` (unless a newer snapshot is written already).
     ///
     /// # Errors
     /// The I/O error.
     pub fn persist_offsets(&self) -> std::io::Result<()> {
-        write_atomically(&self.offsets_path, self.offsets_json().as_bytes())
+        let (version, json) = self.offsets_snapshot();
+        write_snapshot(&self.offsets_path, version, json.as_bytes()).map(|_| ())
     }
 
     /// Writes `consumerOffset.json` without blocking the calling shard (see
-    /// [`write_atomically_off_shard`]).
+    /// [`write_snapshot_off_shard`]).
     ///
     /// # Errors
     /// The I/O error.
     pub async fn persist_offsets_off_shard(&self) -> std::io::Result<()> {
-        let json = self.offsets_json();
-        write_atomically_off_shard(self.offsets_path.clone(), json.into_bytes()).await
+        let (version, json) = self.offsets_snapshot();
+        write_snapshot_off_shard(self.offsets_path.clone(), version, json.into_bytes())
+            .await
+            .map(|_| ())
     }
 
     /// Remembers how to reach `connection` with requests of the broker's own.
