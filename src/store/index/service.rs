@@ -185,19 +185,6 @@ impl IndexService {
         found
     }
 
-    /// Writes the newest file's dirty pages back, on the executor's blocking thread; returns
-    /// its end time.
-    ///
-    /// # Errors
-    /// [`IoError`].
-    pub async fn flush(&self) -> Result<i64, IoError> {
-        let (end, sync) = self.start_flush();
-        if let Some(sync) = sync {
-            sync.await?;
-        }
-        Ok(end)
-    }
-
     /// The newest file's end time now, and the sync that makes the file durable up to it
     /// (`None` without files), to run while indexing goes on: it holds the file, not the
     /// service, and covers every entry put before it is first polled.
