@@ -60,6 +60,16 @@ pub fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
+/// The consumer offsets as `consumerOffset.json` lays them out.
+fn offset_table(offsets: &BTreeMap<String, BTreeMap<i32, i64>>) -> ConsumerOffsetTable {
+    ConsumerOffsetTable {
+        offset_table: offsets
+            .iter()
+            .map(|(key, queues)| (key.clone(), queues.iter().map(|(q, o)| (*q, *o)).collect()))
+            .collect(),
+    }
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // Every critical section below leaves its map consistent, so a poisoned lock is usable.
     mutex
@@ -430,19 +440,15 @@ impl BrokerState {
     /// `consumerOffset.json` as Java writes it.
     #[must_use]
     pub fn offsets_json(&self) -> String {
-        self.offsets_snapshot().1
+        let table = offset_table(&lock(&self.offsets));
+        table.to_json()
     }
 
     /// `consumerOffset.json` and its snapshot version, taken together.
     fn offsets_snapshot(&self) -> (u64, String) {
         let offsets = lock(&self.offsets);
         let version = next_snapshot_version();
-        let table = ConsumerOffsetTable {
-            offset_table: offsets
-                .iter()
-                .map(|(key, queues)| (key.clone(), queues.iter().map(|(q, o)| (*q, *o)).collect()))
-                .collect(),
-        };
+        let table = offset_table(&offsets);
         drop(offsets);
         (version, table.to_json())
     }
