@@ -9,8 +9,9 @@
 //! (0 / null), `language` as a name or a number, `remark` as `""`, extFields values that are
 //! JSON strings, numbers or booleans, and trailing whitespace after the object.
 
-use super::command::{ExtFields, LanguageCode, RemotingCommand, SerializeType};
+use super::command::{ExtFields, LanguageCode, RemotingCommand};
 use super::DecodeError;
+use super::RequestCode;
 use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use std::fmt;
 
@@ -84,16 +85,10 @@ impl<'de> Visitor<'de> for CommandVisitor {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RemotingCommand, A::Error> {
+        // What a header leaves out reads as 0 (the version too), as Java's fields default.
         let mut command = RemotingCommand {
-            code: 0,
-            language: LanguageCode::JAVA,
             version: 0,
-            opaque: 0,
-            flag: 0,
-            remark: None,
-            ext_fields: None,
-            serialize_type: SerializeType::Json,
-            body: Vec::new(),
+            ..RemotingCommand::request(RequestCode(0))
         };
         while let Some(key) = map.next_key::<HeaderKey>()? {
             match key {
@@ -163,14 +158,10 @@ impl<'de> Deserialize<'de> for LenientInt {
                 f.write_str("an int (a number, a numeric string or null)")
             }
             fn visit_i64<E: de::Error>(self, n: i64) -> Result<LenientInt, E> {
-                i32::try_from(n)
-                    .map(LenientInt)
-                    .map_err(|_| E::custom(format!("{n} is out of an int's range")))
+                in_int_range(n)
             }
             fn visit_u64<E: de::Error>(self, n: u64) -> Result<LenientInt, E> {
-                i32::try_from(n)
-                    .map(LenientInt)
-                    .map_err(|_| E::custom(format!("{n} is out of an int's range")))
+                in_int_range(n)
             }
             fn visit_str<E: de::Error>(self, s: &str) -> Result<LenientInt, E> {
                 s.trim()
@@ -184,6 +175,15 @@ impl<'de> Deserialize<'de> for LenientInt {
         }
         deserializer.deserialize_any(IntVisitor)
     }
+}
+
+/// `n` as an int, or the error naming it if it does not fit one.
+fn in_int_range<E: de::Error, N: Copy + fmt::Display + TryInto<i32>>(
+    n: N,
+) -> Result<LenientInt, E> {
+    n.try_into()
+        .map(LenientInt)
+        .map_err(|_| E::custom(format!("{n} is out of an int's range")))
 }
 
 /// `language`: a name (unknown ones are accepted: it only labels the peer), a number, or
