@@ -47,9 +47,9 @@ pub async fn run(
         deadline,
     });
     // Open loop: the intended send times come from a thread of their own (see `pace`).
-    let (pacer, mut schedules) = match args.rate {
+    let (pacer, schedules) = match args.rate {
         Some(rate) => match super::pace::start(rate, args.batch, args.threads, start, deadline) {
-            Ok((pacer, schedules)) => (Some(pacer), schedules.into_iter().map(Some).collect()),
+            Ok((pacer, schedules)) => (Some(pacer), schedules),
             Err(error) => {
                 shared
                     .side
@@ -59,10 +59,14 @@ pub async fn run(
         },
         None => (None, Vec::new()),
     };
+    let mut schedules = schedules.into_iter();
     let mut senders = Vec::new();
     for index in 0..args.threads {
-        let schedule = schedules.get_mut(index).and_then(Option::take);
-        senders.push(tokio::spawn(sender(shared.clone(), index, schedule)));
+        senders.push(tokio::spawn(sender(
+            shared.clone(),
+            index,
+            schedules.next(),
+        )));
     }
     for sender in senders {
         if let Err(error) = sender.await {
