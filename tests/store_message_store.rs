@@ -144,9 +144,7 @@ fn tag_filter_and_batch_limits_follow_java() {
                 .unwrap();
         }
         let reader = handle.reader();
-        while reader.max_offset_in_queue("F", 0) < 120 {
-            glommio::timer::sleep(std::time::Duration::from_millis(2)).await;
-        }
+        until_dispatched(&reader, "F", 0, 120).await;
         // At most 32 messages per pull from memory, whatever the client asks.
         let all = reader
             .get_message("F", 0, 0, 100, &NO_FILTER)
@@ -284,9 +282,7 @@ fn clean_restart_continues_queue_and_physical_offsets() {
             first_run.physical_offset + first_run.size as u64
         );
         let reader = handle.reader();
-        while reader.max_offset_in_queue("R", 1) < 151 {
-            glommio::timer::sleep(std::time::Duration::from_millis(2)).await;
-        }
+        until_dispatched(&reader, "R", 1, 151).await;
         let all = pull_all(&reader, "R", 1).await;
         assert_eq!(all.len(), 151);
         assert_eq!(all[150].2, b"after");
@@ -321,9 +317,7 @@ fn lookups_by_key_offset_and_time() {
         let index_files = std::fs::read_dir(dir.path().join("index")).unwrap().count();
         assert!(index_files >= 2, "{index_files}");
         let reader = handle.reader();
-        while reader.max_offset_in_queue("K", 0) < 300 {
-            glommio::timer::sleep(std::time::Duration::from_millis(2)).await;
-        }
+        until_dispatched(&reader, "K", 0, 300).await;
         let found = reader
             .query_by_key("K", "k-123", 32, 0, i64::MAX)
             .await
@@ -440,9 +434,7 @@ fn writer_and_dispatch_run_on_different_shards() {
             ));
             // This shard reads too: it sees what the writer on the other shard stored.
             let reader = channels.handle.reader();
-            while reader.max_offset_in_queue("S", 1) < 200 {
-                glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
-            }
+            until_dispatched(&reader, "S", 1, 200).await;
             let result = reader.get_message("S", 1, 0, 32, &NO_FILTER).await.unwrap();
             drop(channels.handle);
             reput.await;
@@ -544,7 +536,7 @@ fn dispatch_publishes_the_batches_waiting_together() {
         ));
         // One put at a time under SYNC_FLUSH: each is a commit of its own, and dispatch is
         // not running yet, so 40 committed batches wait for it.
-        let handle = channels.handle.clone();
+        let handle = channels.handle;
         for i in 0..40 {
             let body = format!("together-{i}").into_bytes();
             handle
@@ -552,24 +544,24 @@ fn dispatch_publishes_the_batches_waiting_together() {
                 .await
                 .unwrap();
         }
-        let reput = glommio::spawn_local(run_reput(
+        let dispatch = glommio::spawn_local(run_reput(
             reput,
             channels.batches_rx,
             channels.queries,
             channels.control,
         ));
-        let reader = handle.reader();
+        let store = RunningStore {
+            handle,
+            writer,
+            dispatch,
+        };
+        let reader = store.handle.reader();
         for queue in 0..4 {
-            while reader.max_offset_in_queue("P", queue) < 10 {
-                glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
-            }
+            until_dispatched(&reader, "P", queue, 10).await;
         }
         drop(reader);
-        handle.close();
-        drop(handle);
-        drop(channels.handle);
-        assert_eq!(writer.await.unwrap().puts, 40);
-        let reput = reput.await;
+        let (puts, reput) = store.stop().await;
+        assert_eq!(puts, 40);
         // All 40 went out in one publish (a publish per batch would be 40 writes of each
         // queue touched, one after another).
         assert_eq!(reput.publishes(), 1);
@@ -578,42 +570,24 @@ fn dispatch_publishes_the_batches_waiting_together() {
 
 #[test]
 fn dispatch_goes_on_while_a_periodic_flush_waits_for_its_syncs() {
-    use ferromq::store::message_store::{run_writer, StoreLock};
-    use ferromq::store::reput::run_reput;
+    use ferromq::store::message_store::StoreLock;
     use ferromq_shards::runtime::BLOCKING_THREADS;
-    use std::sync::atomic::Ordering;
-    use std::sync::Arc;
-    use std::time::Duration;
 
     let dir = TempDir::on_disk("store-flush-beside");
     let config = small_store_config(dir.path());
     let interval = config.flush_interval_consume_queue;
     let _lock = StoreLock::acquire(dir.path()).unwrap();
     let before_ms = ferromq_shards::testing::run_local(async move {
-        let (shared, reput, start, channels) = recovered_parts(config).await;
-        let writer = glommio::spawn_local(run_writer(
-            Arc::clone(&shared),
-            start,
-            channels.puts,
-            channels.batches_tx,
-        ));
-        let reput = glommio::spawn_local(run_reput(
-            reput,
-            channels.batches_rx,
-            channels.queries,
-            channels.control,
-        ));
-        let handle = channels.handle.clone();
+        let store = RunningStore::start(config).await;
+        let handle = &store.handle;
         let reader = handle.reader();
         // A first message makes the queue's file and an IndexFile, whose periodic sync runs
         // on the executor's blocking thread.
         let keyed = store_message("B", 0, b"first", None, Some("k-0"));
         handle.put(keyed).await.unwrap();
-        while reader.max_offset_in_queue("B", 0) < 1 {
-            glommio::timer::sleep(Duration::from_millis(1)).await;
-        }
+        until_dispatched(&reader, "B", 0, 1).await;
         // Hold every such thread: the next flush's index sync waits behind them.
-        let (released, blockers) = hold_blocking_threads(BLOCKING_THREADS);
+        let held = HeldThreads::hold(BLOCKING_THREADS);
         glommio::timer::sleep(interval * 3).await;
         let before_ms = ferromq::store::reput::wall_clock_ms();
         for i in 1..=10 {
@@ -624,21 +598,13 @@ fn dispatch_goes_on_while_a_periodic_flush_waits_for_its_syncs() {
                 .await
                 .unwrap();
         }
-        while reader.max_offset_in_queue("B", 0) < 11 {
-            glommio::timer::sleep(Duration::from_millis(1)).await;
-        }
+        until_dispatched(&reader, "B", 0, 11).await;
         // Dispatch made them pullable while the flush still waited (a flush that held
         // dispatch would have kept them back until the thread was free).
-        assert!(!released.load(Ordering::SeqCst));
-        for blocker in blockers {
-            blocker.await;
-        }
+        assert!(!held.released());
+        held.join().await;
         drop(reader);
-        handle.close();
-        drop(handle);
-        drop(channels.handle);
-        assert_eq!(writer.await.unwrap().puts, 11);
-        drop(reput.await);
+        assert_eq!(store.stop().await.0, 11);
         before_ms
     });
     // The flush that waited, and the last one, wrote what dispatch did meanwhile.
@@ -656,73 +622,119 @@ fn dispatch_goes_on_while_a_periodic_flush_waits_for_its_syncs() {
 
 #[test]
 fn a_new_queue_is_dispatched_while_a_blocking_thread_is_busy() {
-    use ferromq::store::message_store::{run_writer, StoreLock};
-    use ferromq::store::reput::run_reput;
-    use std::sync::atomic::Ordering;
-    use std::sync::Arc;
-    use std::time::Duration;
+    use ferromq::store::message_store::StoreLock;
 
     let dir = TempDir::on_disk("store-new-queue-busy");
     let config = small_store_config(dir.path());
     let _lock = StoreLock::acquire(dir.path()).unwrap();
     ferromq_shards::testing::run_local(async move {
+        let store = RunningStore::start(config).await;
+        let reader = store.handle.reader();
+        // One thread busy, as with a long IndexFile sync of the dispatch shard.
+        let held = HeldThreads::hold(1);
+        // The queue's first message: dispatch creates its file on a blocking thread.
+        store
+            .handle
+            .put(store_message("N", 2, b"first of its queue", None, None))
+            .await
+            .unwrap();
+        until_dispatched(&reader, "N", 2, 1).await;
+        assert!(!held.released());
+        held.join().await;
+        drop(reader);
+        assert_eq!(store.stop().await.0, 1);
+    });
+}
+
+/// A store's writer and dispatch run by hand, each a task on this executor.
+struct RunningStore {
+    handle: ferromq::store::message_store::StoreHandle,
+    writer: glommio::Task<
+        Result<ferromq::store::flush::GroupCommitStats, ferromq::store::segment_writer::StoreError>,
+    >,
+    dispatch: glommio::Task<ferromq::store::reput::Reput>,
+}
+
+impl RunningStore {
+    /// Recovers the store `config` describes and starts its writer and dispatch.
+    async fn start(config: ferromq::store::config::StoreConfig) -> RunningStore {
+        use ferromq::store::message_store::run_writer;
+        use ferromq::store::reput::run_reput;
         let (shared, reput, start, channels) = recovered_parts(config).await;
         let writer = glommio::spawn_local(run_writer(
-            Arc::clone(&shared),
+            shared,
             start,
             channels.puts,
             channels.batches_tx,
         ));
-        let reput = glommio::spawn_local(run_reput(
+        let dispatch = glommio::spawn_local(run_reput(
             reput,
             channels.batches_rx,
             channels.queries,
             channels.control,
         ));
-        let handle = channels.handle.clone();
-        let reader = handle.reader();
-        // One thread busy, as with a long IndexFile sync of the dispatch shard.
-        let (released, blockers) = hold_blocking_threads(1);
-        // The queue's first message: dispatch creates its file on a blocking thread.
-        handle
-            .put(store_message("N", 2, b"first of its queue", None, None))
-            .await
-            .unwrap();
-        while reader.max_offset_in_queue("N", 2) < 1 {
-            glommio::timer::sleep(Duration::from_millis(1)).await;
+        RunningStore {
+            handle: channels.handle,
+            writer,
+            dispatch,
         }
-        assert!(!released.load(Ordering::SeqCst));
-        for blocker in blockers {
-            blocker.await;
-        }
-        drop(reader);
-        handle.close();
-        drop(handle);
-        drop(channels.handle);
-        assert_eq!(writer.await.unwrap().puts, 1);
-        drop(reput.await);
-    });
+    }
+
+    /// Closes the store (drop its readers first) and waits for both; returns the puts the
+    /// writer answered and the dispatch side.
+    async fn stop(self) -> (u64, ferromq::store::reput::Reput) {
+        self.handle.close();
+        drop(self.handle);
+        let puts = self.writer.await.unwrap().puts;
+        (puts, self.dispatch.await)
+    }
 }
 
-/// Holds `threads` of the executor's blocking threads for 4 s, started now, not when
-/// awaited (the margin is for a loaded CI machine); the flag turns true as the first lets go.
-fn hold_blocking_threads(
-    threads: usize,
-) -> (
-    std::sync::Arc<std::sync::atomic::AtomicBool>,
-    Vec<glommio::Task<()>>,
+/// Waits until dispatch has made `count` messages of the queue pullable.
+async fn until_dispatched(
+    reader: &ferromq::store::reader::StoreReader,
+    topic: &str,
+    queue_id: i32,
+    count: i64,
 ) {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
-    let released = Arc::new(AtomicBool::new(false));
-    let blockers = (0..threads)
-        .map(|_| {
-            let released = Arc::clone(&released);
-            glommio::spawn_local(glommio::executor().spawn_blocking(move || {
-                std::thread::sleep(std::time::Duration::from_secs(4));
-                released.store(true, Ordering::SeqCst);
-            }))
-        })
-        .collect();
-    (released, blockers)
+    while reader.max_offset_in_queue(topic, queue_id) < count {
+        glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
+    }
+}
+
+/// Some of the executor's blocking threads, held for 4 s from when [`HeldThreads::hold`] is
+/// called, not when awaited (the margin is for a loaded CI machine).
+struct HeldThreads {
+    released: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    blockers: Vec<glommio::Task<()>>,
+}
+
+impl HeldThreads {
+    fn hold(threads: usize) -> HeldThreads {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        let released = Arc::new(AtomicBool::new(false));
+        let blockers = (0..threads)
+            .map(|_| {
+                let released = Arc::clone(&released);
+                glommio::spawn_local(glommio::executor().spawn_blocking(move || {
+                    std::thread::sleep(std::time::Duration::from_secs(4));
+                    released.store(true, Ordering::SeqCst);
+                }))
+            })
+            .collect();
+        HeldThreads { released, blockers }
+    }
+
+    /// Whether the first has let go.
+    fn released(&self) -> bool {
+        self.released.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Waits until all have let go.
+    async fn join(self) {
+        for blocker in self.blockers {
+            blocker.await;
+        }
+    }
 }
