@@ -81,7 +81,7 @@ impl StoreLock {
     pub fn acquire(root: &Path) -> Result<StoreLock, StoreError> {
         let path = root.join("lock");
         let io = |op| IoError::on(op, &path);
-        std::fs::create_dir_all(root).map_err(io("create directory"))?;
+        ferromq_uring::disk::create_dir_durably(root).map_err(io("create directory"))?;
         let mut file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -372,7 +372,7 @@ fn read_dir(dir: &Path) -> Result<Vec<std::fs::DirEntry>, StoreError> {
 }
 
 fn create_dir(dir: &Path) -> Result<(), StoreError> {
-    std::fs::create_dir_all(dir)
+    ferromq_uring::disk::create_dir_durably(dir)
         .map_err(|source| IoError::file("create directory", dir, source))?;
     Ok(())
 }

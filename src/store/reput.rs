@@ -242,7 +242,7 @@ impl Reput {
                 }
             }
         }
-        let (index_timestamp, index_sync) = match &self.index {
+        let (index_timestamp, index_sync) = match &mut self.index {
             Some(index) => index.start_flush(),
             None => (logics, None),
         };
@@ -336,8 +336,14 @@ impl Reput {
         queue_id: i32,
     ) -> Result<ConsumeQueueWriter<DmaDirectory>, StoreError> {
         let config = &self.shared.config;
+        // A new queue's directories are made, each synced into its parent, on a blocking
+        // thread: dispatch goes on meanwhile, and the checkpoint can never cover units in a
+        // file whose directory a power cut would take away.
         let dir = config.queue_dir(topic, queue_id);
-        std::fs::create_dir_all(&dir)
+        let made = dir.clone();
+        glommio::executor()
+            .spawn_blocking(move || ferromq_uring::disk::create_dir_durably(&made))
+            .await
             .map_err(ferromq_uring::IoError::on("create directory", &dir))?;
         let max = self
             .shared

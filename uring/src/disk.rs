@@ -1,5 +1,5 @@
 //! Disk space: how full the filesystem under a path is (`statvfs`), for the store's
-//! retention and its refusal of puts on a full disk.
+//! retention and its refusal of puts on a full disk; and directories made durably.
 
 use crate::IoError;
 use std::path::Path;
@@ -21,8 +21,68 @@ pub fn used_ratio(path: &Path) -> Result<f64, IoError> {
     Ok(total.saturating_sub(free) as f64 / total as f64)
 }
 
+/// Creates `dir` and whichever of its ancestors are missing, syncing the parent of each
+/// directory it creates, so that after a power cut a file synced inside `dir` is still
+/// reachable by name (ext4 without a journal orders nothing: an unsynced new directory can
+/// vanish with everything in it). Returns the directories it synced, outermost first; none
+/// if `dir` existed.
+///
+/// # Errors
+/// The I/O error of a creation or a sync. A directory another process creates meanwhile
+/// is no error.
+pub fn create_dir_durably(dir: &Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+    let mut missing = Vec::new();
+    let mut at = Some(dir);
+    while let Some(path) = at {
+        if path.as_os_str().is_empty() || path.is_dir() {
+            break;
+        }
+        missing.push(path);
+        at = path.parent();
+    }
+    let mut synced = Vec::new();
+    for path in missing.into_iter().rev() {
+        match std::fs::create_dir(path) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists && path.is_dir() => {}
+            Err(error) => return Err(error),
+        }
+        let parent = match path.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => Path::new("."),
+        };
+        std::fs::File::open(parent)?.sync_all()?;
+        synced.push(parent.to_owned());
+    }
+    Ok(synced)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_new_directory_s_parents_are_synced_and_an_existing_one_needs_nothing() {
+        let root = std::env::temp_dir().join(format!("ferromq-durable-dir-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir(&root).unwrap();
+        let queue = root.join("consumequeue").join("TopicA").join("3");
+        let synced = super::create_dir_durably(&queue).unwrap();
+        assert!(queue.is_dir());
+        let topic = root.join("consumequeue").join("TopicA");
+        assert_eq!(
+            synced,
+            vec![root.clone(), root.join("consumequeue"), topic.clone()]
+        );
+        assert_eq!(
+            super::create_dir_durably(&queue).unwrap(),
+            Vec::<std::path::PathBuf>::new()
+        );
+        let sibling = topic.join("4");
+        assert_eq!(super::create_dir_durably(&sibling).unwrap(), vec![topic]);
+        std::fs::write(root.join("file"), b"x").unwrap();
+        assert!(super::create_dir_durably(&root.join("file").join("below")).is_err());
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
     #[test]
     fn used_ratio_of_the_current_directory_is_a_fraction() {
         let ratio = super::used_ratio(std::path::Path::new(".")).unwrap();

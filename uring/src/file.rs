@@ -339,6 +339,22 @@ pub async fn remove_file_off_executor(path: &Path) -> Result<(), IoError> {
     result.map_err(IoError::on("delete", path))
 }
 
+/// Syncs directory `dir` on the executor's blocking thread, so that the names of files made
+/// in it survive a power cut. Starts when first polled. Call from inside a glommio executor.
+///
+/// # Errors
+/// [`IoError::File`].
+pub fn sync_dir_off_executor(dir: &Path) -> impl Future<Output = Result<(), IoError>> {
+    let owned = dir.to_owned();
+    async move {
+        let path = owned.clone();
+        glommio::executor()
+            .spawn_blocking(move || std::fs::File::open(&path)?.sync_all())
+            .await
+            .map_err(IoError::on("sync directory", &owned))
+    }
+}
+
 /// [`create_with_first_block`] on the executor's blocking thread, while the executor goes
 /// on: its two syncs (the file's, then the directory's) each wait for a device-cache flush,
 /// and on the writer's shard that wait stopped every put and every write completion for

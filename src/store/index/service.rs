@@ -3,13 +3,14 @@
 //!
 //! Owned by the dispatch shard; queries come to it. Files are mapped ([`MappedFile`]): an
 //! insert touches a slot and an item at random positions, which the page cache absorbs;
-//! [`IndexService::flush`] msyncs the newest file.
+//! [`IndexService::start_flush`] syncs them on a blocking thread while indexing goes on.
 
 use super::index_file::{index_file_size, IndexFileBuilder};
 use crate::calendar::civil_from_days;
 use ferromq_uring::file::remove_file_off_executor;
 use ferromq_uring::mapped::MappedFile;
 use ferromq_uring::IoError;
+use futures::future::LocalBoxFuture;
 use std::path::{Path, PathBuf};
 
 /// One file and its name.
@@ -28,6 +29,20 @@ pub struct IndexService {
     files: Vec<IndexFileEntry>,
     /// Whether [`IndexService::load`] dropped files: their keys must be indexed again.
     dropped: bool,
+    /// Syncs the next flush runs besides the newest file's: the last entries of a file
+    /// rolled away from, and the directory after a file was made in it. A roll leaves them
+    /// to the flush (as Java's `FlushIndexFileThread` does), so indexing does not wait.
+    pending_syncs: PendingSyncs,
+}
+
+/// Syncs not yet run, shown by their count.
+#[derive(Default)]
+struct PendingSyncs(Vec<LocalBoxFuture<'static, Result<(), IoError>>>);
+
+impl std::fmt::Debug for PendingSyncs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} syncs", self.0.len())
+    }
 }
 
 impl IndexService {
@@ -49,7 +64,7 @@ impl IndexService {
         valid_end: u64,
     ) -> Result<IndexService, IoError> {
         let io = IoError::on;
-        std::fs::create_dir_all(dir).map_err(io("create directory", dir))?;
+        ferromq_uring::disk::create_dir_durably(dir).map_err(io("create directory", dir))?;
         let mut names: Vec<String> = std::fs::read_dir(dir)
             .map_err(io("list", dir))?
             .filter_map(Result::ok)
@@ -89,6 +104,7 @@ impl IndexService {
             item_num,
             files,
             dropped,
+            pending_syncs: PendingSyncs::default(),
         })
     }
 
@@ -185,19 +201,32 @@ impl IndexService {
         found
     }
 
-    /// The newest file's end time now, and the sync that makes the file durable up to it
-    /// (`None` without files), to run while indexing goes on: it holds the file, not the
-    /// service, and covers every entry put before it is first polled.
+    /// The newest file's end time now, and the syncs that make every file durable up to it
+    /// (`None` without files): the newest file's, and those rolls left (the last entries of
+    /// each file rolled away from, the directory). They run while indexing goes on: they hold
+    /// the files, not the service, and cover every entry put before they are first polled.
     pub fn start_flush(
-        &self,
+        &mut self,
     ) -> (
         i64,
         Option<impl std::future::Future<Output = Result<(), IoError>>>,
     ) {
-        let sync = self
+        let newest = self
             .files
             .last()
             .map(|entry| entry.file.storage().flush_off_executor());
+        let pending = std::mem::take(&mut self.pending_syncs.0);
+        let sync = (newest.is_some() || !pending.is_empty()).then_some(async move {
+            let newest = async {
+                match newest {
+                    Some(sync) => sync.await,
+                    None => Ok(()),
+                }
+            };
+            let (pending, newest) =
+                futures::future::join(futures::future::try_join_all(pending), newest).await;
+            pending.and(newest).map(|_| ())
+        });
         (self.end_timestamp(), sync)
     }
 
@@ -239,7 +268,9 @@ impl IndexService {
 
     fn roll(&mut self, wall_clock_ms: i64) -> Result<(), IoError> {
         if let Some(entry) = self.files.last() {
-            entry.file.storage().flush()?;
+            // It takes no entries any more: a sync whenever it runs covers them all.
+            let last_entries = entry.file.storage().flush_off_executor();
+            self.pending_syncs.0.push(Box::pin(last_entries));
         }
         let (end_phy, end_time) = (self.end_phy_offset(), self.end_timestamp());
         let mut name = file_name_for(wall_clock_ms);
@@ -254,6 +285,9 @@ impl IndexService {
         let map = MappedFile::open(&self.dir.join(&name), size)?;
         let file = IndexFileBuilder::create(map, self.slot_num, self.item_num, end_phy, end_time);
         self.files.push(IndexFileEntry { name, file });
+        // Its name is durable once the directory is synced.
+        let dir = ferromq_uring::file::sync_dir_off_executor(&self.dir);
+        self.pending_syncs.0.push(Box::pin(dir));
         Ok(())
     }
 }
