@@ -621,8 +621,9 @@ fn dispatch_goes_on_while_a_periodic_flush_waits_for_its_syncs() {
 }
 
 #[test]
-fn a_new_queue_is_dispatched_while_a_blocking_thread_is_busy() {
+fn a_new_queue_is_dispatched_while_every_blocking_thread_is_busy() {
     use ferromq::store::message_store::StoreLock;
+    use ferromq_shards::runtime::BLOCKING_THREADS;
 
     let dir = TempDir::on_disk("store-new-queue-busy");
     let config = small_store_config(dir.path());
@@ -630,9 +631,11 @@ fn a_new_queue_is_dispatched_while_a_blocking_thread_is_busy() {
     ferromq_shards::testing::run_local(async move {
         let store = RunningStore::start(config).await;
         let reader = store.handle.reader();
-        // One thread busy, as with a long IndexFile sync of the dispatch shard.
-        let held = HeldThreads::hold(1);
-        // The queue's first message: dispatch creates its file on a blocking thread.
+        // Every thread busy, as with long IndexFile and ConsumeQueue syncs of the dispatch
+        // shard.
+        let held = HeldThreads::hold(BLOCKING_THREADS);
+        // The queue's first message: dispatch makes its directory and file without a sync,
+        // which waits for the next flush.
         store
             .handle
             .put(store_message("N", 2, b"first of its queue", None, None))

@@ -675,6 +675,50 @@ fn recover_abnormally_rebuilds_missing_and_lagging_consume_queues() {
     });
 }
 
+/// Dispatch makes a queue's new file without waiting for a sync; a power cut before the
+/// next flush can leave it empty (the rename reached the disk, the length did not). The
+/// checkpoint never covers units in such a file: recovery drops it and dispatches again.
+#[test]
+fn recover_abnormally_takes_an_empty_queue_file_for_one_never_made() {
+    let dir = TempDir::on_disk("recover-cq-empty");
+    let config = small_store_config(dir.path());
+    let root = dir.path().to_owned();
+    let stored = {
+        let config = config.clone();
+        ferromq_shards::testing::run_local(async move {
+            let store = LocalStore::open(config).await.unwrap();
+            let stored = put_workload(store.handle(), 0..330, true).await;
+            wait_dispatched(store.handle(), &stored).await;
+            stored
+        })
+    };
+    assert_eq!(queue_ends(&stored)[&("T".into(), 2)], 110);
+    // Queue 2's second file (units 100..110) as a power cut may leave it; the checkpoint
+    // below all of them.
+    let second = config
+        .queue_dir("T", 2)
+        .join(segment_name(100 * UNIT_SIZE as u64));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&second)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    std::fs::remove_file(root.join("checkpoint")).unwrap();
+    ferromq_shards::testing::run_local(async move {
+        let store = LocalStore::open(config.clone()).await.unwrap();
+        assert_eq!(store.recovery().mode, RecoveryMode::AbnormalFromFirst);
+        let reader = store.handle().reader();
+        assert_serves_exactly(&reader, &stored).await;
+        let next = put_workload(store.handle(), 330..333, true).await;
+        let offsets: Vec<i64> = next.iter().map(|m| m.queue_offset).collect();
+        assert_eq!(offsets, [110, 110, 110]);
+        store.shutdown().await.unwrap();
+    });
+    let len = std::fs::metadata(&second).unwrap().len();
+    assert_eq!(len, 100 * UNIT_SIZE as u64, "made again, whole");
+}
+
 /// The story: a broker runs for a while, its IndexFiles taking keys; more than 3 s pass;
 /// it takes more puts, flushes its checkpoint, takes a few more, and dies. Recovery walks
 /// from the newest segment stored 3 s before the checkpoint, and drops the IndexFiles that

@@ -297,10 +297,19 @@ async fn recover_queues(
             let files = read_dir(&dir)?;
             let mut starts = Vec::with_capacity(files.len());
             for file in &files {
-                if let Some(start) = file.file_name().to_str().and_then(parse_segment_name) {
-                    check_queue_file_size(file, units)?;
-                    starts.push(start);
+                let Some(start) = file.file_name().to_str().and_then(parse_segment_name) else {
+                    continue;
+                };
+                let path = file.path();
+                if file_len(&path)? == 0 {
+                    // Made by dispatch and cut short by a crash before its first sync: the
+                    // checkpoint covers none of its units (`QueueDirectory`).
+                    tracing::warn!(file = %path.display(), "deleting empty ConsumeQueue file");
+                    std::fs::remove_file(&path).map_err(IoError::on("delete", &path))?;
+                    continue;
                 }
+                check_queue_file_size(file, units)?;
+                starts.push(start);
             }
             starts.sort_unstable();
             let opener = DmaDirectory { dir: dir.clone() };

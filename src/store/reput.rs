@@ -13,7 +13,7 @@ use super::checkpoint::{StoreCheckpoint, CHECKPOINT_FILE_SIZE};
 use super::consume_queue::ConsumeQueueWriter;
 use super::dispatch::DispatchEntry;
 use super::index::IndexService;
-use super::segment::DmaDirectory;
+use super::segment::QueueDirectory;
 use super::segment_writer::StoreError;
 use super::shared::{QueueKey, StoreShared};
 use ferromq_uring::file::{DmaSegment, SegmentFile};
@@ -76,7 +76,7 @@ pub struct FlushDone {
 #[derive(Debug)]
 pub struct Reput {
     shared: Arc<StoreShared>,
-    writers: HashMap<QueueKey, ConsumeQueueWriter<DmaDirectory>>,
+    writers: HashMap<QueueKey, ConsumeQueueWriter<QueueDirectory>>,
     unpublished: HashSet<QueueKey>,
     unsynced: HashSet<QueueKey>,
     index: Option<IndexService>,
@@ -334,27 +334,14 @@ impl Reput {
         &self,
         topic: &str,
         queue_id: i32,
-    ) -> Result<ConsumeQueueWriter<DmaDirectory>, StoreError> {
+    ) -> Result<ConsumeQueueWriter<QueueDirectory>, StoreError> {
         let config = &self.shared.config;
-        // A new queue's directories are made, each synced into its parent, on a blocking
-        // thread: dispatch goes on meanwhile, and the checkpoint can never cover units in a
-        // file whose directory a power cut would take away.
-        let dir = config.queue_dir(topic, queue_id);
-        let made = dir.clone();
-        glommio::executor()
-            .spawn_blocking(move || ferromq_uring::disk::create_dir_durably(&made))
-            .await
-            .map_err(ferromq_uring::IoError::on("create directory", &dir))?;
+        let dir = QueueDirectory::make(config.queue_dir(topic, queue_id))?;
         let max = self
             .shared
             .queue(topic, queue_id)
             .map_or(0, |state| state.max_offset());
-        ConsumeQueueWriter::open(
-            DmaDirectory { dir },
-            config.consume_queue_units_per_file,
-            max,
-        )
-        .await
+        ConsumeQueueWriter::open(dir, config.consume_queue_units_per_file, max).await
     }
 }
 
@@ -530,9 +517,9 @@ async fn dispatch_batch(reput: &mut Reput, batch: &CommittedBatch) {
 /// Runs `op` on the writers of `keys` side by side (io_uring takes all their I/O at once),
 /// each out of `writers` while it runs; returns each key with its outcome.
 async fn side_by_side<T>(
-    writers: &mut HashMap<QueueKey, ConsumeQueueWriter<DmaDirectory>>,
+    writers: &mut HashMap<QueueKey, ConsumeQueueWriter<QueueDirectory>>,
     keys: HashSet<QueueKey>,
-    op: impl AsyncFn(&mut ConsumeQueueWriter<DmaDirectory>) -> Result<T, StoreError>,
+    op: impl AsyncFn(&mut ConsumeQueueWriter<QueueDirectory>) -> Result<T, StoreError>,
 ) -> Vec<(QueueKey, Result<T, StoreError>)> {
     let mut taken: Vec<_> = keys
         .into_iter()

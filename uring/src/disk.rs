@@ -2,7 +2,7 @@
 //! retention and its refusal of puts on a full disk; and directories made durably.
 
 use crate::IoError;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Fraction (0.0–1.0) of the filesystem holding `path` that is in use, counted as Java's
 /// `UtilAll.getDiskPartitionSpaceUsedPercent` does: `(total - free) / total`.
@@ -30,7 +30,21 @@ pub fn used_ratio(path: &Path) -> Result<f64, IoError> {
 /// # Errors
 /// The I/O error of a creation or a sync. A directory another process creates meanwhile
 /// is no error.
-pub fn create_dir_durably(dir: &Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+pub fn create_dir_durably(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let parents = create_dir_all_unsynced(dir)?;
+    for parent in &parents {
+        std::fs::File::open(parent)?.sync_all()?;
+    }
+    Ok(parents)
+}
+
+/// Creates `dir` and whichever of its ancestors are missing, syncing nothing; returns the
+/// parents of the directories it created, outermost first (none if `dir` existed): syncing
+/// them makes the new directories durable.
+///
+/// # Errors
+/// As [`create_dir_durably`].
+pub fn create_dir_all_unsynced(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     let mut missing = Vec::new();
     let mut at = Some(dir);
     while let Some(path) = at {
@@ -40,7 +54,7 @@ pub fn create_dir_durably(dir: &Path) -> std::io::Result<Vec<std::path::PathBuf>
         missing.push(path);
         at = path.parent();
     }
-    let mut synced = Vec::new();
+    let mut parents = Vec::new();
     for path in missing.into_iter().rev() {
         match std::fs::create_dir(path) {
             Ok(()) => {}
@@ -51,14 +65,15 @@ pub fn create_dir_durably(dir: &Path) -> std::io::Result<Vec<std::path::PathBuf>
             Some(parent) if !parent.as_os_str().is_empty() => parent,
             _ => Path::new("."),
         };
-        std::fs::File::open(parent)?.sync_all()?;
-        synced.push(parent.to_owned());
+        parents.push(parent.to_owned());
     }
-    Ok(synced)
+    Ok(parents)
 }
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     #[test]
     fn a_new_directory_s_parents_are_synced_and_an_existing_one_needs_nothing() {
         let root = std::env::temp_dir().join(format!("ferromq-durable-dir-{}", std::process::id()));
@@ -74,7 +89,7 @@ mod tests {
         );
         assert_eq!(
             super::create_dir_durably(&queue).unwrap(),
-            Vec::<std::path::PathBuf>::new()
+            Vec::<PathBuf>::new()
         );
         let sibling = topic.join("4");
         assert_eq!(super::create_dir_durably(&sibling).unwrap(), vec![topic]);

@@ -92,6 +92,9 @@ pub struct DmaSegment {
     path: PathBuf,
     size: u64,
     dsync: bool,
+    /// Directories the next sync also syncs: with them the file's name, and the names of
+    /// directories made for it, are durable ([`DmaSegment::create_unsynced`]).
+    unsynced_dirs: std::cell::RefCell<Vec<PathBuf>>,
 }
 
 impl DmaSegment {
@@ -131,6 +134,49 @@ impl DmaSegment {
             path: path.to_owned(),
             size,
             dsync,
+            unsynced_dirs: std::cell::RefCell::default(),
+        })
+    }
+
+    /// Opens `path` as [`DmaSegment::open`] does, but makes a new file without waiting for a
+    /// sync, right here on the executor (a create, a buffered write of the first block and a
+    /// rename: no blocking thread, no device-cache flush). Its first [`SegmentFile::sync`]
+    /// makes it durable: the file's data, then its directory and `new_dirs` (directories
+    /// made for it that are not durable yet, see [`crate::disk::create_dir_all_unsynced`]).
+    ///
+    /// Until then a power cut may leave the file absent, empty or whole, never short: a
+    /// reader of the directory after a crash must take an empty file for one never made.
+    ///
+    /// # Errors
+    /// [`IoError::File`] naming the path and the step that failed.
+    pub async fn create_unsynced(
+        path: &Path,
+        size: u64,
+        new_dirs: Vec<PathBuf>,
+    ) -> Result<DmaSegment, IoError> {
+        // Its directory is synced even for a file that exists: an earlier process may have
+        // made it and died before its sync, leaving the name in the page cache only.
+        let mut dirs = new_dirs;
+        if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+            dirs.push(dir.to_owned());
+        }
+        let is_new = std::fs::metadata(path).map_or(true, |meta| meta.len() < size);
+        if !is_new {
+            let segment = Self::open(path, size).await?;
+            segment.unsynced_dirs.replace(dirs);
+            return Ok(segment);
+        }
+        make_with_first_block(path, size, false).map_err(IoError::on("create", path))?;
+        let file = open_read_write(path, false).await?;
+        file.pre_allocate(size, false)
+            .await
+            .map_err(glommio_error("preallocate", path, 0))?;
+        Ok(DmaSegment {
+            file,
+            path: path.to_owned(),
+            size,
+            dsync: false,
+            unsynced_dirs: std::cell::RefCell::new(dirs),
         })
     }
 
@@ -153,7 +199,15 @@ impl DmaSegment {
             path: path.to_owned(),
             size,
             dsync: false,
+            unsynced_dirs: std::cell::RefCell::default(),
         })
+    }
+
+    /// Whether the file's name (and those of directories made for it) is durable: false for a
+    /// file of [`DmaSegment::create_unsynced`] until its first sync.
+    #[must_use]
+    pub fn is_durably_named(&self) -> bool {
+        self.unsynced_dirs.borrow().is_empty()
     }
 
     /// The file's size as opened.
@@ -378,11 +432,16 @@ async fn create_off_executor(path: &Path, size: u64) -> Result<(), IoError> {
 /// # Errors
 /// The I/O error.
 pub fn create_with_first_block(path: &Path, size: u64) -> std::io::Result<()> {
+    make_with_first_block(path, size, true)
+}
+
+/// [`create_with_first_block`], with its syncs only if `sync`.
+fn make_with_first_block(path: &Path, size: u64, sync: bool) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
     if std::fs::metadata(path).is_ok_and(|meta| meta.len() > 0) {
         let file = std::fs::OpenOptions::new().write(true).open(path)?;
         file.set_len(size)?;
-        return file.sync_all();
+        return if sync { file.sync_all() } else { Ok(()) };
     }
     let mut temporary = path.as_os_str().to_owned();
     temporary.push(".tmp");
@@ -395,9 +454,11 @@ pub fn create_with_first_block(path: &Path, size: u64) -> std::io::Result<()> {
     file.set_len(size)?;
     let first = usize::try_from(size).map_or(PROBE_BLOCK_SIZE, |s| s.min(PROBE_BLOCK_SIZE));
     file.write_all_at(&vec![0; first], 0)?;
-    file.sync_all()?;
+    if sync {
+        file.sync_all()?;
+    }
     std::fs::rename(&temporary, path)?;
-    if let Some(dir) = path.parent() {
+    if let Some(dir) = path.parent().filter(|_| sync) {
         std::fs::File::open(dir)?.sync_all()?;
     }
     Ok(())
@@ -466,6 +527,20 @@ impl SegmentFile for DmaSegment {
         self.file
             .fdatasync()
             .await
-            .map_err(|e| self.error("fdatasync", 0, e))
+            .map_err(|e| self.error("fdatasync", 0, e))?;
+        let dirs = self.unsynced_dirs.take();
+        if dirs.is_empty() {
+            return Ok(());
+        }
+        glommio::executor()
+            .spawn_blocking(move || {
+                for dir in &dirs {
+                    std::fs::File::open(dir)
+                        .and_then(|dir| dir.sync_all())
+                        .map_err(|source| IoError::file("sync directory", dir, source))?;
+                }
+                Ok(())
+            })
+            .await
     }
 }

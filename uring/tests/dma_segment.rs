@@ -145,3 +145,39 @@ fn dma_segment_of_unaligned_size_keeps_its_exact_size() {
     );
     std::fs::remove_file(path).unwrap();
 }
+
+#[test]
+fn dma_segment_made_unsynced_gets_its_name_durable_with_its_first_sync() {
+    let root = segment_path("unsynced-root");
+    let dir = root.join("topic").join("3");
+    let task_dir = dir.clone();
+    let (named_before, named_after, bytes) = on_executor(move || async move {
+        let new_dirs = ferromq_uring::disk::create_dir_all_unsynced(&task_dir).unwrap();
+        assert_eq!(
+            new_dirs.len(),
+            3,
+            "root's parent, root and topic: {new_dirs:?}"
+        );
+        let path = task_dir.join("00000000000000000000");
+        let segment = DmaSegment::create_unsynced(&path, 6000, new_dirs)
+            .await
+            .unwrap();
+        let named_before = segment.is_durably_named();
+        let block = vec![9u8; usize::try_from(segment.alignment()).unwrap()];
+        segment.write_at(0, &block).await.unwrap();
+        segment.sync().await.unwrap();
+        let named_after = segment.is_durably_named();
+        let bytes = segment.read_at(0, 8).await.unwrap();
+        (named_before, named_after, bytes)
+    });
+    assert!(!named_before && named_after);
+    assert_eq!(bytes, vec![9u8; 8]);
+    let path = dir.join("00000000000000000000");
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().len(),
+        6000,
+        "whole length at once"
+    );
+    assert!(!dir.join("00000000000000000000.tmp").exists());
+    std::fs::remove_dir_all(&root).unwrap();
+}
