@@ -529,6 +529,11 @@ fn admin_requests_manage_topics_groups_locks_and_find_messages() {
             },
         );
         assert_eq!(client.request(create).await.unwrap().code, 0);
+        // Answered once the file holds it, as Java persists before it answers.
+        let config_file = |name: &str| {
+            std::fs::read_to_string(dir.path().join("store/config").join(name)).unwrap()
+        };
+        assert!(config_file("topics.json").contains("\"AdminT\""));
         let all = client
             .request(RemotingCommand::request(RequestCode::GET_ALL_TOPIC_CONFIG))
             .await
@@ -582,6 +587,7 @@ fn admin_requests_manage_topics_groups_locks_and_find_messages() {
         let mut group = RemotingCommand::request(RequestCode::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP);
         group.body = br#"{"groupName":"admin-group","retryMaxTimes":3}"#.to_vec();
         assert_eq!(client.request(group).await.unwrap().code, 0);
+        assert!(config_file("subscriptionGroup.json").contains("\"admin-group\""));
         let groups = client
             .request(RemotingCommand::request(
                 RequestCode::GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
@@ -673,6 +679,7 @@ fn admin_requests_manage_topics_groups_locks_and_find_messages() {
             },
         );
         assert_eq!(client.request(delete).await.unwrap().code, 0);
+        assert!(!config_file("topics.json").contains("\"AdminT\""));
         let pull = client
             .request(pull_request("AdminT", 0, 0, 0))
             .await

@@ -46,7 +46,7 @@ pub fn all_topic_config(state: &BrokerState, request: &RemotingCommand) -> Respo
 
 /// DELETE_TOPIC_IN_BROKER (215): forgets a topic's config. Its files stay until retention.
 #[must_use]
-pub fn delete_topic(state: &BrokerState, request: &RemotingCommand) -> Response {
+pub async fn delete_topic(state: &BrokerState, request: &RemotingCommand) -> Response {
     let header = match request.decode_header::<DeleteTopicRequestHeader>() {
         Ok(header) => header,
         Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
@@ -54,18 +54,18 @@ pub fn delete_topic(state: &BrokerState, request: &RemotingCommand) -> Response 
     if let Some(problem) = topic_name_problem(&header.topic) {
         return error(request, ResponseCode::SYSTEM_ERROR, problem);
     }
-    state.delete_topic(&header.topic);
+    state.delete_topic(&header.topic).await;
     Some(RemotingCommand::success_to(request))
 }
 
 /// UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200): the body is a `SubscriptionGroupConfig`.
 #[must_use]
-pub fn update_subscription_group(state: &BrokerState, request: &RemotingCommand) -> Response {
+pub async fn update_subscription_group(state: &BrokerState, request: &RemotingCommand) -> Response {
     let config = parse_lenient(&request.body)
         .and_then(|value| SubscriptionGroupConfig::deserialize(value).map_err(|e| e.to_string()));
     match config {
         Ok(config) if !config.group_name.is_empty() => {
-            state.put_group(config);
+            state.put_group(config).await;
             Some(RemotingCommand::success_to(request))
         }
         Ok(_) => error(request, ResponseCode::SYSTEM_ERROR, "groupName is empty"),
@@ -75,12 +75,12 @@ pub fn update_subscription_group(state: &BrokerState, request: &RemotingCommand)
 
 /// DELETE_SUBSCRIPTIONGROUP (207).
 #[must_use]
-pub fn delete_subscription_group(state: &BrokerState, request: &RemotingCommand) -> Response {
+pub async fn delete_subscription_group(state: &BrokerState, request: &RemotingCommand) -> Response {
     let header = match request.decode_header::<DeleteSubscriptionGroupRequestHeader>() {
         Ok(header) => header,
         Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
     };
-    state.delete_group(&header.group_name);
+    state.delete_group(&header.group_name).await;
     Some(RemotingCommand::success_to(request))
 }
 

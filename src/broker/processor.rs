@@ -96,7 +96,7 @@ impl BrokerHandler {
             }
             // 5.x's lite pull consumer: the same request under its own code, as in Java.
             RequestCode::PULL_MESSAGE | RequestCode::LITE_PULL_MESSAGE => self.pull(&request).await,
-            RequestCode::HEART_BEAT => self.heartbeat(&connection, &request),
+            RequestCode::HEART_BEAT => self.heartbeat(&connection, &request).await,
             RequestCode::UNREGISTER_CLIENT => self.unregister_client(&connection, &request),
             RequestCode::GET_CONSUMER_LIST_BY_GROUP => self.consumer_list(&request),
             RequestCode::QUERY_CONSUMER_OFFSET => self.query_consumer_offset(&request),
@@ -105,14 +105,14 @@ impl BrokerHandler {
             RequestCode::GET_MIN_OFFSET => self.min_offset(&request),
             RequestCode::GET_EARLIEST_MSG_STORETIME => self.earliest_time(&request).await,
             RequestCode::SEARCH_OFFSET_BY_TIMESTAMP => self.search_offset(&request).await,
-            RequestCode::UPDATE_AND_CREATE_TOPIC => self.create_topic(&request),
+            RequestCode::UPDATE_AND_CREATE_TOPIC => self.create_topic(&request).await,
             RequestCode::GET_ALL_TOPIC_CONFIG => admin::all_topic_config(&self.state, &request),
-            RequestCode::DELETE_TOPIC_IN_BROKER => admin::delete_topic(&self.state, &request),
+            RequestCode::DELETE_TOPIC_IN_BROKER => admin::delete_topic(&self.state, &request).await,
             RequestCode::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP => {
-                admin::update_subscription_group(&self.state, &request)
+                admin::update_subscription_group(&self.state, &request).await
             }
             RequestCode::DELETE_SUBSCRIPTIONGROUP => {
-                admin::delete_subscription_group(&self.state, &request)
+                admin::delete_subscription_group(&self.state, &request).await
             }
             RequestCode::GET_ALL_SUBSCRIPTIONGROUP_CONFIG => {
                 admin::all_subscription_groups(&self.state, &request)
@@ -177,7 +177,7 @@ impl BrokerHandler {
     async fn send(&self, connection: &ConnectionInfo, mut request: RemotingCommand) -> Response {
         let request_body = std::mem::take(&mut request.body);
         let request = &request;
-        let (header, queue_id) = match self.pre_send(connection, request) {
+        let (header, queue_id) = match self.pre_send(connection, request).await {
             Ok(target) => target,
             Err(refusal) => return refusal,
         };
@@ -193,7 +193,9 @@ impl BrokerHandler {
             queue_id,
             header.reconsume_times,
             header.max_reconsume_times,
-        ) {
+        )
+        .await
+        {
             Ok(target) => target,
             Err(refusal) => return refusal,
         };
@@ -210,7 +212,7 @@ impl BrokerHandler {
         // After the delay: a half keeps its prepared flag until here, so no delay applies
         // to it (the client drops the level of a transactional message anyway).
         if transaction::is_half(&message.properties) {
-            message = transaction::into_half(&self.state, message);
+            message = transaction::into_half(&self.state, message).await;
         }
         match self.puts.put(message).await {
             Ok(appended) => Some(self.send_response(
@@ -229,7 +231,7 @@ impl BrokerHandler {
     /// As in Java, the batch is one put: stored whole or not at all, in one CommitLog
     /// segment, with consecutive queue offsets and one store time.
     async fn send_batch(&self, connection: &ConnectionInfo, request: &RemotingCommand) -> Response {
-        let (header, queue_id) = match self.pre_send(connection, request) {
+        let (header, queue_id) = match self.pre_send(connection, request).await {
             Ok(target) => target,
             Err(refusal) => return refusal,
         };
@@ -282,7 +284,7 @@ impl BrokerHandler {
 
     /// `AbstractSendMessageProcessor.msgCheck` and the queue choice, shared by the single and
     /// the batch send: the V1 view of the header and the queue to store in, or the refusal.
-    fn pre_send(
+    async fn pre_send(
         &self,
         connection: &ConnectionInfo,
         request: &RemotingCommand,
@@ -313,16 +315,20 @@ impl BrokerHandler {
             let remark = format!("Sending message to topic[{}] is forbidden.", header.topic);
             return Err(error(request, ResponseCode::NO_PERMISSION, remark));
         }
-        let topic_config = self.state.topic_or_create(
-            &header.topic,
-            &header.default_topic,
-            header.default_topic_queue_nums,
-        );
+        let topic_config = self
+            .state
+            .topic_or_create(
+                &header.topic,
+                &header.default_topic,
+                header.default_topic_queue_nums,
+            )
+            .await;
         let topic_config = match topic_config {
             Some(topic) => topic,
             None if header.topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) => {
                 self.state
                     .ensure_topic(&header.topic, 1, PERM_READ | PERM_WRITE)
+                    .await
             }
             None => {
                 let remark = format!(
@@ -436,7 +442,7 @@ impl BrokerHandler {
             Ok(header) => header,
             Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
         };
-        let Some(group) = self.state.group_or_create(&header.consumer_group) else {
+        let Some(group) = self.state.group_or_create(&header.consumer_group).await else {
             let remark = format!(
                 "subscription group [{}] does not exist, {FAQ}",
                 header.consumer_group
@@ -582,7 +588,7 @@ impl BrokerHandler {
         Some(response)
     }
 
-    fn heartbeat(&self, connection: &ConnectionInfo, request: &RemotingCommand) -> Response {
+    async fn heartbeat(&self, connection: &ConnectionInfo, request: &RemotingCommand) -> Response {
         let data: HeartbeatData = match crate::config::fastjson::parse_lenient(&request.body)
             .and_then(|v| serde_json::from_value(v).map_err(|e| e.to_string()))
         {
@@ -593,13 +599,15 @@ impl BrokerHandler {
             }
         };
         for consumer in &data.consumer_data_set {
-            if let Some(group) = self.state.group_or_create(&consumer.group_name) {
+            if let Some(group) = self.state.group_or_create(&consumer.group_name).await {
                 let retry = format!("{RETRY_GROUP_TOPIC_PREFIX}{}", consumer.group_name);
-                self.state.ensure_topic(
-                    &retry,
-                    group.retry_queue_nums.max(1),
-                    PERM_READ | PERM_WRITE,
-                );
+                self.state
+                    .ensure_topic(
+                        &retry,
+                        group.retry_queue_nums.max(1),
+                        PERM_READ | PERM_WRITE,
+                    )
+                    .await;
             }
         }
         let client = ClientChannel {
@@ -756,7 +764,7 @@ impl BrokerHandler {
         }
     }
 
-    fn create_topic(&self, request: &RemotingCommand) -> Response {
+    async fn create_topic(&self, request: &RemotingCommand) -> Response {
         let header = match request.decode_header::<CreateTopicRequestHeader>() {
             Ok(header) => header,
             Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
@@ -768,15 +776,17 @@ impl BrokerHandler {
             let remark = format!("The topic[{}] is conflict with system topic.", header.topic);
             return error(request, ResponseCode::SYSTEM_ERROR, remark);
         }
-        self.state.put_topic(TopicConfig {
-            read_queue_nums: header.read_queue_nums,
-            write_queue_nums: header.write_queue_nums,
-            perm: header.perm,
-            topic_filter_type: header.topic_filter_type.clone(),
-            topic_sys_flag: header.topic_sys_flag.unwrap_or(0),
-            order: header.order,
-            ..TopicConfig::named(&header.topic)
-        });
+        self.state
+            .put_topic(TopicConfig {
+                read_queue_nums: header.read_queue_nums,
+                write_queue_nums: header.write_queue_nums,
+                perm: header.perm,
+                topic_filter_type: header.topic_filter_type.clone(),
+                topic_sys_flag: header.topic_sys_flag.unwrap_or(0),
+                order: header.order,
+                ..TopicConfig::named(&header.topic)
+            })
+            .await;
         Some(RemotingCommand::success_to(request))
     }
 }

@@ -58,9 +58,11 @@ fn queue_for(opaque: i32, queues: i32) -> i32 {
 
 /// The `%DLQ%` topic of `group`, created on demand with one queue, readable and writable
 /// (`createTopicInSendMessageBackMethod` with `PERM_WRITE | PERM_READ` in 4.9.8).
-fn ensure_dlq(state: &BrokerState, group: &str) -> String {
+async fn ensure_dlq(state: &BrokerState, group: &str) -> String {
     let topic = format!("{DLQ_GROUP_TOPIC_PREFIX}{group}");
-    state.ensure_topic(&topic, DLQ_NUMS_PER_GROUP, PERM_READ | PERM_WRITE);
+    state
+        .ensure_topic(&topic, DLQ_NUMS_PER_GROUP, PERM_READ | PERM_WRITE)
+        .await;
     topic
 }
 
@@ -85,7 +87,7 @@ pub async fn consumer_send_msg_back(
         Ok(header) => header,
         Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
     };
-    let Some(group) = state.group_or_create(&header.group) else {
+    let Some(group) = state.group_or_create(&header.group).await else {
         return group_not_exist(request, &header.group);
     };
     let config = &state.config;
@@ -100,8 +102,9 @@ pub async fn consumer_send_msg_back(
         return Some(RemotingCommand::success_to(request));
     }
     let retry_topic = format!("{RETRY_GROUP_TOPIC_PREFIX}{}", header.group);
-    let retry_config =
-        state.ensure_topic(&retry_topic, group.retry_queue_nums, PERM_READ | PERM_WRITE);
+    let retry_config = state
+        .ensure_topic(&retry_topic, group.retry_queue_nums, PERM_READ | PERM_WRITE)
+        .await;
     if retry_config.perm & PERM_WRITE == 0 {
         let remark = format!("the topic[{retry_topic}] sending message is forbidden");
         return error(request, ResponseCode::NO_PERMISSION, remark);
@@ -134,7 +137,7 @@ pub async fn consumer_send_msg_back(
     }
     let max = max_reconsume_times(request, header.max_reconsume_times, group.retry_max_times);
     let (topic, queue_id, level) = if record.reconsume_times >= max || header.delay_level < 0 {
-        let dlq = ensure_dlq(state, &header.group);
+        let dlq = ensure_dlq(state, &header.group).await;
         (dlq, queue_for(request.opaque, DLQ_NUMS_PER_GROUP), 0)
     } else {
         let level = match header.delay_level {
@@ -175,7 +178,7 @@ pub async fn consumer_send_msg_back(
 /// # Errors
 /// The refusal: SUBSCRIPTION_GROUP_NOT_EXIST when the group is unknown and may not be
 /// created.
-pub fn retry_or_dlq(
+pub async fn retry_or_dlq(
     state: &BrokerState,
     request: &RemotingCommand,
     topic: &str,
@@ -186,12 +189,12 @@ pub fn retry_or_dlq(
     let Some(group_name) = topic.strip_prefix(RETRY_GROUP_TOPIC_PREFIX) else {
         return Ok((topic.to_owned(), queue_id));
     };
-    let Some(group) = state.group_or_create(group_name) else {
+    let Some(group) = state.group_or_create(group_name).await else {
         return Err(group_not_exist(request, group_name));
     };
     let max = max_reconsume_times(request, max_from_header, group.retry_max_times);
     if reconsume_times.unwrap_or(0) >= max {
-        let dlq = ensure_dlq(state, group_name);
+        let dlq = ensure_dlq(state, group_name).await;
         return Ok((dlq, queue_for(request.opaque, DLQ_NUMS_PER_GROUP)));
     }
     Ok((topic.to_owned(), queue_id))

@@ -5,12 +5,13 @@
 //!
 //! Shared by every net shard. Reads on the send and pull paths take an immutable snapshot
 //! (`ArcSwap`); changes — rare: admin requests, auto-creation, heartbeats, offset commits —
-//! take a short lock. Files are written atomically (temp file, `.bak`, rename).
+//! take a short lock. Files are written atomically (temp file, `.bak`, rename), on the
+//! shard's blocking threads: a change to the topics or groups is answered once its file is
+//! written, as Java persists before it answers, while the shard's other connections go on.
 
 use crate::config::broker::BrokerConfig;
 use crate::config::persist::{
-    next_snapshot_version, read_with_backup, write_atomically, write_snapshot,
-    write_snapshot_off_shard,
+    next_snapshot_version, read_with_backup, write_snapshot, write_snapshot_off_shard,
 };
 use crate::remoting::headers::NotifyConsumerIdsChangedRequestHeader;
 use crate::remoting::heartbeat::{HeartbeatData, MessageQueue, SubscriptionData};
@@ -136,25 +137,61 @@ where
     }
 
     /// Applies `change` (returning whether it changed anything); if so bumps the version,
-    /// publishes the snapshot and writes the file. Returns whether it changed.
-    fn update(&self, change: impl FnOnce(&mut VersionedTable<T>) -> bool) -> bool {
+    /// publishes the snapshot and returns the file as it now stands, for the caller to write.
+    fn update(&self, change: impl FnOnce(&mut VersionedTable<T>) -> bool) -> Option<TableFile> {
         let mut table = lock(&self.table);
         if !change(&mut table) {
-            return false;
+            return None;
         }
         table.data_version.counter += 1;
         table.data_version.timestamp = now_ms();
         self.snapshot
             .store(Arc::new(table.entries.iter().cloned().collect()));
-        if let Err(error) = write_atomically(&self.path, table.to_json().as_bytes()) {
-            tracing::error!(path = %self.path.display(), %error, "cannot persist config");
-        }
-        true
+        Some(TableFile {
+            path: self.path.clone(),
+            version: next_snapshot_version(),
+            bytes: table.to_json().into_bytes(),
+        })
     }
 
     fn entries(&self) -> (DataVersion, Vec<(String, T)>) {
         let table = lock(&self.table);
         (table.data_version, table.entries.clone())
+    }
+}
+
+/// A config table's file as it stood after a change ([`PersistedTable::update`]); written
+/// as a versioned snapshot, so that whichever order the writes of two changes run in, the
+/// newer one stays.
+#[derive(Debug)]
+#[must_use = "the change reaches the disk only when its file is written"]
+struct TableFile {
+    path: PathBuf,
+    version: u64,
+    bytes: Vec<u8>,
+}
+
+impl TableFile {
+    /// Writes it on the executor's blocking threads. Call from inside a glommio executor.
+    async fn write(self) {
+        let written = write_snapshot_off_shard(self.path.clone(), self.version, self.bytes).await;
+        if let Err(error) = written {
+            tracing::error!(path = %self.path.display(), %error, "cannot persist config");
+        }
+    }
+
+    /// Writes it here, blocking (at start-up, before the shards run).
+    fn write_now(self) {
+        if let Err(error) = write_snapshot(&self.path, self.version, &self.bytes) {
+            tracing::error!(path = %self.path.display(), %error, "cannot persist config");
+        }
+    }
+}
+
+/// Writes `file`, if a change made one.
+async fn write_change(file: Option<TableFile>) {
+    if let Some(file) = file {
+        file.write().await;
     }
 }
 
@@ -257,7 +294,7 @@ impl BrokerState {
         if !self.config.auto_create_topic_enable {
             system.remove(0);
         }
-        self.topics.update(|table| {
+        let file = self.topics.update(|table| {
             let mut changed = false;
             for (topic, queues, perm) in system {
                 if table.get(&topic).is_none() {
@@ -272,6 +309,10 @@ impl BrokerState {
             }
             changed
         });
+        // At start-up, before any shard runs.
+        if let Some(file) = file {
+            file.write_now();
+        }
     }
 
     /// A topic's config.
@@ -283,7 +324,7 @@ impl BrokerState {
     /// The config of `topic`, creating it from the `default_topic` template when the broker
     /// allows it (`createTopicInSendMessageMethod`); `None` if it does not exist and cannot
     /// be created.
-    pub fn topic_or_create(
+    pub async fn topic_or_create(
         &self,
         topic: &str,
         default_topic: &str,
@@ -304,13 +345,13 @@ impl BrokerState {
             topic_sys_flag: 0,
             ..TopicConfig::named(topic)
         };
-        self.put_topic(created.clone());
+        self.put_topic(created.clone()).await;
         tracing::info!(topic, queues, "auto-created topic");
         Some(created)
     }
 
     /// Creates `topic` if absent with `queues` queues (retry topics and the like).
-    pub fn ensure_topic(&self, topic: &str, queues: i32, perm: i32) -> TopicConfig {
+    pub async fn ensure_topic(&self, topic: &str, queues: i32, perm: i32) -> TopicConfig {
         if let Some(config) = self.topics.get(topic) {
             return config;
         }
@@ -320,36 +361,37 @@ impl BrokerState {
             perm,
             ..TopicConfig::named(topic)
         };
-        self.put_topic(config.clone());
+        self.put_topic(config.clone()).await;
         config
     }
 
-    /// Adds or replaces a topic's config.
-    pub fn put_topic(&self, config: TopicConfig) {
-        let changed = self.topics.update(|table| {
+    /// Adds or replaces a topic's config; ends once `topics.json` holds it.
+    pub async fn put_topic(&self, config: TopicConfig) {
+        let file = self.topics.update(|table| {
             if table.get(&config.topic_name) == Some(&config) {
                 return false;
             }
             table.insert(config);
             true
         });
-        if changed {
+        if file.is_some() {
             self.registration_due.store(true, Ordering::Release);
         }
+        write_change(file).await;
     }
 
-    /// Removes a topic's config; whether it existed.
-    pub fn delete_topic(&self, topic: &str) -> bool {
-        let mut existed = false;
-        self.topics.update(|table| {
+    /// Removes a topic's config; whether it existed. Ends once `topics.json` lacks it.
+    pub async fn delete_topic(&self, topic: &str) -> bool {
+        let file = self.topics.update(|table| {
             let before = table.entries.len();
             table.entries.retain(|(name, _)| name != topic);
-            existed = table.entries.len() != before;
-            existed
+            table.entries.len() != before
         });
+        let existed = file.is_some();
         if existed {
             self.registration_due.store(true, Ordering::Release);
         }
+        write_change(file).await;
         existed
     }
 
@@ -366,7 +408,7 @@ impl BrokerState {
 
     /// A subscription group's config, creating it with Java's defaults when
     /// `autoCreateSubscriptionGroup` allows.
-    pub fn group_or_create(&self, group: &str) -> Option<SubscriptionGroupConfig> {
+    pub async fn group_or_create(&self, group: &str) -> Option<SubscriptionGroupConfig> {
         if let Some(config) = self.groups.get(group) {
             return Some(config);
         }
@@ -374,30 +416,32 @@ impl BrokerState {
             return None;
         }
         let config = SubscriptionGroupConfig::new(group);
-        self.put_group(config.clone());
+        self.put_group(config.clone()).await;
         Some(config)
     }
 
-    /// Adds or replaces a subscription group.
-    pub fn put_group(&self, config: SubscriptionGroupConfig) {
-        self.groups.update(|table| {
+    /// Adds or replaces a subscription group; ends once `subscriptionGroup.json` holds it.
+    pub async fn put_group(&self, config: SubscriptionGroupConfig) {
+        let file = self.groups.update(|table| {
             if table.get(&config.group_name) == Some(&config) {
                 return false;
             }
             table.insert(config);
             true
         });
+        write_change(file).await;
     }
 
-    /// Removes a subscription group; whether it existed.
-    pub fn delete_group(&self, group: &str) -> bool {
-        let mut existed = false;
-        self.groups.update(|table| {
+    /// Removes a subscription group; whether it existed. Ends once `subscriptionGroup.json`
+    /// lacks it.
+    pub async fn delete_group(&self, group: &str) -> bool {
+        let file = self.groups.update(|table| {
             let before = table.entries.len();
             table.entries.retain(|(name, _)| name != group);
-            existed = table.entries.len() != before;
-            existed
+            table.entries.len() != before
         });
+        let existed = file.is_some();
+        write_change(file).await;
         existed
     }
 

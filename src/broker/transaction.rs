@@ -87,8 +87,10 @@ pub fn is_half(properties: &[u8]) -> bool {
 
 /// Turns a send into its half message (`parseHalfMessageInner`): real topic and queue into
 /// properties, the half topic's queue 0, transaction bits cleared.
-pub fn into_half(state: &BrokerState, mut message: PutMessage) -> PutMessage {
-    state.ensure_topic(HALF_TOPIC, 1, PERM_READ | PERM_WRITE);
+pub async fn into_half(state: &BrokerState, mut message: PutMessage) -> PutMessage {
+    state
+        .ensure_topic(HALF_TOPIC, 1, PERM_READ | PERM_WRITE)
+        .await;
     let mut extra = properties_to_string([
         (REAL_TOPIC, message.topic.as_str()),
         (REAL_QID, message.queue_id.to_string().as_str()),
@@ -261,7 +263,9 @@ async fn put_op(
     half_offset: i64,
     host: std::net::SocketAddr,
 ) {
-    state.ensure_topic(OP_TOPIC, 1, PERM_READ | PERM_WRITE);
+    state
+        .ensure_topic(OP_TOPIC, 1, PERM_READ | PERM_WRITE)
+        .await;
     let op = PutMessage {
         topic: OP_TOPIC.to_owned(),
         queue_id: 0,
@@ -586,7 +590,8 @@ impl<'a> Check<'a> {
             "half message checked too many times, discarded to {CHECK_MAX_TIME_TOPIC}"
         );
         self.state
-            .ensure_topic(CHECK_MAX_TIME_TOPIC, 1, PERM_READ | PERM_WRITE);
+            .ensure_topic(CHECK_MAX_TIME_TOPIC, 1, PERM_READ | PERM_WRITE)
+            .await;
         let mut put = half.put(record, CHECK_MAX_TIME_TOPIC, 0);
         put.properties = record.properties.to_vec();
         if let Err(error) = self.store.put(put).await {

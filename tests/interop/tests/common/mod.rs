@@ -14,10 +14,11 @@
 use ferromq::broker::BrokerHandle;
 use ferromq::config::broker::BrokerConfig;
 use ferromq::config::namesrv::NamesrvConfig;
-use ferromq::config::topic::TopicConfig;
 use ferromq::namesrv::NamesrvHandle;
 use ferromq::remoting::client::{connect_tokio, ClientConfig};
-use ferromq::remoting::headers::{GetRouteInfoRequestHeader, PullMessageRequestHeader};
+use ferromq::remoting::headers::{
+    CreateTopicRequestHeader, GetRouteInfoRequestHeader, PullMessageRequestHeader,
+};
 use ferromq::remoting::{RemotingCommand, RequestCode, ResponseCode};
 use ferromq::store::dispatch::DelayLevels;
 use ferromq::store::flush::FlushDiskType;
@@ -171,11 +172,34 @@ impl Ferromq {
     /// # Panics
     /// When the route does not appear within [`ROUTE_WAIT`].
     pub async fn create_topic(&self, topic: &str, queues: i32) {
-        self.broker().state().put_topic(TopicConfig {
+        // As an admin tool does: UPDATE_AND_CREATE_TOPIC to the broker.
+        let (broker, _inbound) = connect_tokio(self.broker().addr, ClientConfig::default())
+            .await
+            .expect("connect to the broker");
+        let header = CreateTopicRequestHeader {
+            topic: topic.to_owned(),
+            default_topic: "TBW102".to_owned(),
             read_queue_nums: queues,
             write_queue_nums: queues,
-            ..TopicConfig::named(topic)
-        });
+            perm: 6,
+            topic_filter_type: "SINGLE_TAG".to_owned(),
+            topic_sys_flag: Some(0),
+            order: false,
+            attributes: None,
+            force: None,
+        };
+        let request =
+            RemotingCommand::request_with_header(RequestCode::UPDATE_AND_CREATE_TOPIC, &header);
+        let created = broker
+            .request_timeout(request, Duration::from_secs(10))
+            .await
+            .expect("topic creation answered");
+        assert_eq!(
+            created.code,
+            ResponseCode::SUCCESS.0,
+            "{:?}",
+            created.remark
+        );
         let namesrv: SocketAddr = self.namesrv_addr.parse().expect("namesrv address");
         let (client, _inbound) = connect_tokio(namesrv, ClientConfig::default())
             .await
