@@ -83,18 +83,7 @@ impl Cluster {
     }
 
     async fn create_topic(&self, topic: &str, queues: i32) -> Vec<MessageQueue> {
-        let header = CreateTopicRequestHeader {
-            topic: topic.into(),
-            default_topic: "TBW102".into(),
-            read_queue_nums: queues,
-            write_queue_nums: queues,
-            perm: 6,
-            topic_filter_type: "SINGLE_TAG".into(),
-            topic_sys_flag: Some(0),
-            order: false,
-            attributes: None,
-            force: None,
-        };
+        let header = CreateTopicRequestHeader::read_write(topic, queues);
         let request =
             RemotingCommand::request_with_header(RequestCode::UPDATE_AND_CREATE_TOPIC, &header);
         let response = self.admin.request(request).await.unwrap();

@@ -73,16 +73,8 @@ impl Cluster {
     async fn create_topic(&self, topic: &str, queues: i32) {
         let admin = connect(self._broker.addr, SerializeType::Json).await;
         let header = CreateTopicRequestHeader {
-            topic: topic.into(),
-            default_topic: "TBW102".into(),
-            read_queue_nums: queues,
-            write_queue_nums: queues,
-            perm: 6,
-            topic_filter_type: "SINGLE_TAG".into(),
-            topic_sys_flag: Some(0),
             order: true,
-            attributes: None,
-            force: None,
+            ..CreateTopicRequestHeader::read_write(topic, queues)
         };
         let request =
             RemotingCommand::request_with_header(RequestCode::UPDATE_AND_CREATE_TOPIC, &header);

@@ -61,18 +61,7 @@ async fn wait_until<F: std::future::Future<Output = bool>>(
 }
 
 async fn create_topic(admin: &RemotingClient, routes: &ClientInstance, queues: i32) {
-    let header = CreateTopicRequestHeader {
-        topic: TOPIC.into(),
-        default_topic: "TBW102".into(),
-        read_queue_nums: queues,
-        write_queue_nums: queues,
-        perm: 6,
-        topic_filter_type: "SINGLE_TAG".into(),
-        topic_sys_flag: Some(0),
-        order: false,
-        attributes: None,
-        force: None,
-    };
+    let header = CreateTopicRequestHeader::read_write(TOPIC, queues);
     let request =
         RemotingCommand::request_with_header(RequestCode::UPDATE_AND_CREATE_TOPIC, &header);
     let response = admin.request(request).await.unwrap();

@@ -584,6 +584,26 @@ command_header! {
     }
 }
 
+impl CreateTopicRequestHeader {
+    /// A readable and writable topic (`perm` 6) of `queues` read and write queues, made from
+    /// the `TBW102` template with a single-tag filter: mqadmin `updateTopic`'s defaults.
+    #[must_use]
+    pub fn read_write(topic: &str, queues: i32) -> CreateTopicRequestHeader {
+        CreateTopicRequestHeader {
+            topic: topic.to_owned(),
+            default_topic: "TBW102".to_owned(),
+            read_queue_nums: queues,
+            write_queue_nums: queues,
+            perm: 6,
+            topic_filter_type: "SINGLE_TAG".to_owned(),
+            topic_sys_flag: Some(0),
+            order: false,
+            attributes: None,
+            force: None,
+        }
+    }
+}
+
 command_header! {
     /// DELETE_TOPIC_IN_BROKER (215) request.
     pub struct DeleteTopicRequestHeader {

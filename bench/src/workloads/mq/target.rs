@@ -16,8 +16,7 @@ use std::time::Duration;
 
 /// Time limit of an administrative request.
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(5);
-/// Permission bits: readable (4) and writable (2), `PermName`.
-const PERM_READ_WRITE: i32 = 6;
+/// Permission bits (`PermName`): writable, readable.
 const PERM_WRITE: i32 = 2;
 const PERM_READ: i32 = 4;
 
@@ -169,18 +168,7 @@ pub async fn cluster_masters(
 
 /// UPDATE_AND_CREATE_TOPIC on one broker.
 pub async fn create_topic(broker: &RemotingClient, topic: &str, queues: i32) -> anyhow::Result<()> {
-    let header = CreateTopicRequestHeader {
-        topic: topic.to_owned(),
-        default_topic: "TBW102".to_owned(),
-        read_queue_nums: queues,
-        write_queue_nums: queues,
-        perm: PERM_READ_WRITE,
-        topic_filter_type: "SINGLE_TAG".to_owned(),
-        topic_sys_flag: Some(0),
-        order: false,
-        attributes: None,
-        force: None,
-    };
+    let header = CreateTopicRequestHeader::read_write(topic, queues);
     let request =
         RemotingCommand::request_with_header(RequestCode::UPDATE_AND_CREATE_TOPIC, &header);
     admin(broker, request, "UPDATE_AND_CREATE_TOPIC").await?;

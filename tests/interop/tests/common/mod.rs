@@ -176,18 +176,7 @@ impl Ferromq {
         let (broker, _inbound) = connect_tokio(self.broker().addr, ClientConfig::default())
             .await
             .expect("connect to the broker");
-        let header = CreateTopicRequestHeader {
-            topic: topic.to_owned(),
-            default_topic: "TBW102".to_owned(),
-            read_queue_nums: queues,
-            write_queue_nums: queues,
-            perm: 6,
-            topic_filter_type: "SINGLE_TAG".to_owned(),
-            topic_sys_flag: Some(0),
-            order: false,
-            attributes: None,
-            force: None,
-        };
+        let header = CreateTopicRequestHeader::read_write(topic, queues);
         let request =
             RemotingCommand::request_with_header(RequestCode::UPDATE_AND_CREATE_TOPIC, &header);
         let created = broker
