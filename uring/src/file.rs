@@ -85,6 +85,15 @@ pub fn check_aligned(
     }
 }
 
+/// How [`DmaSegment::open_or_make`] makes a new file.
+enum Making {
+    /// With its syncs, on a blocking thread ([`create_with_first_block`]).
+    Synced,
+    /// Without syncs, on the executor; these directories are synced with the file's first
+    /// sync ([`DmaSegment::create_unsynced`]).
+    Unsynced(Vec<PathBuf>),
+}
+
 /// A segment file on disk, `O_DIRECT` through io_uring.
 #[derive(Debug)]
 pub struct DmaSegment {
@@ -112,30 +121,7 @@ impl DmaSegment {
     /// # Errors
     /// [`IoError::File`] naming the path and the step that failed.
     pub async fn open_with(path: &Path, size: u64, dsync: bool) -> Result<DmaSegment, IoError> {
-        // Give a new file its length and a written first block before glommio opens it:
-        // glommio probes whether the device supports polled I/O by reading the first block,
-        // and on an empty or sparse file that read succeeds without reaching the device, so
-        // it would wrongly enable the poll ring and every later read would fail with
-        // EOPNOTSUPP.
-        let is_new = std::fs::metadata(path).map_or(true, |meta| meta.len() < size);
-        if is_new {
-            create_off_executor(path, size).await?;
-        }
-        let file = open_read_write(path, dsync).await?;
-        if is_new {
-            // Allocate every block now so that fdatasync after a write has no metadata to
-            // write.
-            file.pre_allocate(size, false)
-                .await
-                .map_err(glommio_error("preallocate", path, 0))?;
-        }
-        Ok(DmaSegment {
-            file,
-            path: path.to_owned(),
-            size,
-            dsync,
-            unsynced_dirs: std::cell::RefCell::default(),
-        })
+        Self::open_or_make(path, size, dsync, Making::Synced).await
     }
 
     /// Opens `path` as [`DmaSegment::open`] does, but makes a new file without waiting for a
@@ -160,23 +146,51 @@ impl DmaSegment {
         if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
             dirs.push(dir.to_owned());
         }
+        Self::open_or_make(path, size, false, Making::Unsynced(dirs)).await
+    }
+
+    /// Opens `path`, making it first, as `making` says, if it is absent or short.
+    async fn open_or_make(
+        path: &Path,
+        size: u64,
+        dsync: bool,
+        making: Making,
+    ) -> Result<DmaSegment, IoError> {
+        // Give a new file its length and a written first block before glommio opens it:
+        // glommio probes whether the device supports polled I/O by reading the first block,
+        // and on an empty or sparse file that read succeeds without reaching the device, so
+        // it would wrongly enable the poll ring and every later read would fail with
+        // EOPNOTSUPP.
         let is_new = std::fs::metadata(path).map_or(true, |meta| meta.len() < size);
-        if !is_new {
-            let segment = Self::open(path, size).await?;
-            segment.unsynced_dirs.replace(dirs);
-            return Ok(segment);
+        let unsynced_dirs = match making {
+            Making::Synced => {
+                if is_new {
+                    create_off_executor(path, size).await?;
+                }
+                Vec::new()
+            }
+            Making::Unsynced(dirs) => {
+                if is_new {
+                    make_with_first_block(path, size, false)
+                        .map_err(IoError::on("create", path))?;
+                }
+                dirs
+            }
+        };
+        let file = open_read_write(path, dsync).await?;
+        if is_new {
+            // Allocate every block now so that fdatasync after a write has no metadata to
+            // write.
+            file.pre_allocate(size, false)
+                .await
+                .map_err(glommio_error("preallocate", path, 0))?;
         }
-        make_with_first_block(path, size, false).map_err(IoError::on("create", path))?;
-        let file = open_read_write(path, false).await?;
-        file.pre_allocate(size, false)
-            .await
-            .map_err(glommio_error("preallocate", path, 0))?;
         Ok(DmaSegment {
             file,
             path: path.to_owned(),
             size,
-            dsync: false,
-            unsynced_dirs: std::cell::RefCell::new(dirs),
+            dsync,
+            unsynced_dirs: std::cell::RefCell::new(unsynced_dirs),
         })
     }
 
