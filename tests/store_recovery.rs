@@ -117,6 +117,23 @@ fn queue_ends(stored: &[Stored]) -> BTreeMap<(String, i32), i64> {
     ends
 }
 
+/// Opens a store at `config`, puts messages `range` of the workload, waits until dispatch
+/// has them all, and leaves the executor with the store still running: a crash (the
+/// `abort` file stays). Returns the puts as acknowledged.
+fn crash_after_workload(
+    config: &StoreConfig,
+    range: std::ops::Range<usize>,
+    keyed: bool,
+) -> Vec<Stored> {
+    let config = config.clone();
+    ferromq_shards::testing::run_local(async move {
+        let store = LocalStore::open(config).await.unwrap();
+        let stored = put_workload(store.handle(), range, keyed).await;
+        wait_dispatched(store.handle(), &stored).await;
+        stored
+    })
+}
+
 /// Waits (at most 20 s) until dispatch published every queue up to its end in `stored`.
 async fn wait_dispatched(handle: &StoreHandle, stored: &[Stored]) {
     let growth = handle.shared().subscribe();
@@ -398,15 +415,7 @@ fn recover_with_abort_and_checkpoint_walks_from_the_checkpoint_segment() {
     let dir = TempDir::on_disk("recover-abnormal");
     let config = small_store_config(dir.path());
     let root = dir.path().to_owned();
-    let stored = {
-        let config = config.clone();
-        ferromq_shards::testing::run_local(async move {
-            let store = LocalStore::open(config).await.unwrap();
-            let stored = put_workload(store.handle(), 0..400, false).await;
-            wait_dispatched(store.handle(), &stored).await;
-            stored // The executor ends with the store running: a crash.
-        })
-    };
+    let stored = crash_after_workload(&config, 0..400, false);
     assert!(root.join("abort").exists());
     let segments = segments_on_disk(&root);
     assert!(segments.len() >= 5, "{segments:?}");
@@ -463,15 +472,7 @@ fn recover_with_abort_and_no_checkpoint_walks_from_the_first_segment() {
     let dir = TempDir::on_disk("recover-from-first");
     let config = small_store_config(dir.path());
     let root = dir.path().to_owned();
-    let stored = {
-        let config = config.clone();
-        ferromq_shards::testing::run_local(async move {
-            let store = LocalStore::open(config).await.unwrap();
-            let stored = put_workload(store.handle(), 0..300, true).await;
-            wait_dispatched(store.handle(), &stored).await;
-            stored
-        })
-    };
+    let stored = crash_after_workload(&config, 0..300, true);
     std::fs::remove_file(root.join("checkpoint")).unwrap();
     let last = stored.last().unwrap().clone();
     ferromq_shards::testing::run_local(async move {
@@ -624,15 +625,7 @@ fn recover_abnormally_rebuilds_missing_and_lagging_consume_queues() {
     let dir = TempDir::on_disk("recover-cq");
     let config = small_store_config(dir.path());
     let root = dir.path().to_owned();
-    let stored = {
-        let config = config.clone();
-        ferromq_shards::testing::run_local(async move {
-            let store = LocalStore::open(config).await.unwrap();
-            let stored = put_workload(store.handle(), 0..330, true).await;
-            wait_dispatched(store.handle(), &stored).await;
-            stored
-        })
-    };
+    let stored = crash_after_workload(&config, 0..330, true);
     let ends = queue_ends(&stored);
     assert_eq!(
         ends[&("T".into(), 0)],
@@ -683,15 +676,7 @@ fn recover_abnormally_takes_an_empty_queue_file_for_one_never_made() {
     let dir = TempDir::on_disk("recover-cq-empty");
     let config = small_store_config(dir.path());
     let root = dir.path().to_owned();
-    let stored = {
-        let config = config.clone();
-        ferromq_shards::testing::run_local(async move {
-            let store = LocalStore::open(config).await.unwrap();
-            let stored = put_workload(store.handle(), 0..330, true).await;
-            wait_dispatched(store.handle(), &stored).await;
-            stored
-        })
-    };
+    let stored = crash_after_workload(&config, 0..330, true);
     assert_eq!(queue_ends(&stored)[&("T".into(), 2)], 110);
     // Queue 2's second file (units 100..110) as a power cut may leave it; the checkpoint
     // below all of them.
