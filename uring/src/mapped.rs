@@ -54,17 +54,10 @@ impl MappedFile {
         &self.path
     }
 
-    /// Writes dirty pages back and waits for them (`msync(MS_SYNC)`); blocking.
-    ///
-    /// # Errors
-    /// [`IoError::File`].
-    pub fn flush(&self) -> Result<(), IoError> {
-        self.map.flush().map_err(IoError::on("msync", &self.path))
-    }
-
-    /// [`MappedFile::flush`] on the executor's blocking thread, while the executor goes on:
-    /// an fdatasync of the file, which writes back the pages dirtied through the mapping too
-    /// (they are the file's page cache; Linux's `msync(MS_SYNC)` is that same sync). With
+    /// Writes the dirty pages back and waits for them, on the executor's blocking thread,
+    /// while the executor goes on: an fdatasync of the file, which writes back the pages
+    /// dirtied through the mapping too (they are the file's page cache; Linux's
+    /// `msync(MS_SYNC)` is that same sync). With
     /// every message indexed by its `UNIQ_KEY`, a second's dirty pages of an IndexFile took
     /// 5-10 ms to write back at 90k messages/s, during which the shard that owns it ran
     /// nothing else. Call from inside a glommio executor.
