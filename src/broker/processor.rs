@@ -27,7 +27,7 @@ use crate::remoting::{RemotingCommand, RequestCode, ResponseCode};
 use crate::store::commit_log::PutMessage;
 use crate::store::config_files::TopicConfig;
 use crate::store::consume_queue::tags_code;
-use crate::store::message::offset_msg_id;
+use crate::store::message::{offset_msg_id, rewrite_properties};
 use crate::store::message_store::StoreHandle;
 use crate::store::put_coalescer::PutCoalescer;
 use crate::store::reader::{GetMessageStatus, PullFilter, StoreReader};
@@ -45,6 +45,11 @@ const PULL_SUBSCRIPTION: i32 = 0x4;
 
 /// `MessageSysFlag.TRANSACTION_*_TYPE` bits: a batch may not be a transaction message.
 const TRANSACTION_TYPE_MASK: i32 = 0x3 << 2;
+
+/// `MessageConst.PROPERTY_CLUSTER`: the cluster of the broker that stored a message.
+const PROPERTY_CLUSTER: &str = "CLUSTER";
+/// `MessageConst.PROPERTY_WAIT_STORE_MSG_OK`: the client's flush wish, not stored.
+const PROPERTY_WAIT_STORE_MSG_OK: &str = "WAIT";
 
 /// Java's pointer to its FAQ, appended to some remarks (`FAQUrl.suggestTodo`).
 pub(super) const FAQ: &str = "\nSee http://rocketmq.apache.org/docs/faq/ for further details.";
@@ -182,7 +187,13 @@ impl BrokerHandler {
             Err(refusal) => return refusal,
         };
         let store_config = &self.state.config.store;
-        let properties = header.properties.clone().unwrap_or_default();
+        // As Java stores a send: `WAIT` dropped, `CLUSTER` added (`SendMessageProcessor`).
+        let cluster = &self.state.config.broker_cluster_name;
+        let properties = rewrite_properties(
+            header.properties.as_deref().unwrap_or_default().as_bytes(),
+            &[PROPERTY_WAIT_STORE_MSG_OK],
+            &[(PROPERTY_CLUSTER, cluster)],
+        );
         if request_body.len() > store_config.max_message_size || properties.len() > 32_767 {
             return self.message_illegal(request);
         }
@@ -199,8 +210,6 @@ impl BrokerHandler {
             Ok(target) => target,
             Err(refusal) => return refusal,
         };
-        let mut properties = properties.into_bytes();
-        properties.extend_from_slice(self.cluster_property().as_bytes());
         let mut message = PutMessage {
             topic,
             queue_id: target_queue,
@@ -246,15 +255,21 @@ impl BrokerHandler {
             Err(BatchDecodeError::Empty) => return self.message_illegal(request),
             Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
         };
-        let mut batch_properties = header.properties.clone().unwrap_or_default();
-        if has_delay_level(&batch_properties) {
+        let header_properties = header.properties.as_deref().unwrap_or_default();
+        if has_delay_level(header_properties) {
             return self.message_illegal(request);
         }
-        batch_properties.push_str(&self.cluster_property());
+        // The batch's own properties as Java keeps them (`WAIT` stays), `CLUSTER` added.
+        let cluster = &self.state.config.broker_cluster_name;
+        let batch_properties = rewrite_properties(
+            header_properties.as_bytes(),
+            &[],
+            &[(PROPERTY_CLUSTER, cluster)],
+        );
         let template = self.put_message(connection, &header, queue_id);
         let mut puts = Vec::with_capacity(entries.len());
         for entry in entries {
-            let properties = merge_properties(&entry.properties, batch_properties.as_bytes());
+            let properties = merge_properties(&entry.properties, &batch_properties);
             if properties.len() > 32_767 {
                 return self.message_illegal(request);
             }
@@ -378,11 +393,6 @@ impl BrokerHandler {
             body: Vec::new(),
             properties: Vec::new(),
         }
-    }
-
-    /// `CLUSTER` = this broker's cluster, as Java adds it to every stored message.
-    fn cluster_property(&self) -> String {
-        format!("CLUSTER\u{1}{}\u{2}", self.state.config.broker_cluster_name)
     }
 
     fn send_response(

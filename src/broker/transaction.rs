@@ -25,7 +25,7 @@ use crate::remoting::headers::{CheckTransactionStateRequestHeader, EndTransactio
 use crate::remoting::{RemotingCommand, RequestCode, ResponseCode};
 use crate::store::commit_log::PutMessage;
 use crate::store::message::{
-    decode_record, encode_record, offset_msg_id, parse_properties, properties_to_string,
+    append_property, decode_record, encode_record, offset_msg_id, parse_properties, properties_to_string,
     MessageRecord, MessageVersion, Record, TRANSACTION_TYPE_MASK,
 };
 use crate::store::message_store::StoreHandle;
@@ -91,12 +91,12 @@ pub async fn into_half(state: &BrokerState, mut message: PutMessage) -> PutMessa
     state
         .ensure_topic(HALF_TOPIC, 1, PERM_READ | PERM_WRITE)
         .await;
-    let mut extra = properties_to_string([
-        (REAL_TOPIC, message.topic.as_str()),
-        (REAL_QID, message.queue_id.to_string().as_str()),
-    ])
-    .into_bytes();
-    message.properties.append(&mut extra);
+    append_property(&mut message.properties, REAL_TOPIC, &message.topic);
+    append_property(
+        &mut message.properties,
+        REAL_QID,
+        &message.queue_id.to_string(),
+    );
     message.topic = HALF_TOPIC.to_owned();
     message.queue_id = 0;
     message.sys_flag &= !TRANSACTION_TYPE_MASK;

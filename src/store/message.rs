@@ -438,19 +438,69 @@ pub fn parse_properties(properties: &[u8]) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Serializes properties as Java's `messageProperties2String`: `name 0x01 value 0x02` each.
+/// Serializes properties as Java 4.9's `messageProperties2String`: `name 0x01 value`, with
+/// 0x02 between entries and none after the last (what the 4.9 client sends and the 4.9
+/// broker stores).
 #[must_use]
 pub fn properties_to_string<'a>(
     properties: impl IntoIterator<Item = (&'a str, &'a str)>,
 ) -> String {
     let mut text = String::new();
     for (name, value) in properties {
+        if !text.is_empty() {
+            text.push(PROPERTY_SEPARATOR);
+        }
         text.push_str(name);
         text.push(NAME_VALUE_SEPARATOR);
         text.push_str(value);
-        text.push(PROPERTY_SEPARATOR);
     }
     text
+}
+
+/// Appends `name 0x01 value` to a properties string, with a separator before it unless the
+/// string is empty or already ends with one: clients of 4.9 send no trailing separator,
+/// older ones (and ours, once) do, and a property glued to the one before it corrupts both.
+pub fn append_property(properties: &mut Vec<u8>, name: &str, value: &str) {
+    if properties.last().is_some_and(|&last| last != PROPERTY_SEPARATOR as u8) {
+        properties.push(PROPERTY_SEPARATOR as u8);
+    }
+    properties.extend_from_slice(name.as_bytes());
+    properties.push(NAME_VALUE_SEPARATOR as u8);
+    properties.extend_from_slice(value.as_bytes());
+}
+
+/// A client's properties string as Java's broker stores it after a send (parsed by
+/// `string2messageProperties`, changed, written by `messageProperties2String`): malformed
+/// entries (no name or no value) and those named in `drop` or `set` left out, then `set`
+/// appended, separators between entries only. The entries kept keep their bytes and order.
+///
+/// Works on bytes: 0x01 and 0x02 never occur inside a UTF-8 sequence, so splitting bytes is
+/// splitting characters, and invalid UTF-8 is kept for the reader to replace, as Java's
+/// decoder would have on the way in.
+#[must_use]
+pub fn rewrite_properties(raw: &[u8], drop: &[&str], set: &[(&str, &str)]) -> Vec<u8> {
+    let extra: usize = set.iter().map(|(n, v)| n.len() + v.len() + 2).sum();
+    let mut out = Vec::with_capacity(raw.len() + extra);
+    let dropped = |name: &[u8]| {
+        drop.iter().any(|d| d.as_bytes() == name) || set.iter().any(|(n, _)| n.as_bytes() == name)
+    };
+    for entry in raw.split(|&b| b == PROPERTY_SEPARATOR as u8) {
+        let Some(split) = entry.iter().position(|&b| b == NAME_VALUE_SEPARATOR as u8) else {
+            continue;
+        };
+        let (name, value) = (&entry[..split], &entry[split + 1..]);
+        if name.is_empty() || value.is_empty() || dropped(name) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push(PROPERTY_SEPARATOR as u8);
+        }
+        out.extend_from_slice(entry);
+    }
+    for (name, value) in set {
+        append_property(&mut out, name, value);
+    }
+    out
 }
 
 /// The offset message id (`MessageDecoder.createMessageId`): store host address, port and
@@ -640,7 +690,40 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         assert_eq!(parsed, expected);
-        assert_eq!(properties_to_string([("A", "1")]), "A\u{1}1\u{2}");
+        assert_eq!(properties_to_string([("A", "1")]), "A\u{1}1");
+        assert_eq!(properties_to_string([("A", "1"), ("B", "2")]), "A\u{1}1\u{2}B\u{1}2");
+    }
+
+    #[test]
+    fn append_property_separates_from_the_last_entry() {
+        for (before, after) in [
+            (&b""[..], &b"CLUSTER\x01c"[..]),
+            (b"seq\x01979", b"seq\x01979\x02CLUSTER\x01c"),
+            (b"seq\x01979\x02", b"seq\x01979\x02CLUSTER\x01c"),
+        ] {
+            let mut properties = before.to_vec();
+            append_property(&mut properties, "CLUSTER", "c");
+            assert_eq!(properties, after);
+        }
+    }
+
+    #[test]
+    fn rewrite_properties_stores_what_java_stores() {
+        // The 4.9 client's form (no trailing separator), ours (a trailing one), malformed
+        // entries, a dropped and a replaced name: each comes out well formed.
+        let cases: [(&[u8], &[u8]); 5] = [
+            (b"seq\x01979", b"seq\x01979\x02CLUSTER\x01c"),
+            (b"seq\x01979\x02WAIT\x01true\x02", b"seq\x01979\x02CLUSTER\x01c"),
+            (b"WAIT\x01true\x02TAGS\x01A", b"TAGS\x01A\x02CLUSTER\x01c"),
+            (b"\x01v\x02k\x01\x02junk\x02\x02a\x01\x01b\x02CLUSTER\x01old", b"a\x01\x01b\x02CLUSTER\x01c"),
+            (b"", b"CLUSTER\x01c"),
+        ];
+        for (raw, stored) in cases {
+            let rewritten = rewrite_properties(raw, &["WAIT"], &[("CLUSTER", "c")]);
+            assert_eq!(rewritten, stored, "{:?}", String::from_utf8_lossy(raw));
+            let parsed = parse_properties(&rewritten);
+            assert_eq!(parsed.last().unwrap(), &("CLUSTER".to_owned(), "c".to_owned()));
+        }
     }
 
     #[test]

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod java;
+
 use ferromq::remoting::client::{connect_tokio, ClientConfig, RemotingClient};
 use ferromq::remoting::SerializeType;
 use std::io::{BufRead, BufReader};

@@ -1,0 +1,508 @@
+//! The Java 4.9.8 kit (`../shared/java-4.9.8`, or `FERROMQ_JAVA_KIT`) from Rust tests: the
+//! Java programs of `tests/java/` compiled once against the kit's client, run with a timeout
+//! in either header serialization; the kit's `mqadmin`, benchmark tools, name server and
+//! broker; and a `ferromq standalone` on ephemeral loopback ports for them to talk to.
+//!
+//! A Java program checks what it sees itself and exits 0 only when everything held; it prints
+//! one `FAIL ...` line per broken expectation and `RESULT key=value` lines with its figures.
+//! Every wait is bounded: a program that overruns its time is killed and the test fails with
+//! its output and the tail of the client's log.
+
+use super::{TempDir, spawn_server};
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// The header serialization a Java client is run with (`rocketmq.serialize.type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Serialize {
+    /// The client's default: JSON headers.
+    Json,
+    /// The binary header (`-Drocketmq.serialize.type=ROCKETMQ`).
+    Rocketmq,
+}
+
+impl Serialize {
+    /// Both, for tests that run a program under each.
+    pub const BOTH: [Serialize; 2] = [Serialize::Json, Serialize::Rocketmq];
+
+    /// `JVM_EXTRA` for a kit JVM: the serialization, and the client's console log quiet (it
+    /// goes to `rocketmq_client.log` in full; a shutting-down consumer's expected warnings
+    /// would bury a program's own lines).
+    fn jvm_flags(self) -> &'static str {
+        match self {
+            Serialize::Json => "-Drocketmq.serialize.type=JSON -Drmq.console.level=ERROR",
+            Serialize::Rocketmq => {
+                "-Drocketmq.serialize.type=ROCKETMQ -Drmq.console.level=ERROR"
+            }
+        }
+    }
+}
+
+/// Where the kit is: `FERROMQ_JAVA_KIT`, else `../shared/java-4.9.8` beside the checkout.
+pub fn kit() -> PathBuf {
+    if let Some(dir) = std::env::var_os("FERROMQ_JAVA_KIT") {
+        return PathBuf::from(dir);
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/java-4.9.8")
+}
+
+/// Fails the test at once, with the remedy, when the kit or its Debian packages are missing.
+pub fn require_kit() {
+    let kit = kit();
+    assert!(
+        kit.join("bin/java-run").is_file(),
+        "the Java 4.9.8 kit is not at {}; set FERROMQ_JAVA_KIT",
+        kit.display()
+    );
+    let check = Command::new("bash")
+        .arg(kit.join("bin/install-deps.sh"))
+        .arg("--check")
+        .output()
+        .expect("run install-deps.sh --check");
+    assert!(
+        check.status.success(),
+        "the Java kit's dependencies are missing: run {}/bin/install-deps.sh (as root)\n{}",
+        kit.display(),
+        String::from_utf8_lossy(&check.stderr)
+    );
+}
+
+/// The classes of `tests/java/*.java`, compiled once per content: the directory is named by
+/// a hash of the sources, so every test process (nextest runs each in its own) finds the
+/// classes another one made, and a changed source gets a fresh directory.
+pub fn classes() -> PathBuf {
+    require_kit();
+    let sources_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java");
+    let mut sources: Vec<PathBuf> = std::fs::read_dir(&sources_dir)
+        .expect("tests/java")
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "java"))
+        .collect();
+    sources.sort();
+    let digest = {
+        use sha2::Digest;
+        let mut hasher = sha2::Sha256::new();
+        for source in &sources {
+            hasher.update(source.file_name().unwrap().as_encoded_bytes());
+            hasher.update(std::fs::read(source).unwrap());
+        }
+        hasher.finalize()
+    };
+    let name: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("java-classes");
+    let done = root.join(&name);
+    if done.is_dir() {
+        return done;
+    }
+    std::fs::create_dir_all(&root).unwrap();
+    let work = root.join(format!("{name}.{}.tmp", std::process::id()));
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).unwrap();
+    let output = Command::new("bash")
+        .arg(kit().join("bin/javac-client"))
+        .arg(&work)
+        .args(&sources)
+        .output()
+        .expect("run javac-client");
+    assert!(
+        output.status.success(),
+        "javac failed:\n{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // Another process may have finished first; its classes are the same.
+    if std::fs::rename(&work, &done).is_err() {
+        let _ = std::fs::remove_dir_all(&work);
+        assert!(done.is_dir(), "compiled classes at {}", done.display());
+    }
+    done
+}
+
+/// What a Java program printed, and how it ended.
+#[derive(Debug)]
+pub struct JavaOutput {
+    /// Exit status (a killed program has none).
+    pub status: Option<ExitStatus>,
+    /// Its standard output and error, interleaved as written.
+    pub text: String,
+    /// Its `RESULT key=value` lines.
+    pub results: BTreeMap<String, String>,
+    /// Whether it was killed for overrunning its time.
+    pub timed_out: bool,
+    /// Its `user.home`: client log and offsets.
+    pub home: PathBuf,
+}
+
+impl JavaOutput {
+    /// Panics with the output (and the client log's tail) unless the program exited 0.
+    pub fn assert_passed(&self, what: &str) -> &Self {
+        let passed = !self.timed_out && self.status.is_some_and(|s| s.success());
+        if !passed {
+            let log = self.home.join("logs/rocketmqlogs/rocketmq_client.log");
+            let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+            let tail: Vec<&str> = log_text.lines().rev().take(60).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            panic!(
+                "{what}: {}\n--- output ---\n{}\n--- client log tail ({}) ---\n{}",
+                if self.timed_out {
+                    "timed out".to_owned()
+                } else {
+                    format!("exit {:?}", self.status)
+                },
+                self.text,
+                log.display(),
+                tail.join("\n")
+            );
+        }
+        self
+    }
+
+    /// A `RESULT` figure as a number.
+    pub fn figure(&self, key: &str) -> f64 {
+        self.results
+            .get(key)
+            .unwrap_or_else(|| panic!("no RESULT {key} in:\n{}", self.text))
+            .parse()
+            .unwrap_or_else(|_| panic!("RESULT {key} is not a number:\n{}", self.text))
+    }
+}
+
+/// Runs `main` of the compiled `tests/java/` classes with `args`, in `serialize`, for at
+/// most `timeout`.
+pub fn run_java(main: &str, args: &[&str], serialize: Serialize, timeout: Duration) -> JavaOutput {
+    let classes = classes();
+    let home = TempDir::on_disk("java-home");
+    let home_path = home.path().to_path_buf();
+    // Kept for the failure report: the directory outlives the test process only until the
+    // next `cargo clean`.
+    std::mem::forget(home);
+    let out_file = home_path.join("out.txt");
+    let out = std::fs::File::create(&out_file).unwrap();
+    let mut command = Command::new("bash");
+    command
+        .arg(kit().join("bin/java-run"))
+        .arg(&classes)
+        .arg(main)
+        .args(args)
+        .env("RMQ_LOGDIR", &home_path)
+        .env("JVM_EXTRA", serialize.jvm_flags())
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out);
+    let child = command.spawn().expect("spawn java-run");
+    finish(child, &out_file, home_path, timeout)
+}
+
+/// Runs a kit command (`bin/<tool> args`) with `RMQ_LOGDIR` in a fresh directory.
+pub fn run_kit(tool: &str, args: &[&str], serialize: Serialize, timeout: Duration) -> JavaOutput {
+    require_kit();
+    let home = TempDir::on_disk("kit-home");
+    let home_path = home.path().to_path_buf();
+    std::mem::forget(home);
+    let out_file = home_path.join("out.txt");
+    let out = std::fs::File::create(&out_file).unwrap();
+    let child = Command::new("bash")
+        .arg(kit().join("bin").join(tool))
+        .args(args)
+        .env("RMQ_LOGDIR", &home_path)
+        .env("JVM_EXTRA", serialize.jvm_flags())
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .expect("spawn a kit tool");
+    finish(child, &out_file, home_path, timeout)
+}
+
+fn finish(mut child: Child, out_file: &Path, home: PathBuf, timeout: Duration) -> JavaOutput {
+    let deadline = Instant::now() + timeout;
+    let mut timed_out = false;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            timed_out = true;
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let text = std::fs::read_to_string(out_file).unwrap_or_default();
+    let results = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("RESULT "))
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+        .collect();
+    JavaOutput {
+        status,
+        text,
+        results,
+        timed_out,
+        home,
+    }
+}
+
+/// `ferromq standalone` on ephemeral loopback ports over a fresh data directory; killed on
+/// drop.
+pub struct Standalone {
+    /// The process.
+    pub child: Child,
+    /// Name server address, as clients are given it.
+    pub namesrv: SocketAddr,
+    /// The broker's address.
+    pub broker: SocketAddr,
+    /// The data directory (`store/` under it).
+    pub data: PathBuf,
+    /// Its log lines, after start-up.
+    pub log: mpsc::Receiver<String>,
+    _dir: TempDir,
+}
+
+impl Standalone {
+    /// Starts with the default config plus `config` lines (Java broker.conf keys).
+    pub fn start(config: &str) -> Standalone {
+        let dir = TempDir::on_disk("java-standalone");
+        let data = dir.path().join("data");
+        Self::start_in(dir, data, config)
+    }
+
+    /// Starts over an existing `data` directory inside `dir`.
+    pub fn start_in(dir: TempDir, data: PathBuf, config: &str) -> Standalone {
+        std::fs::create_dir_all(&data).unwrap();
+        let conf = dir.path().join("broker.conf");
+        std::fs::write(&conf, format!("{config}\n")).unwrap();
+        let args = [
+            "--data",
+            data.to_str().unwrap(),
+            "-c",
+            conf.to_str().unwrap(),
+            "--namesrv-listen",
+            "127.0.0.1:0",
+            "--broker-listen",
+            "127.0.0.1:0",
+        ];
+        let (mut child, namesrv, log, early) = spawn_server("standalone", &args);
+        let ready = early
+            .iter()
+            .find(|line| line.contains("standalone ready"))
+            .cloned()
+            .or_else(|| {
+                let deadline = Instant::now() + Duration::from_secs(60);
+                loop {
+                    let left = deadline.checked_duration_since(Instant::now())?;
+                    match log.recv_timeout(left) {
+                        Ok(line) if line.contains("standalone ready") => return Some(line),
+                        Ok(_) => {}
+                        Err(_) => return None,
+                    }
+                }
+            });
+        let Some(ready) = ready else {
+            super::kill(&mut child);
+            panic!("ferromq standalone did not report ready");
+        };
+        let field = |name: &str| -> SocketAddr {
+            ready
+                .split_whitespace()
+                .find_map(|word| word.strip_prefix(&format!("{name}=")))
+                .unwrap_or_else(|| panic!("no {name}= in {ready}"))
+                .parse()
+                .unwrap()
+        };
+        let broker = field("broker");
+        assert_eq!(field("namesrv").port(), namesrv.port());
+        let standalone = Standalone {
+            child,
+            namesrv,
+            broker,
+            data,
+            log,
+            _dir: dir,
+        };
+        standalone.wait_registered();
+        standalone
+    }
+
+    /// `127.0.0.1:port` of the name server.
+    pub fn namesrv_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.namesrv.port())
+    }
+
+    /// `127.0.0.1:port` of the broker.
+    pub fn broker_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.broker.port())
+    }
+
+    /// Waits (bounded) until the name server routes `TBW102` to the broker, so a client
+    /// started now finds it.
+    fn wait_registered(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            use ferromq::remoting::headers::GetRouteInfoRequestHeader;
+            use ferromq::remoting::{RemotingCommand, RequestCode};
+            let client =
+                super::connect(self.namesrv, ferromq::remoting::SerializeType::Json).await;
+            loop {
+                let request = RemotingCommand::request_with_header(
+                    RequestCode::GET_ROUTEINFO_BY_TOPIC,
+                    &GetRouteInfoRequestHeader {
+                        topic: "TBW102".into(),
+                        accept_standard_json_only: None,
+                    },
+                );
+                if client.request(request).await.is_ok_and(|r| r.code == 0) {
+                    return;
+                }
+                assert!(Instant::now() < deadline, "the broker never registered");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        });
+    }
+
+    /// Stops with SIGTERM and waits for a clean exit.
+    pub fn stop(mut self) -> PathBuf {
+        let status = super::terminate(&mut self.child, Duration::from_secs(30));
+        assert!(status.success(), "standalone exited {status:?}");
+        self.data.clone()
+    }
+}
+
+impl Drop for Standalone {
+    fn drop(&mut self) {
+        super::kill(&mut self.child);
+    }
+}
+
+/// A free loopback port (bound and released; a short race remains).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A Java broker `listenPort` P with its VIP (P-2) and HA (P+1) ports free too.
+pub fn java_broker_port() -> u16 {
+    loop {
+        let p = free_port();
+        let free = |q: u16| TcpListener::bind(("127.0.0.1", q)).is_ok();
+        if p > 1026 && p < u16::MAX && free(p - 2) && free(p + 1) {
+            return p;
+        }
+    }
+}
+
+/// A kit JVM server (name server or broker); SIGTERM (a clean stop) on drop.
+pub struct JavaServer {
+    /// The JVM.
+    pub child: Child,
+    /// Its `user.home` (`logs/rocketmqlogs/`).
+    pub home: PathBuf,
+    /// Its port.
+    pub port: u16,
+}
+
+impl JavaServer {
+    /// The kit's name server on a free port.
+    pub fn namesrv(dir: &Path) -> JavaServer {
+        let port = free_port();
+        let home = dir.join(format!("java-ns-{port}"));
+        let out = home.with_extension("out");
+        let child = start_kit_server("namesrv", &[&port.to_string(), home.to_str().unwrap()], &out);
+        JavaServer { child, home, port }
+    }
+
+    /// The kit's broker with `conf` (broker.conf lines; `listenPort` and `namesrvAddr` are
+    /// added), its store at `store`.
+    pub fn broker(dir: &Path, namesrv_port: u16, store: &Path, conf: &str) -> JavaServer {
+        let port = java_broker_port();
+        let home = dir.join(format!("java-broker-{port}"));
+        std::fs::create_dir_all(&home).unwrap();
+        let file = home.join("broker.conf");
+        std::fs::write(
+            &file,
+            format!(
+                "brokerClusterName=DefaultCluster\nbrokerName=broker-a\nbrokerId=0\n\
+                 brokerRole=ASYNC_MASTER\nnamesrvAddr=127.0.0.1:{namesrv_port}\n\
+                 listenPort={port}\nstorePathRootDir={}\n{conf}\n",
+                store.display()
+            ),
+        )
+        .unwrap();
+        let out = home.with_extension("out");
+        let child = start_kit_server(
+            "broker",
+            &[file.to_str().unwrap(), home.to_str().unwrap()],
+            &out,
+        );
+        JavaServer { child, home, port }
+    }
+
+    /// `127.0.0.1:port`.
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Stops with SIGTERM and waits (bounded).
+    pub fn stop(mut self) {
+        term_and_wait(&mut self.child);
+    }
+}
+
+impl Drop for JavaServer {
+    fn drop(&mut self) {
+        term_and_wait(&mut self.child);
+    }
+}
+
+fn term_and_wait(child: &mut Child) {
+    if child.try_wait().ok().flatten().is_some() {
+        return;
+    }
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    if super::wait_exit(child, Duration::from_secs(30)).is_none() {
+        super::kill(child);
+    }
+}
+
+fn start_kit_server(cmd: &str, args: &[&str], out: &Path) -> Child {
+    require_kit();
+    let file = std::fs::File::create(out).unwrap();
+    let mut child = Command::new("bash")
+        .arg(kit().join("bin").join(cmd))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(file.try_clone().unwrap())
+        .stderr(file)
+        .spawn()
+        .expect("spawn a kit server");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let text = std::fs::read_to_string(out).unwrap_or_default();
+        if text.contains("boot success") {
+            return child;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("kit {cmd} exited ({status}):\n{text}");
+        }
+        if Instant::now() > deadline {
+            super::kill(&mut child);
+            panic!("kit {cmd}: no 'boot success' after 120 s:\n{text}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
