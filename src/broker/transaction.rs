@@ -25,8 +25,8 @@ use crate::remoting::headers::{CheckTransactionStateRequestHeader, EndTransactio
 use crate::remoting::{RemotingCommand, RequestCode, ResponseCode};
 use crate::store::commit_log::PutMessage;
 use crate::store::message::{
-    append_property, decode_record, encode_record, offset_msg_id, parse_properties, properties_to_string,
-    MessageRecord, MessageVersion, Record, TRANSACTION_TYPE_MASK,
+    append_property, decode_record, encode_record, offset_msg_id, parse_properties,
+    properties_to_string, MessageRecord, MessageVersion, Record, TRANSACTION_TYPE_MASK,
 };
 use crate::store::message_store::StoreHandle;
 use crate::store::reader::{PullFilter, StoreReader};

@@ -177,7 +177,7 @@ impl Message {
         self.put_property(property::WAIT_STORE_MSG_OK, value);
     }
 
-    /// The properties in Java's wire form: `name 0x01 value 0x02` each.
+    /// The properties in the 4.9 client's wire form: `name 0x01 value`, 0x02 between.
     #[must_use]
     pub fn properties_string(&self) -> String {
         properties_to_string(
@@ -422,7 +422,7 @@ mod tests {
         assert!(message.put_user_property("", "x").is_err());
         assert_eq!(
             message.properties_string(),
-            "KEYS\u{1}a b\u{2}TAGS\u{1}t\u{2}WAIT\u{1}true\u{2}u\u{1}v\u{2}"
+            "KEYS\u{1}a b\u{2}TAGS\u{1}t\u{2}WAIT\u{1}true\u{2}u\u{1}v"
         );
         assert!(message.wait_store_msg_ok());
         assert_eq!(message.with_delay_level(3).delay_level(), 3);

@@ -924,7 +924,7 @@ mod tests {
             .unwrap();
         assert!(batch.batch);
         assert_eq!(batch.sys_flag, 0);
-        assert_eq!(batch.properties, "WAIT\u{1}true\u{2}");
+        assert_eq!(batch.properties, "WAIT\u{1}true");
         let entries = crate::broker::batch::decode_batch(&batch.body).unwrap();
         assert_eq!(entries.len(), 2);
         assert_eq!(entries[1].body, b"two");
@@ -932,6 +932,6 @@ mod tests {
         let ids: Vec<&str> = batch.uniq_id.split(',').collect();
         assert_eq!(ids.len(), 2);
         let props = String::from_utf8(entries[0].properties.clone()).unwrap();
-        assert!(props.contains(&format!("UNIQ_KEY\u{1}{}\u{2}", ids[0])));
+        assert!(props.contains(&format!("UNIQ_KEY\u{1}{}", ids[0])));
     }
 }

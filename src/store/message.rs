@@ -461,7 +461,10 @@ pub fn properties_to_string<'a>(
 /// string is empty or already ends with one: clients of 4.9 send no trailing separator,
 /// older ones (and ours, once) do, and a property glued to the one before it corrupts both.
 pub fn append_property(properties: &mut Vec<u8>, name: &str, value: &str) {
-    if properties.last().is_some_and(|&last| last != PROPERTY_SEPARATOR as u8) {
+    if properties
+        .last()
+        .is_some_and(|&last| last != PROPERTY_SEPARATOR as u8)
+    {
         properties.push(PROPERTY_SEPARATOR as u8);
     }
     properties.extend_from_slice(name.as_bytes());
@@ -691,7 +694,10 @@ mod tests {
             .collect();
         assert_eq!(parsed, expected);
         assert_eq!(properties_to_string([("A", "1")]), "A\u{1}1");
-        assert_eq!(properties_to_string([("A", "1"), ("B", "2")]), "A\u{1}1\u{2}B\u{1}2");
+        assert_eq!(
+            properties_to_string([("A", "1"), ("B", "2")]),
+            "A\u{1}1\u{2}B\u{1}2"
+        );
     }
 
     #[test]
@@ -713,16 +719,25 @@ mod tests {
         // entries, a dropped and a replaced name: each comes out well formed.
         let cases: [(&[u8], &[u8]); 5] = [
             (b"seq\x01979", b"seq\x01979\x02CLUSTER\x01c"),
-            (b"seq\x01979\x02WAIT\x01true\x02", b"seq\x01979\x02CLUSTER\x01c"),
+            (
+                b"seq\x01979\x02WAIT\x01true\x02",
+                b"seq\x01979\x02CLUSTER\x01c",
+            ),
             (b"WAIT\x01true\x02TAGS\x01A", b"TAGS\x01A\x02CLUSTER\x01c"),
-            (b"\x01v\x02k\x01\x02junk\x02\x02a\x01\x01b\x02CLUSTER\x01old", b"a\x01\x01b\x02CLUSTER\x01c"),
+            (
+                b"\x01v\x02k\x01\x02junk\x02\x02a\x01\x01b\x02CLUSTER\x01old",
+                b"a\x01\x01b\x02CLUSTER\x01c",
+            ),
             (b"", b"CLUSTER\x01c"),
         ];
         for (raw, stored) in cases {
             let rewritten = rewrite_properties(raw, &["WAIT"], &[("CLUSTER", "c")]);
             assert_eq!(rewritten, stored, "{:?}", String::from_utf8_lossy(raw));
             let parsed = parse_properties(&rewritten);
-            assert_eq!(parsed.last().unwrap(), &("CLUSTER".to_owned(), "c".to_owned()));
+            assert_eq!(
+                parsed.last().unwrap(),
+                &("CLUSTER".to_owned(), "c".to_owned())
+            );
         }
     }
 

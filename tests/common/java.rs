@@ -8,7 +8,7 @@
 //! Every wait is bounded: a program that overruns its time is killed and the test fails with
 //! its output and the tail of the client's log.
 
-use super::{TempDir, spawn_server};
+use super::{spawn_server, TempDir};
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -35,9 +35,7 @@ impl Serialize {
     fn jvm_flags(self) -> &'static str {
         match self {
             Serialize::Json => "-Drocketmq.serialize.type=JSON -Drmq.console.level=ERROR",
-            Serialize::Rocketmq => {
-                "-Drocketmq.serialize.type=ROCKETMQ -Drmq.console.level=ERROR"
-            }
+            Serialize::Rocketmq => "-Drocketmq.serialize.type=ROCKETMQ -Drmq.console.level=ERROR",
         }
     }
 }
@@ -351,8 +349,7 @@ impl Standalone {
         runtime.block_on(async {
             use ferromq::remoting::headers::GetRouteInfoRequestHeader;
             use ferromq::remoting::{RemotingCommand, RequestCode};
-            let client =
-                super::connect(self.namesrv, ferromq::remoting::SerializeType::Json).await;
+            let client = super::connect(self.namesrv, ferromq::remoting::SerializeType::Json).await;
             loop {
                 let request = RemotingCommand::request_with_header(
                     RequestCode::GET_ROUTEINFO_BY_TOPIC,
@@ -420,7 +417,11 @@ impl JavaServer {
         let port = free_port();
         let home = dir.join(format!("java-ns-{port}"));
         let out = home.with_extension("out");
-        let child = start_kit_server("namesrv", &[&port.to_string(), home.to_str().unwrap()], &out);
+        let child = start_kit_server(
+            "namesrv",
+            &[&port.to_string(), home.to_str().unwrap()],
+            &out,
+        );
         JavaServer { child, home, port }
     }
 
