@@ -51,3 +51,79 @@ fn java_batch_send_consume_every_message_as_sent() {
         send_consume("batch", 300, serialize);
     }
 }
+
+/// Runs a program against a fresh standalone and asserts it passed.
+fn run_on_fresh(main: &str, args: &[&str], serialize: Serialize, timeout: Duration) {
+    let server = Standalone::start("");
+    let mut all = vec![server.namesrv_addr()];
+    all.extend(args.iter().map(|arg| (*arg).to_owned()));
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    run_java(main, &all, serialize, timeout).assert_passed(&format!("{main} {serialize:?}"));
+}
+
+/// `RECONSUME_LATER` with maxReconsumeTimes 2: redelivered 10 s and then 30 s later with the
+/// same id, then in `%DLQ%<group>` with reconsumeTimes 3, `RETRY_TOPIC` and
+/// `ORIGIN_MESSAGE_ID`. Three messages a run, each timed: a long-polling pull on the retry
+/// queue that is not woken shows as a gap of 15 s or more.
+#[test]
+fn java_retry_then_dlq_on_time_json() {
+    run_on_fresh(
+        "RetryDlq",
+        &["JavaRetry", "3"],
+        Serialize::Json,
+        Duration::from_secs(180),
+    );
+}
+
+#[test]
+fn java_retry_then_dlq_on_time_rocketmq() {
+    run_on_fresh(
+        "RetryDlq",
+        &["JavaRetry", "3"],
+        Serialize::Rocketmq,
+        Duration::from_secs(180),
+    );
+}
+
+/// Delay levels 1-3, three messages each, interleaved: each delivered once, between its
+/// delay and 3 s after it, with `DELAY`, `REAL_TOPIC` and `REAL_QID` as Java delivers it.
+#[test]
+fn java_delay_levels_one_to_three_on_time() {
+    for serialize in Serialize::BOTH {
+        run_on_fresh(
+            "Delay",
+            &["JavaDelay", "3", "3"],
+            serialize,
+            Duration::from_secs(120),
+        );
+    }
+}
+
+/// The first delayed message of a broker just started, five fresh brokers in a row: each
+/// level-1 message arrives on time.
+#[test]
+fn java_delay_first_message_of_a_fresh_broker_on_time() {
+    for round in 0..5 {
+        let topic = format!("JavaDelayFresh{round}");
+        run_on_fresh(
+            "Delay",
+            &[&topic, "1", "1"],
+            Serialize::Json,
+            Duration::from_secs(60),
+        );
+    }
+}
+
+/// maxOffset asked right after each of 300 SEND_OKs counts the message; min offset,
+/// earliest store time and search by time as Java answers them.
+#[test]
+fn java_max_offset_after_send_ok_counts_the_message() {
+    for serialize in Serialize::BOTH {
+        run_on_fresh(
+            "Offsets",
+            &["JavaOffsets", "300"],
+            serialize,
+            Duration::from_secs(120),
+        );
+    }
+}

@@ -6,6 +6,9 @@
 //! notifier task takes the store's queue-growth announcements and wakes the pulls of those
 //! queues whose offset is now below the max. Waiters register first and re-check the max
 //! after, so an announcement between a pull's read and its registration is not missed.
+//! As a safety net, as Java's `checkHoldRequest` every 5 s (`shortPollingTimeMills` without
+//! long polling), the notifier also compares every held pull with its queue's max at that
+//! period, so no lost announcement can hold a pull for its whole suspend time.
 
 use crate::store::shared::{QueueGrowth, QueueKey, StoreShared};
 use futures::channel::oneshot;
@@ -13,6 +16,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// A pull waiting for data.
 #[derive(Debug)]
@@ -79,14 +83,90 @@ impl LongPoll {
     pub fn waiting(&self) -> usize {
         self.waiting.borrow().values().map(Vec::len).sum()
     }
+
+    /// Wakes every held pull whose queue has grown past its offset (`checkHoldRequest`);
+    /// how many it woke.
+    pub fn check_held(&self, shared: &StoreShared) -> usize {
+        let keys: Vec<QueueKey> = self.waiting.borrow().keys().cloned().collect();
+        let before = self.waiting();
+        for key in keys {
+            let max = shared.queue(&key.0, key.1).map_or(0, |q| q.max_offset());
+            self.notify(&key, max);
+        }
+        before.saturating_sub(self.waiting())
+    }
 }
 
-/// Feeds `growth` into `long_poll` until the store stops announcing.
-pub async fn run_notifier(long_poll: Rc<LongPoll>, growth: QueueGrowth) {
+/// How often every held pull is checked against its queue (`PullRequestHoldService` waits
+/// 5 s between checks with long polling on).
+pub const CHECK_HELD_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Feeds `growth` into `long_poll` until the store stops announcing, and checks every held
+/// pull each `check_interval`.
+pub async fn run_notifier(
+    long_poll: Rc<LongPoll>,
+    growth: QueueGrowth,
+    shared: Arc<StoreShared>,
+    check_interval: Duration,
+) {
+    let mut next_check = Instant::now() + check_interval;
     loop {
-        let grown = growth.next().await;
-        for (key, max) in grown {
-            long_poll.notify(&key, max);
+        let left = next_check.saturating_duration_since(Instant::now());
+        let grown = futures::future::select(
+            Box::pin(growth.next()),
+            Box::pin(glommio::timer::sleep(left)),
+        )
+        .await;
+        if let futures::future::Either::Left((grown, _)) = grown {
+            for (key, max) in grown {
+                long_poll.notify(&key, max);
+            }
         }
+        if Instant::now() >= next_check {
+            let woken = long_poll.check_held(&shared);
+            if woken > 0 {
+                // Only a lost announcement leaves a pull behind its queue this long.
+                tracing::warn!(woken, "held pulls woken by the periodic check");
+            }
+            next_check = Instant::now() + check_interval;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::config::StoreConfig;
+
+    fn shared() -> Arc<StoreShared> {
+        Arc::new(StoreShared::new(StoreConfig::new(std::path::Path::new(
+            "/nonexistent",
+        ))))
+    }
+
+    #[test]
+    fn check_held_wakes_pulls_whose_queue_grew_unannounced() {
+        let shared = shared();
+        let long_poll = LongPoll::default();
+        let mut behind = long_poll.wait(&shared, "T", 0, 0);
+        let mut level = long_poll.wait(&shared, "T", 1, 0);
+        assert_eq!(long_poll.waiting(), 2);
+        // Queue 0 grows with no announcement: only the periodic check can wake its pull.
+        shared.queue_or_insert("T", 0).set_max_offset(1);
+        assert_eq!(long_poll.check_held(&shared), 1);
+        assert_eq!(behind.try_recv(), Ok(Some(())));
+        assert_eq!(level.try_recv(), Ok(None));
+        assert_eq!(long_poll.waiting(), 1);
+        assert_eq!(long_poll.check_held(&shared), 0);
+    }
+
+    #[test]
+    fn wait_on_a_queue_already_past_the_offset_wakes_at_once() {
+        let shared = shared();
+        shared.queue_or_insert("T", 0).set_max_offset(3);
+        let long_poll = LongPoll::default();
+        let mut woken = long_poll.wait(&shared, "T", 0, 2);
+        assert_eq!(woken.try_recv(), Ok(Some(())));
+        assert_eq!(long_poll.waiting(), 0);
     }
 }

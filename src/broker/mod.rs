@@ -391,9 +391,18 @@ async fn serve_net(
             .ok()
     });
     let long_poll = Rc::new(long_poll::LongPoll::default());
+    // Java re-checks held pulls every 5 s with long polling, every `shortPollingTimeMills`
+    // without it.
+    let check_held = if config.long_polling_enable {
+        long_poll::CHECK_HELD_INTERVAL
+    } else {
+        config.short_polling_time
+    };
     let notifier = glommio::spawn_local(long_poll::run_notifier(
         Rc::clone(&long_poll),
         handle.shared().subscribe(),
+        Arc::clone(handle.shared()),
+        check_held,
     ))
     .detach();
     let listen_port = listener

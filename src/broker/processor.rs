@@ -45,11 +45,17 @@ const PULL_SUBSCRIPTION: i32 = 0x4;
 
 /// `MessageSysFlag.TRANSACTION_*_TYPE` bits: a batch may not be a transaction message.
 const TRANSACTION_TYPE_MASK: i32 = 0x3 << 2;
+/// `MessageSysFlag.TRANSACTION_COMMIT_TYPE`.
+const TRANSACTION_COMMIT_TYPE: i32 = 0x2 << 2;
 
 /// `MessageConst.PROPERTY_CLUSTER`: the cluster of the broker that stored a message.
 const PROPERTY_CLUSTER: &str = "CLUSTER";
 /// `MessageConst.PROPERTY_WAIT_STORE_MSG_OK`: the client's flush wish, not stored.
 const PROPERTY_WAIT_STORE_MSG_OK: &str = "WAIT";
+
+/// Longest wait of a request that reports max offsets for dispatch to publish what was
+/// committed when it came (read-your-writes); past it, what is published is answered.
+const DISPATCH_WAIT_MAX: Duration = Duration::from_secs(3);
 
 /// Java's pointer to its FAQ, appended to some remarks (`FAQUrl.suggestTodo`).
 pub(super) const FAQ: &str = "\nSee http://rocketmq.apache.org/docs/faq/ for further details.";
@@ -106,7 +112,7 @@ impl BrokerHandler {
             RequestCode::GET_CONSUMER_LIST_BY_GROUP => self.consumer_list(&request),
             RequestCode::QUERY_CONSUMER_OFFSET => self.query_consumer_offset(&request),
             RequestCode::UPDATE_CONSUMER_OFFSET => self.update_consumer_offset(&request),
-            RequestCode::GET_MAX_OFFSET => self.max_offset(&request),
+            RequestCode::GET_MAX_OFFSET => self.max_offset(&request).await,
             RequestCode::GET_MIN_OFFSET => self.min_offset(&request),
             RequestCode::GET_EARLIEST_MSG_STORETIME => self.earliest_time(&request).await,
             RequestCode::SEARCH_OFFSET_BY_TIMESTAMP => self.search_offset(&request).await,
@@ -137,9 +143,11 @@ impl BrokerHandler {
                 admin::producer_connections(&self.state, &request)
             }
             RequestCode::GET_TOPIC_STATS_INFO => {
+                self.reader.dispatched_to_committed(DISPATCH_WAIT_MAX).await;
                 admin::topic_stats(&self.state, &self.reader, &request).await
             }
             RequestCode::GET_CONSUME_STATS => {
+                self.reader.dispatched_to_committed(DISPATCH_WAIT_MAX).await;
                 admin::consume_stats(&self.state, &self.reader, &request).await
             }
             RequestCode::INVOKE_BROKER_TO_RESET_OFFSET => {
@@ -187,11 +195,21 @@ impl BrokerHandler {
             Err(refusal) => return refusal,
         };
         let store_config = &self.state.config.store;
-        // As Java stores a send: `WAIT` dropped, `CLUSTER` added (`SendMessageProcessor`).
+        // As Java stores a send (`SendMessageProcessor`): `CLUSTER` added, `WAIT` dropped but
+        // from a delayed message, whose properties Java's CommitLog writes again with it.
+        let raw_properties = header.properties.as_deref().unwrap_or_default();
+        let transaction_type = header.sys_flag & TRANSACTION_TYPE_MASK;
+        let delayed = has_delay_level(raw_properties)
+            && (transaction_type == 0 || transaction_type == TRANSACTION_COMMIT_TYPE);
         let cluster = &self.state.config.broker_cluster_name;
+        let drop: &[&str] = if delayed {
+            &[]
+        } else {
+            &[PROPERTY_WAIT_STORE_MSG_OK]
+        };
         let properties = rewrite_properties(
-            header.properties.as_deref().unwrap_or_default().as_bytes(),
-            &[PROPERTY_WAIT_STORE_MSG_OK],
+            raw_properties.as_bytes(),
+            drop,
             &[(PROPERTY_CLUSTER, cluster)],
         );
         if request_body.len() > store_config.max_message_size || properties.len() > 32_767 {
@@ -217,7 +235,9 @@ impl BrokerHandler {
             properties,
             ..self.put_message(connection, &header, queue_id)
         };
-        redirect_delayed(&mut message, &store_config.message_delay_level);
+        if delayed {
+            redirect_delayed(&mut message, &store_config.message_delay_level);
+        }
         // After the delay: a half keeps its prepared flag until here, so no delay applies
         // to it (the client drops the level of a transactional message anyway).
         if transaction::is_half(&message.properties) {
@@ -719,11 +739,13 @@ impl BrokerHandler {
         Some(RemotingCommand::success_to(request))
     }
 
-    fn max_offset(&self, request: &RemotingCommand) -> Response {
+    async fn max_offset(&self, request: &RemotingCommand) -> Response {
         let header = match request.decode_header::<GetMaxOffsetRequestHeader>() {
             Ok(header) => header,
             Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
         };
+        // A put answered before this request counts, as against Java's broker.
+        self.reader.dispatched_to_committed(DISPATCH_WAIT_MAX).await;
         let offset = self
             .reader
             .max_offset_in_queue(&header.topic, header.queue_id);

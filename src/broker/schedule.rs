@@ -8,7 +8,8 @@
 //!
 //! On the control shard, one task per level ([`run_schedule`]) reads its queue from the saved
 //! offset and, for each record whose time has come, stores a copy in the real topic and queue
-//! (`DELAY` removed, every other property kept, so the copy is found by its `UNIQ_KEY`)
+//! (every property kept, `DELAY` included as Java keeps it, so the copy is found by its
+//! `UNIQ_KEY`)
 //! through the same put path as a send. The offset moves past a record only once the copy's
 //! put succeeded, so a delayed message is delivered at least once and never lost. The offsets
 //! go to `config/delayOffset.json` every `flushDelayOffsetInterval` and at shutdown, and are
@@ -116,7 +117,7 @@ pub fn redirect_delayed(message: &mut PutMessage, levels: &DelayLevels) {
 /// The copy of a due record for its real topic (`messageTimeup`): `None` when the record
 /// names no usable real topic and queue.
 fn time_up(record: &MessageRecord<'_>) -> Option<PutMessage> {
-    let mut properties = parse_properties(record.properties);
+    let properties = parse_properties(record.properties);
     let topic = property(&properties, PROPERTY_REAL_TOPIC)?.to_owned();
     let queue_id = property(&properties, PROPERTY_REAL_QUEUE_ID)?
         .trim()
@@ -125,9 +126,11 @@ fn time_up(record: &MessageRecord<'_>) -> Option<PutMessage> {
     if topic == TRANS_HALF_TOPIC {
         return None;
     }
-    properties.retain(|(name, _)| name != PROPERTY_DELAY);
+    // Every property kept, `DELAY`, `REAL_TOPIC` and `REAL_QID` included: Java's
+    // `messageTimeup` writes the stored string before it clears the level, so a delivered
+    // message still says how it was delayed.
     Some(PutMessage {
-        properties: encode_properties(&properties),
+        properties: record.properties.to_vec(),
         ..PutMessage::from_record(record, topic, queue_id)
     })
 }
@@ -269,6 +272,13 @@ impl Scheduler {
                         tracing::warn!(%error, level, topic, "delayed delivery failed; retrying");
                         return DELAY_FOR_A_WHILE;
                     }
+                    tracing::debug!(
+                        level,
+                        topic,
+                        late_ms = now - deliver_at,
+                        put_ms = now_ms() - now,
+                        "delayed message delivered"
+                    );
                 }
                 None => {
                     tracing::error!(level, offset = found.queue_offset, "delayed record dropped");

@@ -148,6 +148,8 @@ pub async fn consumer_send_msg_back(
         (retry_topic, queue_id, level)
     };
     set_property(&mut properties, PROPERTY_DELAY, level.to_string());
+    // Java's send-back stores its copy with `setWaitStoreMsgOK(false)`.
+    set_property(&mut properties, "WAIT", "false".to_owned());
     let origin = properties
         .iter()
         .find(|(name, _)| name == PROPERTY_ORIGIN_MESSAGE_ID)

@@ -223,7 +223,10 @@ async fn end(
         let mut put = half.put(&record, &real_topic, half.real_queue());
         put.sys_flag = (record.sys_flag & !TRANSACTION_TYPE_MASK) | TRANSACTION_COMMIT_TYPE;
         put.prepared_transaction_offset = header.commit_log_offset;
-        put.properties = half.properties_with(&[REAL_TOPIC, REAL_QID, TRAN_MSG], &[]);
+        // The half's properties as they are, `TRAN_MSG`, `REAL_TOPIC` and `REAL_QID`
+        // included: Java's `endMessageTransaction` writes the stored string before it clears
+        // them, and its consumers see them.
+        put.properties = record.properties.to_vec();
         // As Java's CommitLog: a committed message with a delay level waits for it.
         super::schedule::redirect_delayed(&mut put, &state.config.store.message_delay_level);
         if let Err(failure) = store.put(put).await {

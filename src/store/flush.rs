@@ -161,6 +161,10 @@ pub trait CommitObserver {
     /// `message` was appended at `appended`, stored at `store_timestamp`.
     fn appended(&mut self, _message: &PutMessage, _appended: &Appended, _store_timestamp: i64) {}
 
+    /// Everything appended below `end` is committed, told before its puts are answered, so
+    /// that a reader asked after an answer finds the committed end past the answered record.
+    fn committing(&mut self, _end: u64) {}
+
     /// Everything appended below `end` is committed (written, and under `SYNC_FLUSH`
     /// synced); what was appended beyond it waits for a later call.
     fn committed(&mut self, _end: u64) -> impl std::future::Future<Output = ()> {
@@ -322,6 +326,8 @@ where
                 stats.batches += 1;
                 match written {
                     Ok(end) => {
+                        let boundary = puts.boundary_once_answered(end);
+                        observer.committing(boundary);
                         let (answered, newest) = puts.answer_below(end);
                         stats.puts += answered;
                         unsynced = unsynced.max(newest);
@@ -334,7 +340,8 @@ where
                         }
                         // A job of whole blocks may end inside a record: commit up to the
                         // record's start, so that what is committed is whole records.
-                        observer.committed(puts.record_boundary(end)).await;
+                        debug_assert_eq!(puts.record_boundary(end), boundary);
+                        observer.committed(boundary).await;
                     }
                     Err(StoreError::NotWritable) => {
                         // An earlier job failed; its puts are refused already.
@@ -689,6 +696,27 @@ impl Pending {
             }
         }
         (answered, newest)
+    }
+
+    /// What [`Pending::record_boundary`] answers once [`Pending::answer_below`]`(end)` has
+    /// run, computed before it.
+    fn boundary_once_answered(&self, end: u64) -> u64 {
+        let covered = self.waiting.partition_point(|put| put.end() <= end);
+        let Some(first) = self.waiting.get(covered) else {
+            return end;
+        };
+        let start = match &first.reply {
+            // A part answered below `end` leaves the first record that ends beyond it.
+            Reply::Many(_, outcomes) => outcomes
+                .iter()
+                .filter_map(|outcome| outcome.as_ref().ok())
+                .find(|record| record.physical_offset + record.size as u64 > end)
+                .map_or(first.appended.physical_offset, |record| {
+                    record.physical_offset
+                }),
+            _ => first.appended.physical_offset,
+        };
+        start.min(end)
     }
 
     /// `end` if it is the end of a record, else the start of the record it falls in (always a

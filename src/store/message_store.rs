@@ -223,6 +223,7 @@ pub async fn recover_store(
         .await?;
     }
     let redispatched = redispatch.count;
+    reput.dispatched_to(valid_end);
     reput.publish().await;
     reput.flush().await?;
     let queue_offsets = shared
@@ -414,6 +415,10 @@ impl CommitObserver for StoreObserver {
         };
         let entry = dispatch_entry(&meta, &self.shared.config.message_delay_level);
         self.pending.push(entry);
+    }
+
+    fn committing(&mut self, end: u64) {
+        self.shared.set_committed_end(end);
     }
 
     async fn committed(&mut self, end: u64) {

@@ -22,6 +22,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 /// Outcome of a pull (`GetMessageStatus`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -122,6 +123,9 @@ const FILTER_SCAN_BYTES_MIN: usize = 16_000;
 /// Open segment handles kept per reader before the cache is cleared.
 const OPEN_FILES_MAX: usize = 1024;
 
+/// How often a wait for dispatch looks again ([`StoreReader::dispatched_to_committed`]).
+const DISPATCH_POLL: Duration = Duration::from_micros(200);
+
 /// A shard's reader.
 #[derive(Debug)]
 pub struct StoreReader {
@@ -141,6 +145,25 @@ impl StoreReader {
             files: RefCell::new(HashMap::new()),
             seen_min: std::cell::Cell::new(0),
         }
+    }
+
+    /// Waits until dispatch has published everything committed when it was called, at most
+    /// `wait_max`; whether it got there. Offsets read after it count every put answered
+    /// before the call (read-your-writes: Java's dispatch follows a put within a
+    /// millisecond, ours writes the ConsumeQueue out first).
+    pub async fn dispatched_to_committed(&self, wait_max: Duration) -> bool {
+        let target = self.shared.committed_end();
+        if self.shared.dispatched_end() >= target {
+            return true;
+        }
+        let deadline = Instant::now() + wait_max;
+        while self.shared.dispatched_end() < target {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            glommio::timer::sleep(DISPATCH_POLL).await;
+        }
+        true
     }
 
     /// The queue's max offset (0 if unknown).

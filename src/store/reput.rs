@@ -88,6 +88,8 @@ pub struct Reput {
     failed: bool,
     /// Publishes that wrote queues out.
     publishes: u64,
+    /// End of the committed batches dispatched; published with the queues' max offsets.
+    dispatched_end: u64,
 }
 
 impl Reput {
@@ -113,6 +115,7 @@ impl Reput {
             flushed: checkpoint,
             failed: false,
             publishes: 0,
+            dispatched_end: 0,
         })
     }
 
@@ -192,7 +195,14 @@ impl Reput {
                 }
             }
         }
+        self.shared.set_dispatched_end(self.dispatched_end);
         self.shared.announce_growth(&grown);
+    }
+
+    /// Records that everything below `end` has been dispatched (published by the next
+    /// [`Reput::publish`]).
+    pub fn dispatched_to(&mut self, end: u64) {
+        self.dispatched_end = self.dispatched_end.max(end);
     }
 
     /// How many times queues were written out and their new max offsets published.
@@ -502,6 +512,7 @@ fn finish_periodic_flush(reput: &mut Reput, done: FlushDone) {
 }
 
 async fn dispatch_batch(reput: &mut Reput, batch: &CommittedBatch) {
+    reput.dispatched_to(batch.end);
     for entry in &batch.entries {
         if let Err(error) = reput.apply(entry).await {
             tracing::error!(

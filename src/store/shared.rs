@@ -3,7 +3,8 @@
 //! half of the ownership rule in ARCHITECTURE.md).
 //!
 //! Owners: the writer sets `committed_end` and the synced store time; dispatch ("reput")
-//! adds queues and moves their max offsets, and wakes [`QueueGrowth`] subscribers;
+//! adds queues and moves their max offsets and `dispatched_end`, and wakes [`QueueGrowth`]
+//! subscribers;
 //! retention moves the minimums and the disk gate. Readers on any shard only load.
 
 use super::config::StoreConfig;
@@ -55,6 +56,7 @@ pub struct StoreShared {
     pub config: StoreConfig,
     queues: ArcSwap<TopicQueues>,
     committed_end: AtomicU64,
+    dispatched_end: AtomicU64,
     min_physical_offset: AtomicU64,
     synced_store_timestamp: AtomicI64,
     disk_used_percent: AtomicU32,
@@ -70,6 +72,7 @@ impl StoreShared {
             config,
             queues: ArcSwap::default(),
             committed_end: AtomicU64::new(0),
+            dispatched_end: AtomicU64::new(0),
             min_physical_offset: AtomicU64::new(0),
             synced_store_timestamp: AtomicI64::new(0),
             disk_used_percent: AtomicU32::new(0),
@@ -126,6 +129,18 @@ impl StoreShared {
 
     pub(crate) fn set_committed_end(&self, end: u64) {
         self.committed_end.store(end, Ordering::Release);
+    }
+
+    /// End of the CommitLog data whose ConsumeQueue units are published: every queue's max
+    /// offset counts the records below it. It trails [`StoreShared::committed_end`] by the
+    /// dispatch of the last commits.
+    #[must_use]
+    pub fn dispatched_end(&self) -> u64 {
+        self.dispatched_end.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_dispatched_end(&self, end: u64) {
+        self.dispatched_end.fetch_max(end, Ordering::AcqRel);
     }
 
     /// First CommitLog offset still on disk.
