@@ -710,7 +710,7 @@ fn a_batch_is_stored_in_order_and_answered_with_every_message_id() {
                 let message_body = format!("{serialize:?}-{i}").into_bytes();
                 body.extend(encode(i, &message_body, &own));
                 let own = own.trim_end_matches('\u{2}');
-                let stored = format!("{own}\u{2}WAIT\u{1}true\u{2}CLUSTER\u{1}DefaultCluster\u{2}");
+                let stored = format!("{own}\u{2}WAIT\u{1}true\u{2}CLUSTER\u{1}DefaultCluster");
                 expected.push((i, message_body, stored));
             }
             let mut request = batch_request("BatchT", 2, 0, "WAIT\u{1}true\u{2}");

@@ -83,8 +83,12 @@ fn each_level_is_delivered_on_time_with_its_properties_and_clamped_to_the_highes
             );
             assert_eq!(message.topic, topic);
             assert_eq!(message.queue_id, 0);
-            assert_eq!(message.prop("DELAY"), None);
+            // As Java's broker delivers it: the level and the real queue still said.
+            let clamped = level.min(3);
+            assert_eq!(message.prop("DELAY"), Some(clamped.to_string().as_str()));
+            assert_eq!(message.prop("WAIT"), Some("true"));
             assert_eq!(message.prop("REAL_TOPIC"), Some(topic));
+            assert_eq!(message.prop("REAL_QID"), Some("0"));
             let body = String::from_utf8(message.body.clone()).unwrap();
             assert_eq!(message.prop("KEYS"), Some(format!("key-{body}").as_str()));
             assert_eq!(message.prop("TAGS"), Some("tagA"));

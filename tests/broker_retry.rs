@@ -95,7 +95,10 @@ fn send_back_retries_with_growing_reconsume_times_then_dead_letters() {
             assert_eq!(copy.prop("KEYS"), Some("k1"));
             assert_eq!(copy.prop("TAGS"), Some("t1"));
             assert_eq!(copy.prop("user"), Some("v1"));
-            assert_eq!(copy.prop("DELAY"), None);
+            // As Java's: the level it waited at, and the send-back's WAIT.
+            let level = 2 + i32::try_from(times).unwrap();
+            assert_eq!(copy.prop("DELAY"), Some(level.to_string().as_str()));
+            assert_eq!(copy.prop("WAIT"), Some("false"));
             assert_eq!(copy.body, b"payload");
             assert_eq!(copy.born_timestamp, original.born_timestamp);
             // Level 3 + reconsumeTimes: this copy's send-back waits in queue 2 + times.

@@ -127,3 +127,92 @@ fn java_max_offset_after_send_ok_counts_the_message() {
         );
     }
 }
+
+/// Two and three push consumers of one group share the 8 queues: each message reaches one
+/// member, once, and every member gets some.
+#[test]
+fn java_clustering_members_each_message_once() {
+    for (members, serialize) in [("2", Serialize::Json), ("3", Serialize::Rocketmq)] {
+        let topic = format!("JavaCluster{members}");
+        let args = [topic.as_str(), members, "clustering", "400"];
+        run_on_fresh("Members", &args, serialize, Duration::from_secs(120));
+    }
+}
+
+/// Broadcasting: every member gets every message.
+#[test]
+fn java_broadcasting_every_member_every_message() {
+    let args = ["JavaBroadcast", "2", "broadcasting", "200"];
+    run_on_fresh("Members", &args, Serialize::Json, Duration::from_secs(120));
+}
+
+/// A group restarted resumes from the offsets its last member committed at shutdown.
+#[test]
+fn java_consumer_restart_resumes_from_committed_offsets() {
+    for serialize in Serialize::BOTH {
+        run_on_fresh(
+            "Resume",
+            &["JavaResume", "100"],
+            serialize,
+            Duration::from_secs(120),
+        );
+    }
+}
+
+/// An orderly listener (queue locks at the broker) sees each order's steps in sequence.
+#[test]
+fn java_orderly_consumer_sees_each_order_in_sequence() {
+    for serialize in Serialize::BOTH {
+        run_on_fresh(
+            "Orderly",
+            &["JavaOrderly"],
+            serialize,
+            Duration::from_secs(120),
+        );
+    }
+}
+
+/// Commit, rollback, and unknown-then-checked-back: the committed ones delivered, the
+/// rolled-back ones never, each unknown one checked once.
+#[test]
+fn java_transactions_commit_rollback_and_check_back() {
+    run_on_fresh(
+        "Transaction",
+        &["JavaTx", "12"],
+        Serialize::Json,
+        Duration::from_secs(180),
+    );
+}
+
+#[test]
+fn java_transactions_commit_rollback_and_check_back_rocketmq() {
+    let args = ["JavaTx", "12"];
+    run_on_fresh(
+        "Transaction",
+        &args,
+        Serialize::Rocketmq,
+        Duration::from_secs(180),
+    );
+}
+
+/// queryMessage by key, viewMessage by offset id and by unique key.
+#[test]
+fn java_query_by_key_unique_key_and_offset_id() {
+    for serialize in Serialize::BOTH {
+        run_on_fresh(
+            "Query",
+            &["JavaQuery", "50"],
+            serialize,
+            Duration::from_secs(120),
+        );
+    }
+}
+
+/// DefaultMQPullConsumer and DefaultLitePullConsumer (subscribe and assign modes).
+#[test]
+fn java_pull_and_lite_pull_consumers_read_every_message() {
+    for serialize in Serialize::BOTH {
+        let args = ["JavaPull", "100"];
+        run_on_fresh("PullConsumers", &args, serialize, Duration::from_secs(120));
+    }
+}

@@ -196,13 +196,15 @@ impl BrokerHandler {
         };
         let store_config = &self.state.config.store;
         // As Java stores a send (`SendMessageProcessor`): `CLUSTER` added, `WAIT` dropped but
-        // from a delayed message, whose properties Java's CommitLog writes again with it.
+        // from a delayed message and a transaction's half, whose properties Java writes
+        // again with it (its CommitLog's delay, `parseHalfMessageInner`).
         let raw_properties = header.properties.as_deref().unwrap_or_default();
         let transaction_type = header.sys_flag & TRANSACTION_TYPE_MASK;
         let delayed = has_delay_level(raw_properties)
             && (transaction_type == 0 || transaction_type == TRANSACTION_COMMIT_TYPE);
+        let half = transaction::is_half(raw_properties.as_bytes());
         let cluster = &self.state.config.broker_cluster_name;
-        let drop: &[&str] = if delayed {
+        let drop: &[&str] = if delayed || half {
             &[]
         } else {
             &[PROPERTY_WAIT_STORE_MSG_OK]

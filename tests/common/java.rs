@@ -48,7 +48,10 @@ pub fn kit() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/java-4.9.8")
 }
 
-/// Fails the test at once, with the remedy, when the kit or its Debian packages are missing.
+/// Makes sure the kit and its Debian packages (a JDK among them) are there: installs the
+/// packages with the kit's `bin/install-deps.sh` when they are missing (it needs root and
+/// apt; one test process installs, the others wait on a lock), and fails the test with the
+/// remedy when that cannot be done.
 pub fn require_kit() {
     let kit = kit();
     assert!(
@@ -56,16 +59,32 @@ pub fn require_kit() {
         "the Java 4.9.8 kit is not at {}; set FERROMQ_JAVA_KIT",
         kit.display()
     );
-    let check = Command::new("bash")
-        .arg(kit.join("bin/install-deps.sh"))
-        .arg("--check")
+    let script = kit.join("bin/install-deps.sh");
+    let check = || {
+        Command::new("bash")
+            .arg(&script)
+            .arg("--check")
+            .output()
+            .expect("run install-deps.sh --check")
+    };
+    if check().status.success() {
+        return;
+    }
+    let lock = std::env::temp_dir().join("ferromq-java-kit-deps.lock");
+    let install = Command::new("flock")
+        .arg(&lock)
+        .arg("bash")
+        .arg(&script)
         .output()
-        .expect("run install-deps.sh --check");
+        .expect("run flock install-deps.sh");
+    let checked = check();
     assert!(
-        check.status.success(),
-        "the Java kit's dependencies are missing: run {}/bin/install-deps.sh (as root)\n{}",
-        kit.display(),
-        String::from_utf8_lossy(&check.stderr)
+        checked.status.success(),
+        "the Java kit's dependencies are missing and {} could not install them (it needs \
+         root and apt):\n{}{}",
+        script.display(),
+        String::from_utf8_lossy(&install.stderr),
+        String::from_utf8_lossy(&checked.stderr)
     );
 }
 

@@ -228,13 +228,14 @@ final class Support {
         equal("key-" + i, m.getKeys(), "keys of " + i);
         equal(sha(body(i)), sha(m.getBody()), "body of " + i);
         equal("DefaultCluster", m.getProperty("CLUSTER"), "CLUSTER of " + i);
-        // WAIT as Java's broker stores it: dropped from a send, kept in a batch and in a
-        // delayed message (its CommitLog writes the properties again with it), false in a
-        // retry copy (send-back stores it so).
+        // WAIT as Java's broker stores it: dropped from a send, kept in a batch, a delayed
+        // message and a transaction's (its CommitLog and half store write the properties
+        // again with it), false in a retry copy (send-back stores it so).
         String wantWait = null;
         if (m.getReconsumeTimes() > 0) {
             wantWait = "false";
-        } else if (batched || m.getProperty("DELAY") != null) {
+        } else if (batched || m.getProperty("DELAY") != null
+                || m.getProperty("TRAN_MSG") != null) {
             wantWait = "true";
         }
         equal(wantWait, m.getProperty("WAIT"), "WAIT of " + i);
