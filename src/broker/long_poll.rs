@@ -101,6 +101,11 @@ impl LongPoll {
 /// 5 s between checks with long polling on).
 pub const CHECK_HELD_INTERVAL: Duration = Duration::from_secs(5);
 
+/// Longest the notifier sleeps without looking at the announcements: the store's wake-up
+/// crosses threads, and a glommio executor has been seen asleep with such a wake-up pending
+/// (ARCHITECTURE.md, "Decisions"); this bounds what a lost one costs a waiting consumer.
+const ANNOUNCEMENT_LOOK_MAX: Duration = Duration::from_millis(10);
+
 /// Feeds `growth` into `long_poll` until the store stops announcing, and checks every held
 /// pull each `check_interval`.
 pub async fn run_notifier(
@@ -109,20 +114,27 @@ pub async fn run_notifier(
     shared: Arc<StoreShared>,
     check_interval: Duration,
 ) {
+    let notify = |grown: std::collections::HashMap<QueueKey, i64>| {
+        for (key, max) in grown {
+            long_poll.notify(&key, max);
+        }
+    };
     let mut next_check = Instant::now() + check_interval;
     loop {
         let left = next_check.saturating_duration_since(Instant::now());
         let grown = futures::future::select(
             Box::pin(growth.next()),
-            Box::pin(glommio::timer::sleep(left)),
+            Box::pin(glommio::timer::sleep(left.min(ANNOUNCEMENT_LOOK_MAX))),
         )
         .await;
-        if let futures::future::Either::Left((grown, _)) = grown {
-            for (key, max) in grown {
-                long_poll.notify(&key, max);
-            }
+        match grown {
+            futures::future::Either::Left((grown, _)) => notify(grown),
+            futures::future::Either::Right(_) => notify(growth.take_pending()),
         }
         if Instant::now() >= next_check {
+            // What was announced goes first, so that the check finds only what nothing
+            // announced.
+            notify(growth.take_pending());
             let woken = long_poll.check_held(&shared);
             if woken > 0 {
                 // Only a lost announcement leaves a pull behind its queue this long.

@@ -225,6 +225,13 @@ pub struct QueueGrowth {
 }
 
 impl QueueGrowth {
+    /// The announcements not taken yet, without waiting (empty if none).
+    #[must_use]
+    pub fn take_pending(&self) -> HashMap<QueueKey, i64> {
+        let mut pending = self.inner.pending.lock().unwrap_or_else(|p| p.into_inner());
+        std::mem::take(&mut *pending)
+    }
+
     /// Waits until some queue grew; returns each grown queue with its newest max offset.
     pub async fn next(&self) -> HashMap<QueueKey, i64> {
         std::future::poll_fn(|cx| {
