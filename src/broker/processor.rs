@@ -429,7 +429,7 @@ impl BrokerHandler {
 
     fn put_failed(&self, request: &RemotingCommand, failure: &StoreError) -> Response {
         match failure {
-            StoreError::TooLarge { .. } => self.message_illegal(request),
+            StoreError::TooLarge { .. } | StoreError::Illegal(_) => self.message_illegal(request),
             StoreError::DiskFull { .. }
             | StoreError::NotWritable
             | StoreError::ShuttingDown

@@ -43,7 +43,7 @@ fn group_not_exist(request: &RemotingCommand, group: &str) -> Response {
 /// The `PutMessageStatus` name Java answers a failed send-back put with.
 fn put_status_name(failure: &StoreError) -> &'static str {
     match failure {
-        StoreError::TooLarge { .. } => "MESSAGE_ILLEGAL",
+        StoreError::TooLarge { .. } | StoreError::Illegal(_) => "MESSAGE_ILLEGAL",
         StoreError::DiskFull { .. } | StoreError::NotWritable | StoreError::ShuttingDown => {
             "SERVICE_NOT_AVAILABLE"
         }

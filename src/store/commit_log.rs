@@ -20,7 +20,8 @@
 
 use super::message::{
     blank_record, body_crc32, decode_record, encode_record_into, enters_consume_queue, record_size,
-    record_size_of, MessageRecord, MessageVersion, Record, BLANK_RECORD_SIZE,
+    record_size_of, with_host_flags, MessageRecord, MessageVersion, Record, BLANK_RECORD_SIZE,
+    PROPERTIES_SIZE_MAX, TOPIC_SIZE_MAX,
 };
 pub use super::segment_writer::JobExtent;
 use super::segment_writer::{SegmentWriter, WriteJob, WriteOutcome};
@@ -128,7 +129,7 @@ fn stored_record(
         flag: input.flag,
         queue_offset,
         physical_offset: i64::try_from(physical_offset).expect("offset below 2^63"),
-        sys_flag: input.sys_flag,
+        sys_flag: with_host_flags(input.sys_flag, input.born_host, input.store_host),
         born_timestamp: input.born_timestamp,
         born_host: input.born_host,
         store_timestamp,
@@ -141,11 +142,30 @@ fn stored_record(
     }
 }
 
+/// Why `input` cannot be laid out as a record, if it cannot: its topic and properties
+/// lengths are 16-bit fields. Puts are checked before anything is appended, so that no
+/// client input reaches the encoder's assertions.
+fn layout_problem(input: &PutMessage) -> Option<StoreError> {
+    if input.topic.len() > TOPIC_SIZE_MAX {
+        let len = input.topic.len();
+        return Some(StoreError::Illegal(format!(
+            "topic of {len} bytes, longer than {TOPIC_SIZE_MAX}"
+        )));
+    }
+    if input.properties.len() > PROPERTIES_SIZE_MAX {
+        let len = input.properties.len();
+        return Some(StoreError::Illegal(format!(
+            "properties of {len} bytes, longer than {PROPERTIES_SIZE_MAX}"
+        )));
+    }
+    None
+}
+
 /// The size of the record `input` is stored as.
 fn stored_size(input: &PutMessage) -> usize {
     record_size_of(
         MessageVersion::for_topic(&input.topic),
-        input.sys_flag,
+        with_host_flags(input.sys_flag, input.born_host, input.store_host),
         input.body.len(),
         input.topic.len(),
         input.properties.len(),
@@ -179,8 +199,9 @@ impl<O: SegmentOpener> CommitLog<O> {
     /// [`CommitLog::flush`] that returns an offset beyond it.
     ///
     /// # Errors
-    /// [`StoreError::NotWritable`] once poisoned, [`StoreError::TooLarge`], or the I/O error
-    /// of opening the next segment.
+    /// [`StoreError::NotWritable`] once poisoned, [`StoreError::TooLarge`],
+    /// [`StoreError::Illegal`] for a topic or properties too long for the layout, or the I/O
+    /// error of opening the next segment.
     pub async fn append(
         &mut self,
         input: &PutMessage,
@@ -201,6 +222,9 @@ impl<O: SegmentOpener> CommitLog<O> {
         body_crc: i32,
         store_timestamp: i64,
     ) -> Result<Appended, StoreError> {
+        if let Some(problem) = layout_problem(input) {
+            return Err(problem);
+        }
         self.make_room(stored_size(input)).await?;
         self.append_record(input, body_crc, store_timestamp)
     }
@@ -222,6 +246,9 @@ impl<O: SegmentOpener> CommitLog<O> {
         store_timestamp: i64,
         mut each: impl FnMut(Appended),
     ) -> Result<(), StoreError> {
+        if let Some(problem) = inputs.iter().find_map(layout_problem) {
+            return Err(problem);
+        }
         let size: usize = inputs.iter().map(stored_size).sum();
         self.make_room(size).await?;
         for (index, input) in inputs.iter().enumerate() {
