@@ -641,8 +641,13 @@ impl BrokerHandler {
             }
         };
         for consumer in &data.consumer_data_set {
+            let retry = format!("{RETRY_GROUP_TOPIC_PREFIX}{}", consumer.group_name);
+            if invalid_topic_remark(&retry).is_some() {
+                // No retry topic for a group no Java client may name (see send-back).
+                tracing::debug!(group = %consumer.group_name, "no retry topic for the group");
+                continue;
+            }
             if let Some(group) = self.state.group_or_create(&consumer.group_name).await {
-                let retry = format!("{RETRY_GROUP_TOPIC_PREFIX}{}", consumer.group_name);
                 self.state
                     .ensure_topic(
                         &retry,

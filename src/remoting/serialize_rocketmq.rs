@@ -48,10 +48,13 @@ pub fn encode_header(command: &RemotingCommand, out: &mut Vec<u8>) {
     out.extend_from_slice(&0i32.to_be_bytes());
     if let Some(fields) = &command.ext_fields {
         for (key, value) in fields.iter() {
+            // A key over an i16 cannot be written (Java would write a wrong length).
+            let Ok(key_len) = i16::try_from(key.len()) else {
+                continue;
+            };
             if key.is_empty() || value.is_empty() {
                 continue;
             }
-            let key_len = i16::try_from(key.len()).expect("extFields key shorter than 32 KiB");
             out.extend_from_slice(&key_len.to_be_bytes());
             out.extend_from_slice(key.as_bytes());
             out.extend_from_slice(&length_i32(value.len()).to_be_bytes());

@@ -23,6 +23,11 @@ use super::message::{
     record_size_of, with_host_flags, MessageRecord, MessageVersion, Record, BLANK_RECORD_SIZE,
     PROPERTIES_SIZE_MAX, TOPIC_SIZE_MAX,
 };
+
+/// Longest topic the store takes: its name is a directory's, which may be 255 bytes long
+/// (`NAME_MAX`); within the record's 16-bit length.
+const TOPIC_NAME_SIZE_MAX: usize = 255;
+const _: () = assert!(TOPIC_NAME_SIZE_MAX <= TOPIC_SIZE_MAX);
 pub use super::segment_writer::JobExtent;
 use super::segment_writer::{SegmentWriter, WriteJob, WriteOutcome};
 use ferromq_uring::file::SegmentFile;
@@ -142,14 +147,21 @@ fn stored_record(
     }
 }
 
-/// Why `input` cannot be laid out as a record, if it cannot: its topic and properties
-/// lengths are 16-bit fields. Puts are checked before anything is appended, so that no
-/// client input reaches the encoder's assertions.
+/// Why `input` cannot be stored, if it cannot: its topic must name a directory of the
+/// store, and the topic and properties lengths are 16-bit fields. Puts are checked before
+/// anything is appended, so that no client input reaches the encoder's assertions or a path
+/// outside the store.
 fn layout_problem(input: &PutMessage) -> Option<StoreError> {
-    if input.topic.len() > TOPIC_SIZE_MAX {
-        let len = input.topic.len();
+    // The topic names a directory (`consumequeue/<topic>/`): never one outside the store.
+    // The topic names a directory (`consumequeue/<topic>/`): never one outside the store,
+    // nor one longer than a file name may be (so it is within the record's length too).
+    let topic = input.topic.as_str();
+    let unsafe_name = topic.is_empty() || topic == "." || topic == "..";
+    if unsafe_name || topic.contains(['/', '\\', '\0']) || topic.len() > TOPIC_NAME_SIZE_MAX {
+        let shown: String = topic.chars().take(64).collect();
         return Some(StoreError::Illegal(format!(
-            "topic of {len} bytes, longer than {TOPIC_SIZE_MAX}"
+            "topic {shown:?} ({} bytes) cannot name a directory",
+            topic.len()
         )));
     }
     if input.properties.len() > PROPERTIES_SIZE_MAX {
