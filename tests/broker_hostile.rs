@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// Keys every broker here gets: room to store on a nearly full disk (the test box's may be).
-const ROOMY: &str = "diskSpaceWarningLevelRatio=0.99\ndiskMaxUsedSpaceRatio=95";
+const ROOMY: &str = "diskSpaceWarningLevelRatio=0.999\ndiskMaxUsedSpaceRatio=95";
 
 /// A broker over `dir/store` with [`ROOMY`] and `conf`.
 fn broker(dir: &TempDir, conf: &str) -> BrokerProcess {
@@ -635,5 +635,45 @@ fn system_topics_cannot_be_redefined_and_auto_creation_survives_the_attempt() {
         let response = request(&client, send("MadeFromTbw102", "0", "", b"x")).await;
         assert_eq!(response.code, 0, "{:?}", response.remark);
         still_serving(&client, "Kept").await;
+    });
+}
+
+#[test]
+fn namesrv_answer_too_big_for_a_frame_goes_as_an_error() {
+    let namesrv = common::NamesrvProcess::start("");
+    runtime().block_on(async {
+        // A KV value of 6 MiB of bytes that are not UTF-8 is kept as 18 MiB of U+FFFD; the
+        // answer that carries it back cannot be a frame.
+        let placeholder = vec![b'x'; 6 << 20];
+        let value = String::from_utf8(placeholder.clone()).unwrap();
+        let put = command(
+            RequestCode::PUT_KV_CONFIG,
+            &[("namespace", "hostile"), ("key", "big"), ("value", &value)],
+            b"",
+        );
+        let bad = vec![0xFF; placeholder.len()];
+        let answer = raw_request(namesrv.addr, &put, SerializeType::Json, &placeholder, &bad).await;
+        assert_eq!(answer.code, 0, "{:?}", answer.remark);
+        let get = command(
+            RequestCode::GET_KV_CONFIG,
+            &[("namespace", "hostile"), ("key", "big")],
+            b"",
+        );
+        let client = connect(namesrv.addr, SerializeType::Json).await;
+        let answer = request(&client, get).await;
+        assert_eq!(answer.code, ResponseCode::SYSTEM_ERROR.0);
+        assert!(answer.remark.unwrap().contains("does not fit a frame"));
+        let small = command(
+            RequestCode::PUT_KV_CONFIG,
+            &[("namespace", "hostile"), ("key", "small"), ("value", "v")],
+            b"",
+        );
+        assert_eq!(request(&client, small).await.code, 0);
+        let get = command(
+            RequestCode::GET_KV_CONFIG,
+            &[("namespace", "hostile"), ("key", "small")],
+            b"",
+        );
+        assert_eq!(request(&client, get).await.ext("value"), Some("v"));
     });
 }
