@@ -1028,6 +1028,45 @@ fn script(tag: &str, stored: &[i64]) -> Vec<Step> {
             b"",
         ),
     ));
+    let no_broadcast = format!("diff-nobroadcast{tag}");
+    let group = serde_json::json!({
+        "groupName": no_broadcast,
+        "consumeEnable": true,
+        "consumeBroadcastEnable": false,
+        "retryQueueNums": 1,
+        "retryMaxTimes": 16
+    });
+    steps.push(Step::new(
+        "group.create_no_broadcast",
+        command(200, &[], group.to_string().as_bytes()),
+    ));
+    let mut broadcasting: Value =
+        serde_json::from_slice(&heartbeat_body(&no_broadcast, t, 1)).unwrap();
+    broadcasting["consumerDataSet"][0]["messageModel"] = "BROADCASTING".into();
+    steps.push(Step::new(
+        "heartbeat.broadcasting",
+        command(34, &[], broadcasting.to_string().as_bytes()),
+    ));
+    steps.push(Step::new(
+        "pull.broadcast_not_allowed",
+        with_fields(
+            11,
+            &pull_fields(&no_broadcast, t, "0", "0"),
+            &[("sysFlag", "0"), ("subVersion", "1")],
+            &[],
+            b"",
+        ),
+    ));
+    steps.push(Step::new(
+        "pull.sql92_filter_disabled",
+        with_fields(
+            11,
+            &pull_fields("diff-group", t, "0", "0"),
+            &[("subscription", "a > 1"), ("expressionType", "SQL92")],
+            &[],
+            b"",
+        ),
+    ));
     steps.push(
         Step::new(
             "consumer_list.known",
@@ -1485,6 +1524,14 @@ fn script(tag: &str, stored: &[i64]) -> Vec<Step> {
     steps.push(Step::new(
         "consume_stats.unknown_group",
         command(208, &[("consumerGroup", "NoSuchGroup")], b""),
+    ));
+    steps.push(Step::new(
+        "consumer_connections.known",
+        command(203, &[("consumerGroup", &sub_group)], b""),
+    ));
+    steps.push(Step::new(
+        "producer_connections.known",
+        command(204, &[("producerGroup", "diff-producer")], b""),
     ));
     steps.push(Step::new(
         "consumer_connections.unknown",

@@ -507,10 +507,22 @@ impl BrokerHandler {
             return error(request, ResponseCode::SYSTEM_ERROR, remark);
         }
         let codes = if header.sys_flag & PULL_SUBSCRIPTION != 0 {
+            let kind = header.expression_type.as_deref();
+            if let Some(refusal) = unsupported_filter(request, kind) {
+                return Some(refusal);
+            }
             tag_codes(header.subscription.as_deref().unwrap_or("*"))
         } else if !self.state.has_consumer_group(&header.consumer_group) {
             let remark = format!("the consumer's group info not exist{FAQ}");
             return error(request, ResponseCode::SUBSCRIPTION_NOT_EXIST, remark);
+        } else if !group.consume_broadcast_enable
+            && self.state.consumes_by_broadcast(&header.consumer_group)
+        {
+            let remark = format!(
+                "the consumer group[{}] can not consume by broadcast way",
+                header.consumer_group
+            );
+            return error(request, ResponseCode::NO_PERMISSION, remark);
         } else {
             match self
                 .state
@@ -524,7 +536,13 @@ impl BrokerHandler {
                     let remark = "the consumer's subscription not latest";
                     return error(request, ResponseCode::SUBSCRIPTION_NOT_LATEST, remark);
                 }
-                Some(subscription) => subscription_codes(&subscription),
+                Some(subscription) => {
+                    let kind = subscription.expression_type.as_deref();
+                    if let Some(refusal) = unsupported_filter(request, kind) {
+                        return Some(refusal);
+                    }
+                    subscription_codes(&subscription)
+                }
             }
         };
         if header.sys_flag & PULL_COMMIT_OFFSET != 0 && header.commit_offset >= 0 {
@@ -1007,6 +1025,21 @@ fn permission_text(perm: i32) -> String {
 /// A queue for a send that named none: spread by request id (Java picks at random).
 fn queue_for(opaque: i32, queues: i32) -> i32 {
     opaque.rem_euclid(queues.max(1))
+}
+
+/// The refusal of a pull whose subscription is not a tag expression (`SQL92`): ferromq
+/// filters by tags only, and answers as a Java broker with `enablePropertyFilter=false`
+/// (its default) does.
+fn unsupported_filter(
+    request: &RemotingCommand,
+    expression_type: Option<&str>,
+) -> Option<RemotingCommand> {
+    let kind = expression_type.unwrap_or_default();
+    if kind.is_empty() || kind == "TAG" {
+        return None;
+    }
+    let remark = format!("The broker does not support consumer to filter message by {kind}");
+    error(request, ResponseCode::SYSTEM_ERROR, remark)
 }
 
 /// Tag hash codes of a TAG expression; `None` for "all" (`*` or empty).

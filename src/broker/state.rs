@@ -749,6 +749,7 @@ impl BrokerState {
             .iter()
             .map(|(topic, s)| {
                 let value = serde_json::json!({
+                    "classFilterMode": s.class_filter_mode,
                     "topic": s.topic, "subString": s.sub_string, "tagsSet": s.tags_set,
                     "codeSet": s.code_set, "subVersion": s.sub_version,
                     "expressionType": s.expression_type.as_deref().unwrap_or("TAG"),
@@ -826,6 +827,14 @@ impl BrokerState {
     #[must_use]
     pub fn has_consumer_group(&self, group: &str) -> bool {
         lock(&self.consumers).contains_key(group)
+    }
+
+    /// Whether the members of `group` said they consume by broadcast (`BROADCASTING`).
+    #[must_use]
+    pub fn consumes_by_broadcast(&self, group: &str) -> bool {
+        lock(&self.consumers)
+            .get(group)
+            .is_some_and(|g| g.message_model.as_deref() == Some("BROADCASTING"))
     }
 }
 
