@@ -135,6 +135,15 @@ const INTENDED: &[Intended] = &[
               group never committed, and mqadmin gives up",
     },
     Intended {
+        step: "send_back.group_is_a_path",
+        aspect: "*",
+        java: "",
+        why: "Java takes any group name and makes `consumequeue/%RETRY%<group>/` of it \
+              (`a/b` nests, `../` leaves the store); ferromq refuses a group whose retry \
+              topic is not a valid topic name (SYSTEM_ERROR `the retry topic of group[g]: \
+              ...`), which no Java client can send (its Validators.checkGroup)",
+    },
+    Intended {
         step: "batch.empty",
         aspect: "code",
         java: "",
@@ -1410,6 +1419,21 @@ fn script(tag: &str, stored: &[i64]) -> Vec<Step> {
     ));
     steps.push(Step::new("send_back.ok", back(&first)));
     steps.push(Step::new("send_back.no_header", command(36, &[], b"")));
+    steps.push(Step::new(
+        "send_back.group_is_a_path",
+        command(
+            36,
+            &[
+                ("offset", &first),
+                ("group", &format!("diff/nested{tag}")),
+                ("delayLevel", "0"),
+                ("originMsgId", "00"),
+                ("originTopic", t),
+                ("maxReconsumeTimes", "16"),
+            ],
+            b"",
+        ),
+    ));
 
     // Admin.
     let create = |topic: &str| {
