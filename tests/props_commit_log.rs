@@ -165,3 +165,77 @@ fn queue_offsets_are_per_queue_and_survive_recovery() {
         assert_eq!(queue_offsets[&("T".to_owned(), 1)], 2);
     });
 }
+
+#[test]
+fn host_bits_a_client_claims_follow_the_real_addresses() {
+    futures_lite::future::block_on(async {
+        let directory = SimDirectory::default();
+        let mut log = CommitLog::open(directory.clone(), SEGMENT_SIZE, 0, HashMap::new())
+            .await
+            .unwrap();
+        // IPv4 hosts with both IPv6 bits claimed (a client's sysFlag), then an IPv6 born host
+        // with none: each record is laid out by its addresses, and reads back whole.
+        let mut claimed = common::put_message(0, b"claims");
+        claimed.sys_flag = 0x10 | 0x20 | 0x1;
+        let mut v6 = common::put_message(0, b"is v6!");
+        v6.born_host = "[fd00::7]:5000".parse().unwrap();
+        let first = log.append(&claimed, 1).await.unwrap();
+        let second = log.append(&v6, 1).await.unwrap();
+        assert_eq!(
+            first.size,
+            second.size - 12,
+            "an IPv6 born host is 12 bytes longer"
+        );
+        log.flush().await.unwrap();
+        let file = directory.open(0, SEGMENT_SIZE).await.unwrap();
+        let bytes = file.read_at(0, SEGMENT_SIZE as usize).await.unwrap();
+        let Ok(Record::Message { record, size }) = decode_record(&bytes, true) else {
+            panic!("the first record does not decode");
+        };
+        assert_eq!(size, first.size);
+        assert_eq!(
+            record.sys_flag, 0x1,
+            "the host bits cleared, the others kept"
+        );
+        assert_eq!(record.born_host, claimed.born_host);
+        let Ok(Record::Message { record, .. }) = decode_record(&bytes[size..], true) else {
+            panic!("the second record does not decode");
+        };
+        assert_eq!(record.sys_flag, 0x10);
+        assert_eq!(record.born_host, v6.born_host);
+    });
+}
+
+#[test]
+fn properties_or_topic_too_long_for_the_layout_are_refused_before_any_append() {
+    futures_lite::future::block_on(async {
+        let directory = SimDirectory::default();
+        let mut log = CommitLog::open(directory.clone(), 1 << 20, 0, HashMap::new())
+            .await
+            .unwrap();
+        let mut properties = common::put_message(0, b"x");
+        properties.properties = vec![b'p'; 32_768];
+        let refused = log.append(&properties, 1).await;
+        assert!(
+            matches!(
+                refused,
+                Err(ferromq::store::commit_log::StoreError::Illegal(_))
+            ),
+            "{refused:?}"
+        );
+        let mut topic = common::put_message(0, b"x");
+        topic.topic = "T".repeat(32_768);
+        let batch = [common::put_message(0, b"fine"), topic];
+        let refused = log.append_each(&batch, &[], 1, |_| {}).await;
+        assert!(matches!(
+            refused,
+            Err(ferromq::store::commit_log::StoreError::Illegal(_))
+        ));
+        assert!(!log.is_poisoned());
+        let stored = log
+            .append(&common::put_message(0, b"after"), 1)
+            .await
+            .unwrap();
+        assert_eq!((stored.physical_offset, stored.queue_offset), (0, 0));
+    });
+}

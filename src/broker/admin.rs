@@ -3,7 +3,7 @@
 //! consumers, and message lookups by key and by offset id. Free functions over the shared
 //! state and a shard's reader, each answering with Java's codes and remarks.
 
-use super::state::{now_ms, topic_name_problem, BrokerState};
+use super::state::{invalid_topic_remark, now_ms, BrokerState};
 use crate::config::fastjson::parse_lenient;
 use crate::remoting::headers::{
     DeleteSubscriptionGroupRequestHeader, DeleteTopicRequestHeader, GetBrokerConfigResponseHeader,
@@ -49,10 +49,14 @@ pub fn all_topic_config(state: &BrokerState, request: &RemotingCommand) -> Respo
 pub async fn delete_topic(state: &BrokerState, request: &RemotingCommand) -> Response {
     let header = match request.decode_header::<DeleteTopicRequestHeader>() {
         Ok(header) => header,
-        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+        Err(e) => return super::processor::header_refusal(request, &e),
     };
-    if let Some(problem) = topic_name_problem(&header.topic) {
+    if let Some(problem) = invalid_topic_remark(&header.topic) {
         return error(request, ResponseCode::SYSTEM_ERROR, problem);
+    }
+    if state.is_system_topic(&header.topic) {
+        let remark = format!("The topic[{}] is conflict with system topic.", header.topic);
+        return error(request, ResponseCode::SYSTEM_ERROR, remark);
     }
     state.delete_topic(&header.topic).await;
     Some(RemotingCommand::success_to(request))
@@ -273,14 +277,16 @@ pub async fn query_message(
         Ok(found) => found,
         Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
     };
-    if found.is_empty() {
-        return error(
+    // The index's progress goes with "not found" too, as in Java.
+    let mut response = if found.is_empty() {
+        RemotingCommand::response_to(
             request,
             ResponseCode::QUERY_NOT_FOUND,
-            "can not find message, maybe time range not correct",
-        );
-    }
-    let mut response = RemotingCommand::success_to(request);
+            Some("can not find message, maybe time range not correct".to_owned()),
+        )
+    } else {
+        RemotingCommand::success_to(request)
+    };
     response.set_header(&QueryMessageResponseHeader {
         index_last_update_timestamp: shared.synced_store_timestamp(),
         index_last_update_phyoffset: i64::try_from(shared.committed_end()).unwrap_or(i64::MAX),

@@ -8,10 +8,11 @@ use super::long_poll::LongPoll;
 use super::schedule::redirect_delayed;
 use super::send_back;
 use super::state::{
-    topic_name_problem, BrokerState, ClientChannel, NOT_ALLOWED_SEND_TOPICS, PERM_READ, PERM_WRITE,
-    RETRY_GROUP_TOPIC_PREFIX,
+    invalid_topic_remark, BrokerState, ClientChannel, NOT_ALLOWED_SEND_TOPICS, PERM_READ,
+    PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX,
 };
 use super::transaction;
+use crate::remoting::header::read_strict;
 use crate::remoting::headers::{
     CreateTopicRequestHeader, GetConsumerListByGroupRequestHeader,
     GetEarliestMsgStoretimeRequestHeader, GetEarliestMsgStoretimeResponseHeader,
@@ -23,7 +24,9 @@ use crate::remoting::headers::{
 };
 use crate::remoting::heartbeat::{HeartbeatData, SubscriptionData};
 use crate::remoting::server::{ConnectionInfo, Outbound, RequestHandler};
-use crate::remoting::{RemotingCommand, RequestCode, ResponseCode};
+use crate::remoting::{
+    CommandHeader, ExtFields, HeaderError, RemotingCommand, RequestCode, ResponseCode,
+};
 use crate::store::commit_log::PutMessage;
 use crate::store::config_files::TopicConfig;
 use crate::store::consume_queue::tags_code;
@@ -33,6 +36,7 @@ use crate::store::put_coalescer::PutCoalescer;
 use crate::store::reader::{GetMessageStatus, PullFilter, StoreReader};
 use crate::store::segment_writer::StoreError;
 use futures::future::select;
+use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -106,7 +110,9 @@ impl BrokerHandler {
                     .await
             }
             // 5.x's lite pull consumer: the same request under its own code, as in Java.
-            RequestCode::PULL_MESSAGE | RequestCode::LITE_PULL_MESSAGE => self.pull(&request).await,
+            RequestCode::PULL_MESSAGE | RequestCode::LITE_PULL_MESSAGE => {
+                self.pull(&connection, &request).await
+            }
             RequestCode::HEART_BEAT => self.heartbeat(&connection, &request).await,
             RequestCode::UNREGISTER_CLIENT => self.unregister_client(&connection, &request),
             RequestCode::GET_CONSUMER_LIST_BY_GROUP => self.consumer_list(&request),
@@ -215,7 +221,7 @@ impl BrokerHandler {
             &[(PROPERTY_CLUSTER, cluster)],
         );
         if request_body.len() > store_config.max_message_size || properties.len() > 32_767 {
-            return self.message_illegal(request);
+            return with_region_fields(self.message_illegal(request));
         }
         let (topic, target_queue) = match send_back::retry_or_dlq(
             &self.state,
@@ -228,7 +234,7 @@ impl BrokerHandler {
         .await
         {
             Ok(target) => target,
-            Err(refusal) => return refusal,
+            Err(refusal) => return with_region_fields(refusal),
         };
         let mut message = PutMessage {
             topic,
@@ -267,19 +273,23 @@ impl BrokerHandler {
             Err(refusal) => return refusal,
         };
         if request.body.len() > self.state.config.store.max_message_size {
-            return self.message_illegal(request);
+            return with_region_fields(self.message_illegal(request));
         }
         if header.sys_flag & TRANSACTION_TYPE_MASK != 0 {
-            return self.message_illegal(request);
+            return with_region_fields(self.message_illegal(request));
         }
         let entries = match decode_batch(&request.body) {
             Ok(entries) => entries,
+            // Java hits a NullPointerException on an empty batch (SYSTEM_ERROR, which
+            // producers retry); one that holds nothing can never be stored, so it is
+            // MESSAGE_ILLEGAL, which they do not retry.
             Err(BatchDecodeError::Empty) => return self.message_illegal(request),
+            // Java's remark is the exception its decoder hit, with no region fields.
             Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
         };
         let header_properties = header.properties.as_deref().unwrap_or_default();
         if has_delay_level(header_properties) {
-            return self.message_illegal(request);
+            return with_region_fields(self.message_illegal(request));
         }
         // The batch's own properties as Java keeps them (`WAIT` stays), `CLUSTER` added.
         let cluster = &self.state.config.broker_cluster_name;
@@ -293,7 +303,7 @@ impl BrokerHandler {
         for entry in entries {
             let properties = merge_properties(&entry.properties, &batch_properties);
             if properties.len() > 32_767 {
-                return self.message_illegal(request);
+                return with_region_fields(self.message_illegal(request));
             }
             puts.push(PutMessage {
                 flag: entry.flag,
@@ -326,17 +336,28 @@ impl BrokerHandler {
         connection: &ConnectionInfo,
         request: &RemotingCommand,
     ) -> Result<(SendMessageRequestHeader, i32), Response> {
-        let header = if request.request_code() == RequestCode::SEND_MESSAGE {
-            match request.decode_header::<SendMessageRequestHeader>() {
-                Ok(header) => header,
-                Err(e) => return Err(error(request, ResponseCode::SYSTEM_ERROR, e.to_string())),
+        let header = match decode_send_header(request) {
+            Ok(header) => header,
+            // Java checks the topic before it reads the fields it found null.
+            Err(HeaderError::MissingField { .. }) if send_topic_missing(request) => {
+                let remark = "The specified topic is blank.";
+                let refusal = error(request, ResponseCode::SYSTEM_ERROR, remark);
+                return Err(with_region_fields(refusal));
             }
-        } else {
-            match request.decode_header::<SendMessageRequestHeaderV2>() {
-                Ok(v2) => v1_header(v2),
-                Err(e) => return Err(error(request, ResponseCode::SYSTEM_ERROR, e.to_string())),
-            }
+            Err(e) => return Err(header_refusal(request, &e)),
         };
+        self.check_send(connection, request, header)
+            .await
+            .map_err(with_region_fields)
+    }
+
+    /// The checks of [`BrokerHandler::pre_send`] once the header decoded.
+    async fn check_send(
+        &self,
+        connection: &ConnectionInfo,
+        request: &RemotingCommand,
+        header: SendMessageRequestHeader,
+    ) -> Result<(SendMessageRequestHeader, i32), Response> {
         let config = &self.state.config;
         if config.broker_permission & PERM_WRITE == 0 {
             let remark = format!(
@@ -345,7 +366,7 @@ impl BrokerHandler {
             );
             return Err(error(request, ResponseCode::NO_PERMISSION, remark));
         }
-        if let Some(problem) = topic_name_problem(&header.topic) {
+        if let Some(problem) = invalid_topic_remark(&header.topic) {
             return Err(error(request, ResponseCode::SYSTEM_ERROR, problem));
         }
         if NOT_ALLOWED_SEND_TOPICS.contains(&header.topic.as_str()) {
@@ -432,10 +453,7 @@ impl BrokerHandler {
             transaction_id: None,
             batch_uniq_id: None,
         });
-        if let Some(fields) = response.ext_fields.as_mut() {
-            fields.insert("MSG_REGION", "DefaultRegion");
-            fields.insert("TRACE_ON", "true");
-        }
+        add_region_fields(&mut response);
         response
     }
 
@@ -450,8 +468,12 @@ impl BrokerHandler {
     }
 
     fn put_failed(&self, request: &RemotingCommand, failure: &StoreError) -> Response {
+        with_region_fields(self.put_refusal(request, failure))
+    }
+
+    fn put_refusal(&self, request: &RemotingCommand, failure: &StoreError) -> Response {
         match failure {
-            StoreError::TooLarge { .. } => self.message_illegal(request),
+            StoreError::TooLarge { .. } | StoreError::Illegal(_) => self.message_illegal(request),
             StoreError::DiskFull { .. }
             | StoreError::NotWritable
             | StoreError::ShuttingDown
@@ -469,8 +491,8 @@ impl BrokerHandler {
         }
     }
 
-    async fn pull(&self, request: &RemotingCommand) -> Response {
-        let header = match request.decode_header::<PullMessageRequestHeader>() {
+    async fn pull(&self, connection: &ConnectionInfo, request: &RemotingCommand) -> Response {
+        let header = match request.decode_header_strict::<PullMessageRequestHeader>() {
             Ok(header) => header,
             Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
         };
@@ -490,7 +512,7 @@ impl BrokerHandler {
         }
         let Some(topic) = self.state.topic(&header.topic) else {
             let remark = format!(
-                "topic[{}] not exist, apply first please!{FAQ}",
+                "topic[{}] not exist, apply first please! {FAQ}",
                 header.topic
             );
             return error(request, ResponseCode::TOPIC_NOT_EXIST, remark);
@@ -501,13 +523,28 @@ impl BrokerHandler {
         }
         if header.queue_id < 0 || header.queue_id >= topic.read_queue_nums {
             let remark = format!(
-                "queueId[{}] is illegal, topic:[{}] topicConfig.readQueueNums:[{}] consumer:[{}]",
-                header.queue_id, header.topic, topic.read_queue_nums, header.consumer_group
+                "queueId[{}] is illegal, topic:[{}] topicConfig.readQueueNums:[{}] consumer:[/{}]",
+                header.queue_id, header.topic, topic.read_queue_nums, connection.peer
             );
             return error(request, ResponseCode::SYSTEM_ERROR, remark);
         }
         let codes = if header.sys_flag & PULL_SUBSCRIPTION != 0 {
+            let kind = header.expression_type.as_deref();
+            if let Some(refusal) = unsupported_filter(request, kind) {
+                return Some(refusal);
+            }
             tag_codes(header.subscription.as_deref().unwrap_or("*"))
+        } else if !self.state.has_consumer_group(&header.consumer_group) {
+            let remark = format!("the consumer's group info not exist{FAQ}");
+            return error(request, ResponseCode::SUBSCRIPTION_NOT_EXIST, remark);
+        } else if !group.consume_broadcast_enable
+            && self.state.consumes_by_broadcast(&header.consumer_group)
+        {
+            let remark = format!(
+                "the consumer group[{}] can not consume by broadcast way",
+                header.consumer_group
+            );
+            return error(request, ResponseCode::NO_PERMISSION, remark);
         } else {
             match self
                 .state
@@ -518,10 +555,16 @@ impl BrokerHandler {
                     return error(request, ResponseCode::SUBSCRIPTION_NOT_EXIST, remark);
                 }
                 Some(subscription) if subscription.sub_version < header.sub_version => {
-                    let remark = format!("the consumer's subscription not latest{FAQ}");
+                    let remark = "the consumer's subscription not latest";
                     return error(request, ResponseCode::SUBSCRIPTION_NOT_LATEST, remark);
                 }
-                Some(subscription) => subscription_codes(&subscription),
+                Some(subscription) => {
+                    let kind = subscription.expression_type.as_deref();
+                    if let Some(refusal) = unsupported_filter(request, kind) {
+                        return Some(refusal);
+                    }
+                    subscription_codes(&subscription)
+                }
             }
         };
         if header.sys_flag & PULL_COMMIT_OFFSET != 0 && header.commit_offset >= 0 {
@@ -604,7 +647,8 @@ impl BrokerHandler {
                 ResponseCode::PULL_OFFSET_MOVED
             }
         };
-        let remark = (code != ResponseCode::SUCCESS).then(|| result.status.java_name().to_owned());
+        // Java names the status in every answer, FOUND too.
+        let remark = Some(result.status.java_name().to_owned());
         let mut response = RemotingCommand::response_to(request, code, remark);
         response.set_header(&PullMessageResponseHeader {
             suggest_which_broker_id: 0,
@@ -621,9 +665,15 @@ impl BrokerHandler {
     }
 
     async fn heartbeat(&self, connection: &ConnectionInfo, request: &RemotingCommand) -> Response {
+        // An object only: serde would read a struct from an array too, where Java's fastjson
+        // gives null (and its NullPointerException).
         let data: HeartbeatData = match crate::config::fastjson::parse_lenient(&request.body)
-            .and_then(|v| serde_json::from_value(v).map_err(|e| e.to_string()))
-        {
+            .and_then(|v| match v {
+                serde_json::Value::Object(_) => {
+                    serde_json::from_value(v).map_err(|e| e.to_string())
+                }
+                _ => Err("not a JSON object".to_owned()),
+            }) {
             Ok(data) => data,
             Err(e) => {
                 let remark = format!("heartbeat body is not valid: {e}");
@@ -631,8 +681,13 @@ impl BrokerHandler {
             }
         };
         for consumer in &data.consumer_data_set {
+            let retry = format!("{RETRY_GROUP_TOPIC_PREFIX}{}", consumer.group_name);
+            if invalid_topic_remark(&retry).is_some() {
+                // No retry topic for a group no Java client may name (see send-back).
+                tracing::debug!(group = %consumer.group_name, "no retry topic for the group");
+                continue;
+            }
             if let Some(group) = self.state.group_or_create(&consumer.group_name).await {
-                let retry = format!("{RETRY_GROUP_TOPIC_PREFIX}{}", consumer.group_name);
                 self.state
                     .ensure_topic(
                         &retry,
@@ -664,8 +719,15 @@ impl BrokerHandler {
         connection: &ConnectionInfo,
         request: &RemotingCommand,
     ) -> Response {
+        // The client is its connection, so `clientID` is not needed: Java goes on without
+        // it as well (its decoder only logs the missing field).
         let header = match request.decode_header::<UnregisterClientRequestHeader>() {
             Ok(header) => header,
+            Err(HeaderError::MissingField { field: "clientID" }) => UnregisterClientRequestHeader {
+                producer_group: request.ext("producerGroup").map(str::to_owned),
+                consumer_group: request.ext("consumerGroup").map(str::to_owned),
+                ..UnregisterClientRequestHeader::default()
+            },
             Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
         };
         for group in [&header.consumer_group, &header.producer_group]
@@ -799,14 +861,19 @@ impl BrokerHandler {
     }
 
     async fn create_topic(&self, request: &RemotingCommand) -> Response {
-        let header = match request.decode_header::<CreateTopicRequestHeader>() {
+        // `order` starts false in Java's header and stays so when absent; the template topic
+        // is not used (the queues and perm come with the request).
+        let defaults = [("order", "false"), ("defaultTopic", "")];
+        let header = match CreateTopicRequestHeader::read_from(&with_defaults(request, &defaults)) {
             Ok(header) => header,
-            Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+            Err(e) => return header_refusal(request, &e),
         };
-        if let Some(problem) = topic_name_problem(&header.topic) {
+        if let Some(problem) = invalid_topic_remark(&header.topic) {
             return error(request, ResponseCode::SYSTEM_ERROR, problem);
         }
-        if header.topic == self.state.config.broker_cluster_name {
+        // A client may not redefine the broker's own topics (`TBW102` without its inherit
+        // bit would end auto-creation; the delay levels live in `SCHEDULE_TOPIC_XXXX`).
+        if self.state.is_system_topic(&header.topic) {
             let remark = format!("The topic[{}] is conflict with system topic.", header.topic);
             return error(request, ResponseCode::SYSTEM_ERROR, remark);
         }
@@ -838,6 +905,81 @@ impl RequestHandler for BrokerHandler {
         for group in self.state.unregister(connection.id, None) {
             tracing::info!(group, peer = %connection.peer, "consumer left with its connection");
         }
+    }
+}
+
+/// Adds what Java's send processors put in every answer once the header decoded: the
+/// region and the trace switch (`MSG_REGION`, `TRACE_ON`).
+fn add_region_fields(response: &mut RemotingCommand) {
+    let fields = response.ext_fields.get_or_insert_with(ExtFields::new);
+    fields.insert("MSG_REGION", "DefaultRegion");
+    fields.insert("TRACE_ON", "true");
+}
+
+/// [`add_region_fields`] on a send's answer.
+fn with_region_fields(mut response: Response) -> Response {
+    if let Some(response) = response.as_mut() {
+        add_region_fields(response);
+    }
+    response
+}
+
+/// The answer to a request whose header did not decode: a missing topic as Java answers the
+/// null it decodes and then validates (`The specified topic is blank.`), anything else with
+/// the field and what is wrong with it.
+pub(super) fn header_refusal(request: &RemotingCommand, e: &HeaderError) -> Response {
+    let remark = match e {
+        HeaderError::MissingField {
+            field: "topic" | "b",
+        } => "The specified topic is blank.".into(),
+        other => other.to_string(),
+    };
+    error(request, ResponseCode::SYSTEM_ERROR, remark)
+}
+
+/// A request's extFields with `defaults` for the fields it lacks: those Java goes on
+/// without (its decoder only logs a missing `@CFNotNull` field) and that ferromq does not
+/// need either.
+pub(super) fn with_defaults<'a>(
+    request: &'a RemotingCommand,
+    defaults: &[(&'static str, &'static str)],
+) -> Cow<'a, ExtFields> {
+    static EMPTY: ExtFields = ExtFields::EMPTY;
+    let given = request.ext_fields.as_ref().unwrap_or(&EMPTY);
+    if defaults.iter().all(|(key, _)| given.get(key).is_some()) {
+        return Cow::Borrowed(given);
+    }
+    // Rare (no Java client leaves these out): the copy is paid only then.
+    let mut fields = given.clone();
+    for (key, value) in defaults {
+        if fields.get(key).is_none() {
+            fields.insert(*key, *value);
+        }
+    }
+    Cow::Owned(fields)
+}
+
+/// Whether a send names no topic.
+fn send_topic_missing(request: &RemotingCommand) -> bool {
+    let key = if request.request_code() == RequestCode::SEND_MESSAGE {
+        "topic"
+    } else {
+        "b"
+    };
+    request.ext(key).is_none()
+}
+
+/// The V1 view of a send's header, decoded as Java decodes it: SEND_MESSAGE_V2 and
+/// SEND_BATCH_MESSAGE strictly (`FastCodesHeader`: every number present must parse); a
+/// missing producer group or default topic as empty (Java goes on with the null, which it
+/// needs only to create a topic); a missing topic as blank, which the topic check refuses.
+fn decode_send_header(request: &RemotingCommand) -> Result<SendMessageRequestHeader, HeaderError> {
+    if request.request_code() == RequestCode::SEND_MESSAGE {
+        let defaults = [("producerGroup", ""), ("topic", ""), ("defaultTopic", "")];
+        SendMessageRequestHeader::read_from(&with_defaults(request, &defaults))
+    } else {
+        let defaults = [("a", ""), ("b", ""), ("c", "")];
+        read_strict::<SendMessageRequestHeaderV2>(&with_defaults(request, &defaults)).map(v1_header)
     }
 }
 
@@ -907,6 +1049,21 @@ fn permission_text(perm: i32) -> String {
 /// A queue for a send that named none: spread by request id (Java picks at random).
 fn queue_for(opaque: i32, queues: i32) -> i32 {
     opaque.rem_euclid(queues.max(1))
+}
+
+/// The refusal of a pull whose subscription is not a tag expression (`SQL92`): ferromq
+/// filters by tags only, and answers as a Java broker with `enablePropertyFilter=false`
+/// (its default) does.
+fn unsupported_filter(
+    request: &RemotingCommand,
+    expression_type: Option<&str>,
+) -> Option<RemotingCommand> {
+    let kind = expression_type.unwrap_or_default();
+    if kind.is_empty() || kind == "TAG" {
+        return None;
+    }
+    let remark = format!("The broker does not support consumer to filter message by {kind}");
+    error(request, ResponseCode::SYSTEM_ERROR, remark)
 }
 
 /// Tag hash codes of a TAG expression; `None` for "all" (`*` or empty).

@@ -14,7 +14,8 @@ use super::admin::{error, Response};
 use super::processor::FAQ;
 use super::schedule::{encode_properties, redirect_delayed, set_property, PROPERTY_DELAY};
 use super::state::{
-    BrokerState, DLQ_GROUP_TOPIC_PREFIX, PERM_READ, PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX,
+    invalid_topic_remark, BrokerState, DLQ_GROUP_TOPIC_PREFIX, PERM_READ, PERM_WRITE,
+    RETRY_GROUP_TOPIC_PREFIX,
 };
 use crate::remoting::headers::ConsumerSendMsgBackRequestHeader;
 use crate::remoting::{RemotingCommand, ResponseCode};
@@ -43,7 +44,7 @@ fn group_not_exist(request: &RemotingCommand, group: &str) -> Response {
 /// The `PutMessageStatus` name Java answers a failed send-back put with.
 fn put_status_name(failure: &StoreError) -> &'static str {
     match failure {
-        StoreError::TooLarge { .. } => "MESSAGE_ILLEGAL",
+        StoreError::TooLarge { .. } | StoreError::Illegal(_) => "MESSAGE_ILLEGAL",
         StoreError::DiskFull { .. } | StoreError::NotWritable | StoreError::ShuttingDown => {
             "SERVICE_NOT_AVAILABLE"
         }
@@ -87,6 +88,14 @@ pub async fn consumer_send_msg_back(
         Ok(header) => header,
         Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
     };
+    // The group names a topic and its directories: a name no Java client may send (its
+    // `Validators.checkGroup`) is refused before it reaches the store, where Java would make
+    // `consumequeue/%RETRY%<group>/` of whatever it is (`../`, or too long for a file name).
+    let retry_topic = format!("{RETRY_GROUP_TOPIC_PREFIX}{}", header.group);
+    if let Some(problem) = invalid_topic_remark(&retry_topic) {
+        let remark = format!("the retry topic of group[{}]: {problem}", header.group);
+        return error(request, ResponseCode::SYSTEM_ERROR, remark);
+    }
     let Some(group) = state.group_or_create(&header.group).await else {
         return group_not_exist(request, &header.group);
     };
@@ -101,7 +110,6 @@ pub async fn consumer_send_msg_back(
     if group.retry_queue_nums <= 0 {
         return Some(RemotingCommand::success_to(request));
     }
-    let retry_topic = format!("{RETRY_GROUP_TOPIC_PREFIX}{}", header.group);
     let retry_config = state
         .ensure_topic(&retry_topic, group.retry_queue_nums, PERM_READ | PERM_WRITE)
         .await;
@@ -141,7 +149,7 @@ pub async fn consumer_send_msg_back(
         (dlq, queue_for(request.opaque, DLQ_NUMS_PER_GROUP), 0)
     } else {
         let level = match header.delay_level {
-            0 => 3 + record.reconsume_times,
+            0 => record.reconsume_times.saturating_add(3),
             level => level,
         };
         let queue_id = queue_for(request.opaque, group.retry_queue_nums);

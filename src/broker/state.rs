@@ -78,7 +78,8 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Why a topic name is refused (`TopicValidator.validateTopic`), with Java's remark.
+/// Why a client refuses a topic name (`Validators.checkTopic` of the Java client), with its
+/// message.
 #[must_use]
 pub fn topic_name_problem(topic: &str) -> Option<String> {
     if topic.trim().is_empty() {
@@ -89,10 +90,7 @@ pub fn topic_name_problem(topic: &str) -> Option<String> {
             "The specified topic is longer than topic max length {TOPIC_MAX_LENGTH}."
         ));
     }
-    let legal = topic
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b == b'%' || b == b'|' || b == b'_' || b == b'-');
-    if !legal {
+    if !is_legal_name(topic) {
         return Some(format!(
             "The specified topic[{topic}] contains illegal characters, allowing only \
              ^[%|a-zA-Z0-9_-]+$"
@@ -100,6 +98,48 @@ pub fn topic_name_problem(topic: &str) -> Option<String> {
     }
     None
 }
+
+/// Why the broker refuses a topic name (`TopicValidator.validateTopic`), with its remark; a
+/// missing topic is blank, as Java reads the null it decodes.
+#[must_use]
+pub fn invalid_topic_remark(topic: &str) -> Option<&'static str> {
+    if topic.trim().is_empty() {
+        return Some("The specified topic is blank.");
+    }
+    if !is_legal_name(topic) {
+        return Some(
+            "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$",
+        );
+    }
+    if topic.len() > TOPIC_MAX_LENGTH {
+        return Some("The specified topic is longer than topic max length.");
+    }
+    None
+}
+
+/// `^[%|a-zA-Z0-9_-]+$`, the characters of topic and group names.
+fn is_legal_name(name: &str) -> bool {
+    name.bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'%' || b == b'|' || b == b'_' || b == b'-')
+}
+
+/// Topics every broker has for itself (`TopicValidator.SYSTEM_TOPIC_SET`); with the cluster's
+/// and the broker's own names, `<cluster>_REPLY_TOPIC` and the `rmq_sys_` prefix they are
+/// what no client may create or delete (see [`BrokerState::is_system_topic`]).
+pub const SYSTEM_TOPICS: [&str; 9] = [
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    "SCHEDULE_TOPIC_XXXX",
+    "BenchmarkTest",
+    "RMQ_SYS_TRANS_HALF_TOPIC",
+    "RMQ_SYS_TRACE_TOPIC",
+    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+    "TRANS_CHECK_MAX_TIME_TOPIC",
+    "SELF_TEST_TOPIC",
+    "OFFSET_MOVED_EVENT",
+];
+
+/// `TopicValidator.SYSTEM_TOPIC_PREFIX`.
+pub const SYSTEM_TOPIC_PREFIX: &str = "rmq_sys_";
 
 /// A versioned table kept in a file, with a lock-free snapshot of its entries by name.
 #[derive(Debug)]
@@ -313,6 +353,19 @@ impl BrokerState {
         if let Some(file) = file {
             file.write_now();
         }
+    }
+
+    /// Whether `topic` is one of the broker's own (`TopicValidator.isSystemTopic` over what
+    /// `TopicConfigManager` adds): [`SYSTEM_TOPICS`], the cluster's and the broker's names,
+    /// `<cluster>_REPLY_TOPIC`, and any name starting `rmq_sys_`.
+    #[must_use]
+    pub fn is_system_topic(&self, topic: &str) -> bool {
+        let cluster = &self.config.broker_cluster_name;
+        SYSTEM_TOPICS.contains(&topic)
+            || topic.starts_with(SYSTEM_TOPIC_PREFIX)
+            || topic == cluster
+            || topic == self.config.broker_name
+            || topic.strip_prefix(cluster.as_str()) == Some("_REPLY_TOPIC")
     }
 
     /// A topic's config.
@@ -696,6 +749,7 @@ impl BrokerState {
             .iter()
             .map(|(topic, s)| {
                 let value = serde_json::json!({
+                    "classFilterMode": s.class_filter_mode,
                     "topic": s.topic, "subString": s.sub_string, "tagsSet": s.tags_set,
                     "codeSet": s.code_set, "subVersion": s.sub_version,
                     "expressionType": s.expression_type.as_deref().unwrap_or("TAG"),
@@ -766,6 +820,21 @@ impl BrokerState {
             .subscriptions
             .get(topic)
             .cloned()
+    }
+
+    /// Whether any member of `group` has sent a heartbeat and is still connected (Java's
+    /// `ConsumerManager` has a `ConsumerGroupInfo` for it).
+    #[must_use]
+    pub fn has_consumer_group(&self, group: &str) -> bool {
+        lock(&self.consumers).contains_key(group)
+    }
+
+    /// Whether the members of `group` said they consume by broadcast (`BROADCASTING`).
+    #[must_use]
+    pub fn consumes_by_broadcast(&self, group: &str) -> bool {
+        lock(&self.consumers)
+            .get(group)
+            .is_some_and(|g| g.message_model.as_deref() == Some("BROADCASTING"))
     }
 }
 

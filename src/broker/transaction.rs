@@ -25,8 +25,8 @@ use crate::remoting::headers::{CheckTransactionStateRequestHeader, EndTransactio
 use crate::remoting::{RemotingCommand, RequestCode, ResponseCode};
 use crate::store::commit_log::PutMessage;
 use crate::store::message::{
-    append_property, decode_record, encode_record, offset_msg_id, parse_properties,
-    properties_to_string, MessageRecord, MessageVersion, Record, TRANSACTION_TYPE_MASK,
+    decode_record, encode_record, offset_msg_id, parse_properties, properties_to_string,
+    rewrite_properties, MessageRecord, MessageVersion, Record, TRANSACTION_TYPE_MASK,
 };
 use crate::store::message_store::StoreHandle;
 use crate::store::reader::{PullFilter, StoreReader};
@@ -91,11 +91,13 @@ pub async fn into_half(state: &BrokerState, mut message: PutMessage) -> PutMessa
     state
         .ensure_topic(HALF_TOPIC, 1, PERM_READ | PERM_WRITE)
         .await;
-    append_property(&mut message.properties, REAL_TOPIC, &message.topic);
-    append_property(
-        &mut message.properties,
-        REAL_QID,
-        &message.queue_id.to_string(),
+    // Replacing, as Java's `putProperty`: a REAL_TOPIC the client sent along must not
+    // decide where the commit goes.
+    let queue = message.queue_id.to_string();
+    message.properties = rewrite_properties(
+        &message.properties,
+        &[],
+        &[(REAL_TOPIC, &message.topic), (REAL_QID, &queue)],
     );
     message.topic = HALF_TOPIC.to_owned();
     message.queue_id = 0;
@@ -385,7 +387,8 @@ impl<'a> Check<'a> {
             if record.store_timestamp >= self.started_ms {
                 break;
             }
-            let age_ms = now_ms() - record.born_timestamp;
+            // The born time is the client's: any value.
+            let age_ms = now_ms().saturating_sub(record.born_timestamp);
             let immunity_ms = half
                 .property(CHECK_IMMUNITY)
                 .and_then(|s| s.parse::<i64>().ok())
@@ -501,7 +504,7 @@ impl<'a> Check<'a> {
         let reserved_ms = i64::try_from(config.store.file_reserved_time_hours)
             .unwrap_or(i64::MAX / 3_600_000)
             .saturating_mul(3_600_000);
-        if now_ms() - record.born_timestamp > reserved_ms {
+        if now_ms().saturating_sub(record.born_timestamp) > reserved_ms {
             tracing::info!(
                 offset = record.queue_offset,
                 "half message older than the files, skipped"

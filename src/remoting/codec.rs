@@ -85,11 +85,11 @@ pub fn check_frame(buf: &[u8], frame_size_max: usize) -> Result<Option<usize>, D
 /// # Errors
 /// [`DecodeError`] when the header is malformed.
 pub fn decode_frame(frame: &[u8]) -> Result<RemotingCommand, DecodeError> {
-    assert!(
-        frame.len() >= 8,
-        "check_frame guarantees a header-length word"
-    );
-    let word = u32::from_be_bytes(frame[4..8].try_into().expect("4 bytes"));
+    let Some(word) = frame.get(4..8) else {
+        let len = i32::try_from(frame.len()).unwrap_or(i32::MAX);
+        return Err(DecodeError::FrameTooSmall { len });
+    };
+    let word = u32::from_be_bytes(word.try_into().expect("4 bytes"));
     let serialize_byte = u8::try_from(word >> 24).expect("top byte");
     let header_len = usize::try_from(word & 0x00FF_FFFF).expect("24 bits fit");
     let after_prefix = frame.len() - 4;
@@ -109,8 +109,28 @@ pub fn decode_frame(frame: &[u8]) -> Result<RemotingCommand, DecodeError> {
     Ok(command)
 }
 
+/// Largest header a frame can carry: its length is 24 bits.
+pub const HEADER_SIZE_MAX: usize = 0x00FF_FFFF;
+
 /// Appends `command` as one frame to `out`, in its own serialization.
+///
+/// A command whose header would not fit the 24-bit length (a remark or field that echoes a
+/// peer's text, grown by JSON escapes) or whose frame would not fit the 32-bit one goes as
+/// a stand-in: the same code (SYSTEM_ERROR for a response), opaque and flags, no fields and
+/// no body, and a remark that says why.
 pub fn encode_frame(command: &RemotingCommand, out: &mut Vec<u8>) {
+    let start = out.len();
+    if !encode_frame_as_is(command, out) {
+        out.truncate(start);
+        let stand_in = oversized_stand_in(command);
+        let encoded = encode_frame_as_is(&stand_in, out);
+        assert!(encoded, "a stand-in frame is small");
+    }
+}
+
+/// Appends `command` as one frame; `false` (and `out` partly written) when its header or
+/// frame is over what the length fields hold.
+fn encode_frame_as_is(command: &RemotingCommand, out: &mut Vec<u8>) -> bool {
     let start = out.len();
     out.extend_from_slice(&[0; 8]);
     match command.serialize_type {
@@ -118,12 +138,38 @@ pub fn encode_frame(command: &RemotingCommand, out: &mut Vec<u8>) {
         SerializeType::RocketMq => serialize_rocketmq::encode_header(command, out),
     }
     let header_len = out.len() - start - 8;
+    let Some(total) = (header_len <= HEADER_SIZE_MAX)
+        .then(|| u32::try_from(header_len + 4 + command.body.len()).ok())
+        .flatten()
+    else {
+        return false;
+    };
     out.extend_from_slice(&command.body);
-    let total = u32::try_from(out.len() - start - 4).expect("frame below 4 GiB");
     let word = (u32::from(command.serialize_type.code()) << 24)
-        | u32::try_from(header_len).expect("header below 16 MiB");
+        | u32::try_from(header_len).expect("header at most 24 bits long");
     out[start..start + 4].copy_from_slice(&total.to_be_bytes());
     out[start + 4..start + 8].copy_from_slice(&word.to_be_bytes());
+    true
+}
+
+/// What goes in place of a command too big for a frame.
+fn oversized_stand_in(command: &RemotingCommand) -> RemotingCommand {
+    let code = if command.is_response() {
+        super::ResponseCode::SYSTEM_ERROR.0
+    } else {
+        command.code
+    };
+    RemotingCommand {
+        code,
+        remark: Some(format!(
+            "the command (code {}) does not fit a frame: its header is over {HEADER_SIZE_MAX} \
+             bytes or the frame over 4 GiB",
+            command.code
+        )),
+        ext_fields: None,
+        body: Vec::new(),
+        ..command.clone()
+    }
 }
 
 /// The frame of `command` as a new buffer.
@@ -274,6 +320,34 @@ mod tests {
             decode_frame(&frame),
             Err(DecodeError::BadHeaderLength { .. })
         ));
+    }
+
+    #[test]
+    fn encode_header_over_24_bits_sends_a_stand_in() {
+        let mut response = sample(SerializeType::Json);
+        response.flag = crate::remoting::FLAG_RESPONSE;
+        // Each control character is six bytes once JSON-escaped.
+        response.remark = Some("\u{1}".repeat(3 << 20));
+        let frame = encode_to_vec(&response);
+        let decoded = decode_frame(&frame).unwrap();
+        assert_eq!(decoded.code, 1, "SYSTEM_ERROR");
+        assert_eq!(decoded.opaque, response.opaque);
+        assert!(decoded.is_response());
+        assert!(decoded.body.is_empty());
+        assert!(decoded.remark.unwrap().contains("does not fit a frame"));
+        let mut binary = sample(SerializeType::RocketMq);
+        binary.ext_fields = Some([("k", "v".repeat(HEADER_SIZE_MAX))].into_iter().collect());
+        let decoded = decode_frame(&encode_to_vec(&binary)).unwrap();
+        assert_eq!(decoded.code, binary.code, "a request keeps its code");
+        assert_eq!(decoded.ext_fields, None);
+    }
+
+    #[test]
+    fn decode_frame_shorter_than_its_words_is_error() {
+        assert_eq!(
+            decode_frame(&[0, 0, 0, 4, 0]),
+            Err(DecodeError::FrameTooSmall { len: 5 })
+        );
     }
 
     #[test]

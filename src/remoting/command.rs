@@ -355,6 +355,18 @@ impl RemotingCommand {
         H::read_from(self.ext_fields.as_ref().unwrap_or(&EMPTY))
     }
 
+    /// Decodes a header Java decodes by hand (`FastCodesHeader`), with every number that is
+    /// present checked ([`super::header::read_strict`]).
+    ///
+    /// # Errors
+    /// [`HeaderError`] when a required field is missing or a number does not parse.
+    pub fn decode_header_strict<H: super::header::FastCodesHeader>(
+        &self,
+    ) -> Result<H, HeaderError> {
+        static EMPTY: ExtFields = ExtFields::EMPTY;
+        super::header::read_strict(self.ext_fields.as_ref().unwrap_or(&EMPTY))
+    }
+
     /// One extFields value.
     #[must_use]
     pub fn ext(&self, key: &str) -> Option<&str> {

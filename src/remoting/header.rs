@@ -11,8 +11,14 @@
 //! - an optional field whose text does not parse is treated as absent (Java logs and leaves it
 //!   null);
 //! - a required (`@CFNotNull`) field that is absent or unparsable is a [`HeaderError`]. Java
-//!   leaves it null and the processor then fails with SYSTEM_ERROR; ferromq answers the same
-//!   code with the remark Java's decoder logs, `the custom field <name> is null`.
+//!   leaves it null and the processor then fails with SYSTEM_ERROR on the null (its remark is
+//!   the `NullPointerException`); ferromq answers the same code with a remark that says what
+//!   is wrong: `the custom field <name> is null` (what Java's decoder logs) for an absent one,
+//!   `the custom field <name> is not an int: <text>` for one that does not parse;
+//! - the headers Java decodes by hand (`FastCodesHeader`: SEND_MESSAGE_V2, SEND_BATCH_MESSAGE,
+//!   PULL_MESSAGE) parse every number of theirs that is present, optional ones too, and fail
+//!   the request (SYSTEM_ERROR, the `NumberFormatException`) on one that does not:
+//!   [`read_strict`] reads those ([`FastCodesHeader`]).
 
 use super::command::ExtFields;
 
@@ -60,12 +66,82 @@ pub trait CommandHeader: Sized {
 /// A required header field is missing or unparsable.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum HeaderError {
-    /// The field is absent (or its text did not parse as the field's type).
+    /// The field is absent.
     #[error("the custom field <{field}> is null")]
     MissingField {
         /// The Java field name, which is also the extFields key.
         field: &'static str,
     },
+    /// The field is present but its text is not a value of the field's type.
+    #[error("the custom field <{field}> is not {expected}: {value}")]
+    Unparsable {
+        /// The Java field name, which is also the extFields key.
+        field: &'static str,
+        /// What the field holds (`an int`, `a long`, `a double`).
+        expected: &'static str,
+        /// The text, cut to [`UNPARSABLE_SHOWN_MAX`] characters.
+        value: String,
+    },
+}
+
+/// Characters of an unparsable value a remark shows, at most (the rest is cut: a client
+/// controls its length).
+pub const UNPARSABLE_SHOWN_MAX: usize = 64;
+
+impl HeaderError {
+    /// The error for `key`, whose present text did not parse as `kind`.
+    fn unparsable(key: &'static str, kind: ValueKind, text: &str) -> HeaderError {
+        let expected = match kind {
+            ValueKind::Int => "an int",
+            ValueKind::Long => "a long",
+            ValueKind::Double => "a double",
+            ValueKind::Text | ValueKind::Bool => "a value",
+        };
+        let mut value: String = text.chars().take(UNPARSABLE_SHOWN_MAX).collect();
+        if value.len() < text.len() {
+            value.push_str("...");
+        }
+        HeaderError::Unparsable {
+            field: key,
+            expected,
+            value,
+        }
+    }
+}
+
+/// A header Java 4.9 decodes by hand (`FastCodesHeader`), parsing each of its numbers that
+/// is present, optional ones too.
+pub trait FastCodesHeader: CommandHeader {
+    /// The fields Java's `decode` reads (later releases' fields are not among them: 4.9
+    /// ignores those).
+    const FAST_DECODED: &'static [&'static str];
+}
+
+/// Reads a [`FastCodesHeader`]: as [`CommandHeader::read_from`], and each number of
+/// [`FastCodesHeader::FAST_DECODED`] that is present, optional ones too, must parse.
+///
+/// # Errors
+/// [`HeaderError::Unparsable`] for the first such number that does not parse, else as
+/// [`CommandHeader::read_from`].
+pub fn read_strict<H: FastCodesHeader>(fields: &ExtFields) -> Result<H, HeaderError> {
+    for info in H::FIELDS {
+        if !H::FAST_DECODED.contains(&info.key) {
+            continue;
+        }
+        let Some(text) = fields.get(info.key) else {
+            continue;
+        };
+        let parses = match info.kind {
+            ValueKind::Int => i32::parse_value(text).is_some(),
+            ValueKind::Long => i64::parse_value(text).is_some(),
+            ValueKind::Double => f64::parse_value(text).is_some(),
+            ValueKind::Text | ValueKind::Bool => true,
+        };
+        if !parses {
+            return Err(HeaderError::unparsable(info.key, info.kind, text));
+        }
+    }
+    H::read_from(fields)
 }
 
 /// A type that can be one extFields value.
@@ -149,10 +225,9 @@ macro_rules! header_field {
             const KIND: ValueKind = <$ty as HeaderValue>::KIND;
             const REQUIRED: bool = true;
             fn read_field(fields: &ExtFields, key: &'static str) -> Result<Self, HeaderError> {
-                fields
-                    .get(key)
-                    .and_then(<$ty as HeaderValue>::parse_value)
-                    .ok_or(HeaderError::MissingField { field: key })
+                let text = fields.get(key).ok_or(HeaderError::MissingField { field: key })?;
+                <$ty as HeaderValue>::parse_value(text)
+                    .ok_or_else(|| HeaderError::unparsable(key, <$ty as HeaderValue>::KIND, text))
             }
             fn write_field(&self, fields: &mut ExtFields, key: &'static str) {
                 fields.insert(key, self.format_value());
@@ -253,6 +328,50 @@ mod tests {
     fn required_field_missing_is_error_with_java_text() {
         let error = <String as HeaderField>::read_field(&ExtFields::new(), "topic").unwrap_err();
         assert_eq!(error.to_string(), "the custom field <topic> is null");
+    }
+
+    #[test]
+    fn required_field_unparsable_says_what_it_holds() {
+        let fields: ExtFields = [("queueId", "one"), ("offset", "x".repeat(100).as_str())]
+            .into_iter()
+            .collect();
+        let error = <i32 as HeaderField>::read_field(&fields, "queueId").unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "the custom field <queueId> is not an int: one"
+        );
+        let error = <i64 as HeaderField>::read_field(&fields, "offset").unwrap_err();
+        let text = error.to_string();
+        assert!(
+            text.starts_with("the custom field <offset> is not a long: xxx"),
+            "{text}"
+        );
+        assert!(text.ends_with("x..."), "{text}");
+    }
+
+    #[test]
+    fn strict_read_refuses_an_unparsable_optional_number() {
+        crate::remoting::header::command_header! {
+            /// A header with an optional number.
+            pub struct Sample {
+                /// `a`.
+                a: String = "a",
+                /// `j`.
+                j: Option<i32> = "j",
+            }
+        }
+        impl FastCodesHeader for Sample {
+            const FAST_DECODED: &'static [&'static str] = &["a", "j"];
+        }
+        let fields: ExtFields = [("a", "x"), ("j", "seven")].into_iter().collect();
+        assert_eq!(Sample::read_from(&fields).unwrap().j, None);
+        let error = read_strict::<Sample>(&fields).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "the custom field <j> is not an int: seven"
+        );
+        let fields: ExtFields = [("a", "x"), ("j", "7")].into_iter().collect();
+        assert_eq!(read_strict::<Sample>(&fields).unwrap().j, Some(7));
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The HEART_BEAT body and the queue name shared by the broker and the client library.
 //!
-//! Clients send [`HeartbeatData`] as JSON every 30 s; the broker reads it leniently (fastjson
-//! forms) and the client writes it with Java's field names (`clientID`, `producerDataSet`,
+//! Clients send [`HeartbeatData`] as JSON every 30 s; the broker reads it leniently, as
+//! fastjson binds it (a number or boolean as a string, `"7"` for a number, `null` for a
+//! default), and the client writes it with Java's field names (`clientID`, `producerDataSet`,
 //! `consumerDataSet`, ...), so either side interoperates with Java peers. Building a
 //! subscription from a tag expression lives in `client::filter` (it needs Java's string hash,
 //! and `remoting` imports neither `store` nor `broker`).
@@ -18,16 +19,20 @@ pub const EXPRESSION_TYPE_TAG: &str = "TAG";
 #[serde(rename_all = "camelCase", default)]
 pub struct SubscriptionData {
     /// Legacy class filter mode; always false here.
+    #[serde(deserialize_with = "lenient::boolean")]
     pub class_filter_mode: bool,
     /// Topic.
+    #[serde(deserialize_with = "lenient::text")]
     pub topic: String,
     /// The expression (`*`, `a || b`).
+    #[serde(deserialize_with = "lenient::text")]
     pub sub_string: String,
     /// Tags of a TAG expression.
     pub tags_set: Vec<String>,
     /// Their hash codes (Java `String.hashCode`).
     pub code_set: Vec<i32>,
     /// Version (time of the subscription, ms).
+    #[serde(deserialize_with = "lenient::long")]
     pub sub_version: i64,
     /// `TAG` or `SQL92`; absent means TAG.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -39,6 +44,7 @@ pub struct SubscriptionData {
 #[serde(rename_all = "camelCase", default)]
 pub struct ConsumerData {
     /// Group.
+    #[serde(deserialize_with = "lenient::text")]
     pub group_name: String,
     /// `CONSUME_ACTIVELY` (pull) or `CONSUME_PASSIVELY` (push).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -52,6 +58,7 @@ pub struct ConsumerData {
     /// Subscriptions.
     pub subscription_data_set: Vec<SubscriptionData>,
     /// Unit mode; always false here.
+    #[serde(deserialize_with = "lenient::boolean")]
     pub unit_mode: bool,
 }
 
@@ -60,6 +67,7 @@ pub struct ConsumerData {
 #[serde(rename_all = "camelCase", default)]
 pub struct ProducerData {
     /// Group.
+    #[serde(deserialize_with = "lenient::text")]
     pub group_name: String,
 }
 
@@ -68,7 +76,7 @@ pub struct ProducerData {
 #[serde(default)]
 pub struct HeartbeatData {
     /// Client id (`ip@instanceName`).
-    #[serde(rename = "clientID")]
+    #[serde(rename = "clientID", deserialize_with = "lenient::text")]
     pub client_id: String,
     /// Producer groups.
     #[serde(rename = "producerDataSet")]
@@ -84,6 +92,97 @@ impl HeartbeatData {
     pub fn to_json(&self) -> Vec<u8> {
         // Plain structs of strings, numbers and lists always serialize.
         serde_json::to_vec(self).unwrap_or_default()
+    }
+}
+
+/// Scalars as fastjson binds them to a Java field: a string for a number or boolean and
+/// the other way round, `null` as the type's default.
+mod lenient {
+    use serde::de::{self, Deserializer, Visitor};
+    use std::fmt;
+
+    /// A `long`: a number or a numeric string; `null` is 0.
+    pub fn long<'de, D: Deserializer<'de>>(deserializer: D) -> Result<i64, D::Error> {
+        struct Long;
+        impl Visitor<'_> for Long {
+            type Value = i64;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a long (a number or a numeric string)")
+            }
+            fn visit_i64<E: de::Error>(self, n: i64) -> Result<i64, E> {
+                Ok(n)
+            }
+            fn visit_u64<E: de::Error>(self, n: u64) -> Result<i64, E> {
+                i64::try_from(n).map_err(|_| E::custom(format!("{n} is out of a long's range")))
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<i64, E> {
+                s.trim()
+                    .parse()
+                    .map_err(|_| E::custom(format!("{s:?} is not a long")))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<i64, E> {
+                Ok(0)
+            }
+        }
+        deserializer.deserialize_any(Long)
+    }
+
+    /// A `boolean`: a boolean, or a string that is `true` ignoring case (anything else is
+    /// false), or a number other than 0; `null` is false.
+    pub fn boolean<'de, D: Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
+        struct Boolean;
+        impl Visitor<'_> for Boolean {
+            type Value = bool;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a boolean")
+            }
+            fn visit_bool<E: de::Error>(self, b: bool) -> Result<bool, E> {
+                Ok(b)
+            }
+            fn visit_i64<E: de::Error>(self, n: i64) -> Result<bool, E> {
+                Ok(n != 0)
+            }
+            fn visit_u64<E: de::Error>(self, n: u64) -> Result<bool, E> {
+                Ok(n != 0)
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<bool, E> {
+                Ok(s.trim().eq_ignore_ascii_case("true"))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<bool, E> {
+                Ok(false)
+            }
+        }
+        deserializer.deserialize_any(Boolean)
+    }
+
+    /// A `String`: a string, or a number or boolean as its text; `null` is empty.
+    pub fn text<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+        struct Text;
+        impl Visitor<'_> for Text {
+            type Value = String;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<String, E> {
+                Ok(s.to_owned())
+            }
+            fn visit_i64<E: de::Error>(self, n: i64) -> Result<String, E> {
+                Ok(n.to_string())
+            }
+            fn visit_u64<E: de::Error>(self, n: u64) -> Result<String, E> {
+                Ok(n.to_string())
+            }
+            fn visit_f64<E: de::Error>(self, n: f64) -> Result<String, E> {
+                Ok(n.to_string())
+            }
+            fn visit_bool<E: de::Error>(self, b: bool) -> Result<String, E> {
+                Ok(b.to_string())
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<String, E> {
+                Ok(String::new())
+            }
+        }
+        deserializer.deserialize_any(Text)
     }
 }
 
@@ -164,5 +263,22 @@ mod tests {
         }
         let back: HeartbeatData = serde_json::from_slice(json.as_bytes()).unwrap();
         assert_eq!(back, data);
+    }
+
+    #[test]
+    fn heartbeat_reads_scalars_as_fastjson_binds_them() {
+        let json = br#"{"clientID":null,"consumerDataSet":[{"groupName":7,"unitMode":"TRUE",
+            "subscriptionDataSet":[{"topic":"T","subString":"*","subVersion":"17",
+            "classFilterMode":null}]}]}"#;
+        let data: HeartbeatData = serde_json::from_slice(json).unwrap();
+        assert_eq!(data.client_id, "");
+        let consumer = &data.consumer_data_set[0];
+        assert_eq!(consumer.group_name, "7");
+        assert!(consumer.unit_mode);
+        assert_eq!(consumer.subscription_data_set[0].sub_version, 17);
+        assert!(serde_json::from_slice::<HeartbeatData>(
+            br#"{"consumerDataSet":[{"subscriptionDataSet":[{"subVersion":"x"}]}]}"#
+        )
+        .is_err());
     }
 }

@@ -7,7 +7,8 @@
 //!
 //! Input is accepted as leniently as Java accepts it: any key order, unknown keys, missing keys
 //! (0 / null), `language` as a name or a number, `remark` as `""`, extFields values that are
-//! JSON strings, numbers or booleans, and trailing whitespace after the object.
+//! JSON strings, numbers or booleans, trailing whitespace after the object, and bytes that are
+//! not UTF-8, read as U+FFFD (Java makes a `String` of the header bytes before parsing).
 
 use super::command::{ExtFields, LanguageCode, RemotingCommand};
 use super::DecodeError;
@@ -59,7 +60,15 @@ pub fn encode_header(command: &RemotingCommand, out: &mut Vec<u8>) {
 /// [`DecodeError::BadJsonHeader`] when the bytes are not one JSON object, or a field has a type
 /// no Java peer would accept (for example a `code` that is an object).
 pub fn decode_header(bytes: &[u8]) -> Result<RemotingCommand, DecodeError> {
-    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    match std::str::from_utf8(bytes) {
+        Ok(text) => decode_text(text),
+        // Rare: the copy is paid only by a header that is not UTF-8.
+        Err(_) => decode_text(&String::from_utf8_lossy(bytes)),
+    }
+}
+
+fn decode_text(text: &str) -> Result<RemotingCommand, DecodeError> {
+    let mut deserializer = serde_json::Deserializer::from_str(text);
     let command = serde::Deserializer::deserialize_map(&mut deserializer, CommandVisitor)
         .and_then(|command| deserializer.end().map(|()| command))
         .map_err(|e| DecodeError::BadJsonHeader(e.to_string()))?;
@@ -399,6 +408,16 @@ mod tests {
         assert_eq!(fields.get("n"), Some("-3"));
         let twice = decode_header(br#"{"extFields":{"a":"1","a":"2"}}"#).unwrap();
         assert_eq!(twice.ext_fields.unwrap().get("a"), Some("2"));
+    }
+
+    #[test]
+    fn decode_reads_bytes_that_are_not_utf8_as_replacement_characters() {
+        let text = b"{\"code\":30,\"remark\":\"bad\xff\",\"extFields\":{\"topic\":\"T\xfe\xffx\"}}";
+        let command = decode_header(text).unwrap();
+        assert_eq!(command.code, 30);
+        assert_eq!(command.remark.as_deref(), Some("bad\u{fffd}"));
+        let fields = command.ext_fields.unwrap();
+        assert_eq!(fields.get("topic"), Some("T\u{fffd}\u{fffd}x"));
     }
 
     #[test]

@@ -16,7 +16,8 @@
 //! All integers big-endian. Quirks mirrored from Java (`reference/remoting.md` §4.2): a
 //! zero-length string reads as null, so an empty remark or value is absent after decoding;
 //! the writer skips entries with an empty key or value; `remarkLen` and `extLen` must not
-//! exceed the header length.
+//! exceed the header length; strings that are not UTF-8 read with U+FFFD in place of the bad
+//! bytes (Java's `new String(bytes, UTF_8)`).
 
 use super::command::{ExtFields, LanguageCode, RemotingCommand, SerializeType};
 use super::DecodeError;
@@ -47,10 +48,13 @@ pub fn encode_header(command: &RemotingCommand, out: &mut Vec<u8>) {
     out.extend_from_slice(&0i32.to_be_bytes());
     if let Some(fields) = &command.ext_fields {
         for (key, value) in fields.iter() {
+            // A key over an i16 cannot be written (Java would write a wrong length).
+            let Ok(key_len) = i16::try_from(key.len()) else {
+                continue;
+            };
             if key.is_empty() || value.is_empty() {
                 continue;
             }
-            let key_len = i16::try_from(key.len()).expect("extFields key shorter than 32 KiB");
             out.extend_from_slice(&key_len.to_be_bytes());
             out.extend_from_slice(key.as_bytes());
             out.extend_from_slice(&length_i32(value.len()).to_be_bytes());
@@ -64,8 +68,7 @@ pub fn encode_header(command: &RemotingCommand, out: &mut Vec<u8>) {
 /// Decodes a binary header; the body is filled in by the caller.
 ///
 /// # Errors
-/// [`DecodeError::BadBinaryHeader`] when a length field points outside the header or a string
-/// is not UTF-8.
+/// [`DecodeError::BadBinaryHeader`] when a length field points outside the header.
 pub fn decode_header(bytes: &[u8]) -> Result<RemotingCommand, DecodeError> {
     let mut reader = Reader(ByteReader::new(bytes, 0));
     let code = i32::from(reader.i16()?);
@@ -160,9 +163,7 @@ impl<'a> Reader<'a> {
             return Ok(None);
         }
         let bytes = self.take(len)?;
-        let text = std::str::from_utf8(bytes)
-            .map_err(|_| DecodeError::BadBinaryHeader("string is not UTF-8"))?;
-        Ok(Some(text.to_owned()))
+        Ok(Some(String::from_utf8_lossy(bytes).into_owned()))
     }
 }
 
@@ -195,6 +196,24 @@ mod tests {
         let decoded = decode_header(&out).unwrap();
         assert_eq!(decoded.remark, None);
         assert_eq!(decoded.ext_fields, None);
+    }
+
+    #[test]
+    fn decode_reads_strings_that_are_not_utf8_as_replacement_characters() {
+        let mut command = RemotingCommand::request(super::super::RequestCode(30));
+        command.remark = Some("ab".into());
+        command.ext_fields = Some([("topic", "Tx")].into_iter().collect());
+        command.serialize_type = SerializeType::RocketMq;
+        let mut out = Vec::new();
+        encode_header(&command, &mut out);
+        // The remark's 'b' and the value's 'x' become bytes that start no UTF-8 sequence.
+        let remark_at = 17 + 1;
+        out[remark_at] = 0xFF;
+        let last = out.len() - 1;
+        out[last] = 0xFE;
+        let decoded = decode_header(&out).unwrap();
+        assert_eq!(decoded.remark.as_deref(), Some("a\u{fffd}"));
+        assert_eq!(decoded.ext_fields.unwrap().get("topic"), Some("T\u{fffd}"));
     }
 
     #[test]

@@ -20,8 +20,14 @@
 
 use super::message::{
     blank_record, body_crc32, decode_record, encode_record_into, enters_consume_queue, record_size,
-    record_size_of, MessageRecord, MessageVersion, Record, BLANK_RECORD_SIZE,
+    record_size_of, with_host_flags, MessageRecord, MessageVersion, Record, BLANK_RECORD_SIZE,
+    PROPERTIES_SIZE_MAX, TOPIC_SIZE_MAX,
 };
+
+/// Longest topic the store takes: its name is a directory's, which may be 255 bytes long
+/// (`NAME_MAX`); within the record's 16-bit length.
+const TOPIC_NAME_SIZE_MAX: usize = 255;
+const _: () = assert!(TOPIC_NAME_SIZE_MAX <= TOPIC_SIZE_MAX);
 pub use super::segment_writer::JobExtent;
 use super::segment_writer::{SegmentWriter, WriteJob, WriteOutcome};
 use ferromq_uring::file::SegmentFile;
@@ -128,7 +134,7 @@ fn stored_record(
         flag: input.flag,
         queue_offset,
         physical_offset: i64::try_from(physical_offset).expect("offset below 2^63"),
-        sys_flag: input.sys_flag,
+        sys_flag: with_host_flags(input.sys_flag, input.born_host, input.store_host),
         born_timestamp: input.born_timestamp,
         born_host: input.born_host,
         store_timestamp,
@@ -141,11 +147,37 @@ fn stored_record(
     }
 }
 
+/// Why `input` cannot be stored, if it cannot: its topic must name a directory of the
+/// store, and the topic and properties lengths are 16-bit fields. Puts are checked before
+/// anything is appended, so that no client input reaches the encoder's assertions or a path
+/// outside the store.
+fn layout_problem(input: &PutMessage) -> Option<StoreError> {
+    // The topic names a directory (`consumequeue/<topic>/`): never one outside the store.
+    // The topic names a directory (`consumequeue/<topic>/`): never one outside the store,
+    // nor one longer than a file name may be (so it is within the record's length too).
+    let topic = input.topic.as_str();
+    let unsafe_name = topic.is_empty() || topic == "." || topic == "..";
+    if unsafe_name || topic.contains(['/', '\\', '\0']) || topic.len() > TOPIC_NAME_SIZE_MAX {
+        let shown: String = topic.chars().take(64).collect();
+        return Some(StoreError::Illegal(format!(
+            "topic {shown:?} ({} bytes) cannot name a directory",
+            topic.len()
+        )));
+    }
+    if input.properties.len() > PROPERTIES_SIZE_MAX {
+        let len = input.properties.len();
+        return Some(StoreError::Illegal(format!(
+            "properties of {len} bytes, longer than {PROPERTIES_SIZE_MAX}"
+        )));
+    }
+    None
+}
+
 /// The size of the record `input` is stored as.
 fn stored_size(input: &PutMessage) -> usize {
     record_size_of(
         MessageVersion::for_topic(&input.topic),
-        input.sys_flag,
+        with_host_flags(input.sys_flag, input.born_host, input.store_host),
         input.body.len(),
         input.topic.len(),
         input.properties.len(),
@@ -179,8 +211,9 @@ impl<O: SegmentOpener> CommitLog<O> {
     /// [`CommitLog::flush`] that returns an offset beyond it.
     ///
     /// # Errors
-    /// [`StoreError::NotWritable`] once poisoned, [`StoreError::TooLarge`], or the I/O error
-    /// of opening the next segment.
+    /// [`StoreError::NotWritable`] once poisoned, [`StoreError::TooLarge`],
+    /// [`StoreError::Illegal`] for a topic or properties too long for the layout, or the I/O
+    /// error of opening the next segment.
     pub async fn append(
         &mut self,
         input: &PutMessage,
@@ -201,6 +234,9 @@ impl<O: SegmentOpener> CommitLog<O> {
         body_crc: i32,
         store_timestamp: i64,
     ) -> Result<Appended, StoreError> {
+        if let Some(problem) = layout_problem(input) {
+            return Err(problem);
+        }
         self.make_room(stored_size(input)).await?;
         self.append_record(input, body_crc, store_timestamp)
     }
@@ -222,6 +258,9 @@ impl<O: SegmentOpener> CommitLog<O> {
         store_timestamp: i64,
         mut each: impl FnMut(Appended),
     ) -> Result<(), StoreError> {
+        if let Some(problem) = inputs.iter().find_map(layout_problem) {
+            return Err(problem);
+        }
         let size: usize = inputs.iter().map(stored_size).sum();
         self.make_room(size).await?;
         for (index, input) in inputs.iter().enumerate() {

@@ -51,6 +51,25 @@ pub const FLAG_STORE_HOST_V6: i32 = 0x20;
 /// SYSFLAG bits of the transaction type.
 pub const TRANSACTION_TYPE_MASK: i32 = 0x0C;
 
+/// `sys_flag` with its two host bits set from the addresses themselves: the record's layout
+/// (4 or 16 address bytes) follows the addresses, whatever bits a client sent in its header.
+#[must_use]
+pub fn with_host_flags(sys_flag: i32, born_host: SocketAddr, store_host: SocketAddr) -> i32 {
+    let mut flags = sys_flag & !(FLAG_BORN_HOST_V6 | FLAG_STORE_HOST_V6);
+    if born_host.is_ipv6() {
+        flags |= FLAG_BORN_HOST_V6;
+    }
+    if store_host.is_ipv6() {
+        flags |= FLAG_STORE_HOST_V6;
+    }
+    flags
+}
+
+/// Longest properties string a record holds (its length is an `i16`).
+pub const PROPERTIES_SIZE_MAX: usize = 32_767;
+/// Longest topic a record holds: 127 bytes in V1, an `i16` length in V2.
+pub const TOPIC_SIZE_MAX: usize = 32_767;
+
 /// Whether a record of `sys_flag` gets a ConsumeQueue unit and a queue offset: every one but
 /// a transaction's half (prepared, 0x4) and its rollback (0xC), as Java's dispatch decides.
 #[must_use]

@@ -11,7 +11,7 @@
 //! reader drops its handles of deleted files when it sees the CommitLog's minimum move.
 
 use super::consume_queue::{CqUnit, UNIT_SIZE};
-use super::message::{decode_record, parse_properties, Record};
+use super::message::{decode_record, parse_properties, Record, MAGIC_CODE_V1, MAGIC_CODE_V2};
 use super::message_store::StoreHandle;
 use super::segment::{segment_name, segment_start};
 use super::shared::StoreShared;
@@ -394,13 +394,18 @@ impl StoreReader {
         if offset < self.shared.min_physical_offset() || offset + 8 > self.shared.committed_end() {
             return Ok(None);
         }
-        let head = self.read_commit_log(offset, 4).await?;
-        let Some(size) = head
-            .get(..4)
-            .and_then(|b| b.try_into().ok())
-            .map(i32::from_be_bytes)
-            .and_then(|s| u64::try_from(s).ok())
-        else {
+        // Size and magic code first: an offset that is not a record's start (a client's)
+        // must not make the whole size it reads there be read into memory.
+        let head = self.read_commit_log(offset, 8).await?;
+        let word = |at: usize| {
+            head.get(at..at + 4)
+                .and_then(|b| b.try_into().ok())
+                .map(i32::from_be_bytes)
+        };
+        if !matches!(word(4), Some(MAGIC_CODE_V1 | MAGIC_CODE_V2)) {
+            return Ok(None);
+        }
+        let Some(size) = word(0).and_then(|s| u64::try_from(s).ok()) else {
             return Ok(None);
         };
         if size < 8 || offset + size > self.shared.committed_end() {

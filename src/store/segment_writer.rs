@@ -79,6 +79,11 @@ pub enum StoreError {
         /// Segment size.
         segment_size: u64,
     },
+    /// The message cannot be laid out as a record: its topic or properties are longer than
+    /// their length fields hold (`PutMessageStatus.MESSAGE_ILLEGAL` /
+    /// `PROPERTIES_SIZE_EXCEEDED` in Java).
+    #[error("the message cannot be stored: {0}")]
+    Illegal(String),
     /// An I/O operation failed (the writer is now poisoned).
     #[error(transparent)]
     Io(#[from] IoError),
