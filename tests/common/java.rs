@@ -150,8 +150,10 @@ pub struct JavaOutput {
     pub results: BTreeMap<String, String>,
     /// Whether it was killed for overrunning its time.
     pub timed_out: bool,
-    /// Its `user.home`: client log and offsets.
+    /// Its `user.home`: client log and offsets (removed with the output; a failure report
+    /// carries the log's tail).
     pub home: PathBuf,
+    _home_dir: TempDir,
 }
 
 impl JavaOutput {
@@ -194,9 +196,6 @@ pub fn run_java(main: &str, args: &[&str], serialize: Serialize, timeout: Durati
     let classes = classes();
     let home = TempDir::on_disk("java-home");
     let home_path = home.path().to_path_buf();
-    // Kept for the failure report: the directory outlives the test process only until the
-    // next `cargo clean`.
-    std::mem::forget(home);
     let out_file = home_path.join("out.txt");
     let out = std::fs::File::create(&out_file).unwrap();
     let mut command = Command::new("bash");
@@ -211,7 +210,7 @@ pub fn run_java(main: &str, args: &[&str], serialize: Serialize, timeout: Durati
         .stdout(out.try_clone().unwrap())
         .stderr(out);
     let child = command.spawn().expect("spawn java-run");
-    finish(child, &out_file, home_path, timeout)
+    finish(child, &out_file, home, timeout)
 }
 
 /// Runs a kit command (`bin/<tool> args`) with `RMQ_LOGDIR` in a fresh directory.
@@ -219,7 +218,6 @@ pub fn run_kit(tool: &str, args: &[&str], serialize: Serialize, timeout: Duratio
     require_kit();
     let home = TempDir::on_disk("kit-home");
     let home_path = home.path().to_path_buf();
-    std::mem::forget(home);
     let out_file = home_path.join("out.txt");
     let out = std::fs::File::create(&out_file).unwrap();
     let child = Command::new("bash")
@@ -232,10 +230,10 @@ pub fn run_kit(tool: &str, args: &[&str], serialize: Serialize, timeout: Duratio
         .stderr(out)
         .spawn()
         .expect("spawn a kit tool");
-    finish(child, &out_file, home_path, timeout)
+    finish(child, &out_file, home, timeout)
 }
 
-fn finish(mut child: Child, out_file: &Path, home: PathBuf, timeout: Duration) -> JavaOutput {
+fn finish(mut child: Child, out_file: &Path, home: TempDir, timeout: Duration) -> JavaOutput {
     let deadline = Instant::now() + timeout;
     let mut timed_out = false;
     let status = loop {
@@ -262,7 +260,8 @@ fn finish(mut child: Child, out_file: &Path, home: PathBuf, timeout: Duration) -
         text,
         results,
         timed_out,
-        home,
+        home: home.path().to_path_buf(),
+        _home_dir: home,
     }
 }
 

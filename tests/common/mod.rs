@@ -16,6 +16,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 /// A temporary directory removed on drop. Honours `FERROMQ_TEST_DATA_DIR` for the parent.
+#[derive(Debug)]
 pub struct TempDir(PathBuf);
 
 impl TempDir {
