@@ -439,9 +439,15 @@ async fn create_off_executor(path: &Path, size: u64) -> Result<(), IoError> {
 /// glommio's poll probe on open reaches the device (see [`DmaSegment::open`]). For anything
 /// else that opens a new file with direct I/O, like the benchmark's raw baseline.
 ///
-/// A new (or empty) file is built under `<path>.tmp` and renamed into place, then the
-/// directory is synced: a crash at any point leaves either no file or a whole one, never a
-/// short segment that recovery would refuse. An existing shorter file is only extended.
+/// A new (or empty) file is built without a name (`O_TMPFILE` in its directory), then linked
+/// under `path` whole, then the directory is synced: a crash at any point leaves either no
+/// file or a whole one, never a short segment that recovery would refuse, and the directory
+/// never holds any other name, even for an instant. That matters to a Java broker taking the
+/// store over: it loads every file of a CommitLog or ConsumeQueue directory as a segment and
+/// refuses to start on a name that is not an offset (`NumberFormatException` on
+/// `<segment>.tmp`, left by a kill -9 in the middle of a build under a temporary name). Where
+/// the filesystem has no `O_TMPFILE` (or `/proc` is missing to link it), the file is built
+/// under `<path>.tmp` and renamed. An existing shorter file is only extended.
 ///
 /// # Errors
 /// The I/O error.
@@ -457,25 +463,81 @@ fn make_with_first_block(path: &Path, size: u64, sync: bool) -> std::io::Result<
         file.set_len(size)?;
         return if sync { file.sync_all() } else { Ok(()) };
     }
-    let mut temporary = path.as_os_str().to_owned();
-    temporary.push(".tmp");
-    let temporary = PathBuf::from(temporary);
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .open(&temporary)?;
-    file.set_len(size)?;
-    let first = usize::try_from(size).map_or(PROBE_BLOCK_SIZE, |s| s.min(PROBE_BLOCK_SIZE));
-    file.write_all_at(&vec![0; first], 0)?;
-    if sync {
-        file.sync_all()?;
+    let fill = |file: &std::fs::File| -> std::io::Result<()> {
+        file.set_len(size)?;
+        let first = usize::try_from(size).map_or(PROBE_BLOCK_SIZE, |s| s.min(PROBE_BLOCK_SIZE));
+        file.write_all_at(&vec![0; first], 0)?;
+        if sync {
+            file.sync_all()?;
+        }
+        Ok(())
+    };
+    let dir = path
+        .parent()
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !make_unnamed_then_link(dir, path, fill)? {
+        let mut temporary = path.as_os_str().to_owned();
+        temporary.push(".tmp");
+        let temporary = PathBuf::from(temporary);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .open(&temporary)?;
+        fill(&file)?;
+        std::fs::rename(&temporary, path)?;
     }
-    std::fs::rename(&temporary, path)?;
-    if let Some(dir) = path.parent().filter(|_| sync) {
+    if sync {
         std::fs::File::open(dir)?.sync_all()?;
     }
     Ok(())
+}
+
+/// Builds a file with no name in `dir` (`O_TMPFILE`), runs `fill` on it and links it as
+/// `path`. `Ok(false)`, with nothing made, where the filesystem or the system cannot.
+fn make_unnamed_then_link(
+    dir: &Path,
+    path: &Path,
+    fill: impl FnOnce(&std::fs::File) -> std::io::Result<()>,
+) -> std::io::Result<bool> {
+    use rustix::fs::{linkat, AtFlags, CWD};
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::io::AsRawFd;
+    let unsupported = |error: &std::io::Error| {
+        // Kernels and filesystems without O_TMPFILE answer EOPNOTSUPP, or EISDIR when they
+        // take it for O_DIRECTORY; EINVAL for a flag combination they refuse.
+        matches!(
+            error.raw_os_error(),
+            Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL)
+        )
+    };
+    let file = match std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_TMPFILE)
+        .open(dir)
+    {
+        Ok(file) => file,
+        Err(error) if unsupported(&error) => return Ok(false),
+        Err(error) => return Err(error),
+    };
+    fill(&file)?;
+    // An empty file under the name is one a crash left before its first sync: never made.
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+        Err(error) => return Err(error),
+    }
+    // Through /proc (no privilege needed), else by descriptor (CAP_DAC_READ_SEARCH).
+    let by_proc = format!("/proc/self/fd/{}", file.as_raw_fd());
+    let linked = linkat(CWD, by_proc.as_str(), CWD, path, AtFlags::SYMLINK_FOLLOW)
+        .or_else(|_| linkat(&file, "", CWD, path, AtFlags::EMPTY_PATH));
+    match linked {
+        Ok(()) => Ok(true),
+        Err(error) if error == rustix::io::Errno::EXIST => Err(error.into()),
+        // Neither works here: the caller builds the file under a temporary name instead.
+        Err(_) => Ok(false),
+    }
 }
 
 impl SegmentFile for DmaSegment {
