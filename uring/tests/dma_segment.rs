@@ -234,3 +234,56 @@ fn create_with_first_block_names_nothing_but_the_whole_file() {
     assert_eq!(listed.len(), names.len() + 2, "{listed:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A ConsumeQueue file must be exactly its configured size whenever a Java broker might look,
+/// including after a kill -9 at any instant: the file, watched while its last block is
+/// written 300 times, never shows another length; and what was written reads back, across the
+/// boundary between direct and buffered writes.
+#[test]
+fn dma_segment_of_unaligned_size_never_grows_past_it() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let path = segment_path("never-grows");
+    let done = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let (path, done) = (path.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut lengths = std::collections::BTreeSet::new();
+            while !done.load(Ordering::Acquire) {
+                if let Ok(meta) = std::fs::metadata(&path) {
+                    lengths.insert(meta.len());
+                }
+            }
+            lengths
+        })
+    };
+    let task_path = path.clone();
+    on_executor(move || async move {
+        let segment = DmaSegment::open(&task_path, 6000).await.unwrap();
+        let alignment = usize::try_from(segment.alignment()).unwrap();
+        let last_block_at = (6000 / alignment) * alignment;
+        for round in 0..300u32 {
+            let block = vec![u8::try_from(round % 251).unwrap(); alignment];
+            segment
+                .write_at(last_block_at as u64, &block)
+                .await
+                .unwrap();
+        }
+        // One write from the start across the end.
+        let whole: Vec<u8> = (0..6000usize.next_multiple_of(alignment))
+            .map(|i| u8::try_from(i % 253).unwrap())
+            .collect();
+        segment.write_at(0, &whole).await.unwrap();
+        segment.sync().await.unwrap();
+        assert_eq!(segment.read_at(0, 8192).await.unwrap(), &whole[..6000]);
+    });
+    done.store(true, Ordering::Release);
+    let lengths = watcher.join().unwrap();
+    assert_eq!(
+        lengths.into_iter().collect::<Vec<_>>(),
+        [6000],
+        "the file's lengths"
+    );
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 6000);
+    std::fs::remove_file(path).unwrap();
+}
