@@ -733,9 +733,9 @@ async fn send_one(
 }
 
 /// The queues of the workload view that only the Java run may have grown: new sends to
-/// StoreA, StoreJ and StoreD (delayed, through SCHEDULE_TOPIC_XXXX queue 0).
+/// StoreA, StoreJ, StoreL and StoreD (delayed, through SCHEDULE_TOPIC_XXXX queue 0).
 fn grows_in_java(topic: &str, queue: i32) -> bool {
-    matches!(topic, "StoreA" | "StoreJ" | "StoreD")
+    matches!(topic, "StoreA" | "StoreJ" | "StoreL" | "StoreD")
         || (topic == "SCHEDULE_TOPIC_XXXX" && queue == 0)
 }
 
@@ -831,9 +831,9 @@ fn store_ferromq_wrote_serves_the_same_in_java_and_again_in_ferromq() {
     let ours_delay = delay_offsets(&store);
     let segments = std::fs::read_dir(store.join("commitlog")).unwrap().count();
     assert!(segments >= 3, "the CommitLog rolled: {segments} segments");
+    let java_store = dir.path().join("java/store");
 
     // 2. The Java broker over a copy.
-    let java_store = dir.path().join("java/store");
     copy_tree(&store, &java_store);
     let namesrv = JavaServer::namesrv(dir.path());
     let java =
@@ -896,9 +896,9 @@ fn store_ferromq_wrote_serves_the_same_in_java_and_again_in_ferromq() {
     assert_eq!(
         java_after.queues.values().map(|q| q.max).sum::<i64>()
             - ours.queues.values().map(|q| q.max).sum::<i64>(),
-        20 + 50 + 1 + 1,
-        "the Java run added StoreA 340..359, StoreJ 0..49 and StoreD 12 (and its schedule \
-         record)"
+        20 + 50 + 1 + 1 + 1,
+        "the Java run added StoreA 340..359, StoreJ 0..49, StoreL 1 and StoreD 12 (and its \
+         schedule record)"
     );
     assert_eq!(
         java_after.offsets_of("StoreB", "StoreManualGroup")[&0],
@@ -906,6 +906,13 @@ fn store_ferromq_wrote_serves_the_same_in_java_and_again_in_ferromq() {
         "the offset committed in Java"
     );
     java.stop();
+    let java_segments = std::fs::read_dir(java_store.join("commitlog"))
+        .unwrap()
+        .count();
+    assert!(
+        java_segments > segments,
+        "the Java broker rolled the CommitLog on (its 700,000-byte StoreL 1)"
+    );
     let java_delay = delay_offsets(&java_store);
     let mut want_delay = ours_delay.clone();
     *want_delay.get_mut("1").expect("level 1 has an offset") += 1;
@@ -1232,6 +1239,73 @@ fn assert_acked_served(what: &str, served: &BrokerView, acked: &[Acked]) {
     }
 }
 
+/// What older ferromq versions could leave at a kill -9: unfinished segments made under a
+/// temporary name (whole-sized `<segment>.tmp` files far ahead of the data, in the CommitLog
+/// and in a ConsumeQueue directory), and a ConsumeQueue file longer than its size (its last
+/// block written padded, not yet cut back).
+fn plant_unfinished_segments(store: &Path) {
+    let planted: [(PathBuf, u64, usize); 2] = [
+        (store.join("commitlog"), 999 << 20, 1_048_576),
+        (store.join("consumequeue/CrashA/0"), 999 * 6000, 6000),
+    ];
+    for (dir, start, size) in planted {
+        std::fs::write(dir.join(format!("{start:020}.tmp")), vec![0; size]).unwrap();
+    }
+    let long = store.join("consumequeue/CrashB/0/00000000000000000000");
+    let file = std::fs::OpenOptions::new().write(true).open(&long).unwrap();
+    assert_eq!(file.metadata().unwrap().len(), 6000);
+    file.set_len(6144).unwrap();
+}
+
+/// After its recovery, `recovered` takes 200 more sends, each at the next offset of its
+/// queue, and is stopped cleanly; the Java broker over that store must serve what it served.
+fn continue_then_java(
+    recovered: Standalone,
+    before: &BrokerView,
+    conf: &str,
+    dir: &Path,
+    namesrv_port: u16,
+    seed: u64,
+) {
+    let broker = recovered.broker;
+    runtime().block_on(async {
+        let client = connect(broker, SerializeType::Json).await;
+        let mut next: BTreeMap<(String, i32), i64> = before
+            .queues
+            .iter()
+            .map(|(key, queue)| (key.clone(), queue.max))
+            .collect();
+        let mut rng = Rng(seed);
+        for n in 0..200 {
+            let (topic, queue, body, properties) = crash_message(&mut rng, 1_000_000 + n);
+            let offset = send_one(&client, &topic, queue, &body, &properties).await;
+            let expected = next.get_mut(&(topic.clone(), queue)).unwrap();
+            assert_eq!(offset, *expected, "{topic}/{queue} after the recovery");
+            *expected += 1;
+        }
+    });
+    let after = crash_view(broker);
+    let (_dir, data) = recovered.stop();
+    let store = data.join("store");
+    let strays = not_segments(&store);
+    assert!(
+        strays.is_empty(),
+        "left after ferromq's recovery: {strays:?}"
+    );
+    let long = store.join("consumequeue/CrashB/0/00000000000000000000");
+    assert_eq!(
+        std::fs::metadata(long).unwrap().len(),
+        6000,
+        "cut to its size"
+    );
+    let mut java = JavaServer::broker_with_jvm(dir, namesrv_port, &store, conf, JAVA_JVM);
+    let log = java_store_log(&java);
+    assert!(log.contains("last shutdown normally"), "{log}");
+    let theirs = crash_view(java_addr(&java));
+    assert_same_queues("Java after ferromq's recovery and more", &after, &theirs);
+    common::kill(&mut java.child);
+}
+
 #[test]
 fn store_ferromq_killed_under_load_serves_the_same_in_java_after_recovery() {
     let dir = TempDir::on_disk("java-store-crash");
@@ -1265,9 +1339,16 @@ fn store_ferromq_killed_under_load_serves_the_same_in_java_after_recovery() {
             },
             at_roll: round % 2 == 1,
         };
+        // Odd rounds under SYNC_FLUSH, whose next segment is made ahead in a directory of
+        // its own and moved into the CommitLog's at the roll.
+        let conf = if round % 2 == 1 {
+            format!("{STORE_CONF}\nflushDiskType=SYNC_FLUSH")
+        } else {
+            STORE_CONF.to_owned()
+        };
         let round_seed = rng.next();
         eprintln!("round {round}: kill {kill:?}");
-        let mut server = Standalone::start(STORE_CONF);
+        let mut server = Standalone::start(&conf);
         let broker = server.broker;
         let store = server.data.join("store");
         let acked = load_until_killed(broker, &mut server.child, &store, kill, round_seed);
@@ -1285,18 +1366,31 @@ fn store_ferromq_killed_under_load_serves_the_same_in_java_after_recovery() {
         assert!(strays.is_empty(), "round {round}: the kill left {strays:?}");
         drop(server);
 
-        let recovered = Standalone::start_in(ours_dir, ours_data, STORE_CONF);
+        // In the last round, what older ferromq versions could leave at a kill (see
+        // `plant_unfinished_segments`): ferromq's recovery clears it.
+        if round == 3 {
+            plant_unfinished_segments(&ours_data.join("store"));
+        }
+        let recovered = Standalone::start_in(ours_dir, ours_data, &conf);
         let ours = crash_view(recovered.broker);
         assert_acked_served("ferromq after its recovery", &ours, &acked);
-        drop(recovered);
+        if round == 3 {
+            // ferromq goes on after its recovery and stops cleanly: the Java broker then
+            // serves what it wrote before and after the kill.
+            continue_then_java(
+                recovered,
+                &ours,
+                &conf,
+                dir.path(),
+                namesrv.port,
+                round_seed,
+            );
+        } else {
+            drop(recovered);
+        }
 
-        let mut java = JavaServer::broker_with_jvm(
-            dir.path(),
-            namesrv.port,
-            &java_store,
-            STORE_CONF,
-            JAVA_JVM,
-        );
+        let mut java =
+            JavaServer::broker_with_jvm(dir.path(), namesrv.port, &java_store, &conf, JAVA_JVM);
         let log = java_store_log(&java);
         assert!(log.contains("last shutdown abnormally"), "{log}");
         eprintln!(

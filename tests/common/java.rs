@@ -526,7 +526,19 @@ fn start_kit_server_with(cmd: &str, args: &[&str], out: &Path, env: &[(&str, &st
             return child;
         }
         if let Some(status) = child.try_wait().unwrap() {
-            panic!("kit {cmd} exited ({status}):\n{text}");
+            // The servers print little; why they stopped is in the logs of their home
+            // (`<home>.out` is beside `<home>`).
+            let logs = out.with_extension("").join("logs/rocketmqlogs");
+            let tails: Vec<String> = ["store.log", "broker.log", "namesrv.log"]
+                .iter()
+                .filter_map(|name| {
+                    let text = std::fs::read_to_string(logs.join(name)).ok()?;
+                    let lines: Vec<&str> = text.lines().collect();
+                    let tail = lines[lines.len().saturating_sub(40)..].join("\n");
+                    Some(format!("--- {name} ---\n{tail}"))
+                })
+                .collect();
+            panic!("kit {cmd} exited ({status}):\n{text}\n{}", tails.join("\n"));
         }
         if Instant::now() > deadline {
             super::kill(&mut child);

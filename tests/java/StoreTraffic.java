@@ -2,7 +2,7 @@
 // in the Java broker, and the other way round). Two modes, one per broker:
 //
 // "write" (against ferromq): a varied workload. StoreA (4 queues): seq 0..299 and a 4 MiB
-// compressible body, sync; StoreL: one 700,000-byte random body; StoreB (8 queues): a batch
+// compressible body, sync; StoreL: a 700,000-byte random body; StoreB (8 queues): a batch
 // of 30 then 100 async sends; StoreD: seq 0..9 at delay level 1 (delivered by the broker
 // before the program ends) and seq 10, 11 at level 18 (still waiting); StoreR: seq 0..11,
 // consumed by group StoreRetryGroup, which asks for seq % 4 == 0 again once (%RETRY%);
@@ -12,8 +12,8 @@
 // consumed.
 //
 // "java" (against the Java broker over that store, copied): StorePartGroup must resume
-// exactly at seq 300..339; new sends (StoreA 340..359, a new topic StoreJ 0..49, StoreD seq
-// 12 at level 1); StoreDelayGroup must resume and get seq 12 only (delivered by the Java
+// exactly at seq 300..339; new sends (StoreA 340..359, a new topic StoreJ 0..49, a second
+// large body to StoreL, which rolls the CommitLog, StoreD seq 12 at level 1); StoreDelayGroup must resume and get seq 12 only (delivered by the Java
 // broker's schedule, which must have kept the delay offsets); then a pull consumer reads
 // every queue of every workload topic from its minimum to its maximum, and each message
 // must be there exactly once, as it was sent.
@@ -96,10 +96,17 @@ public class StoreTraffic {
         return producer;
     }
 
-    static byte[] largeBody() {
+    /** Body of StoreL message seq: 700,000 random bytes (compressed by the client). */
+    static byte[] largeBody(int seq) {
         byte[] b = new byte[700_000];
-        new Random(42).nextBytes(b);
+        new Random(42 + seq).nextBytes(b);
         return b;
+    }
+
+    static Message large(int seq) {
+        Message m = new Message("StoreL", "TagL", "key-large-" + seq, largeBody(seq));
+        m.putUserProperty("seq", Integer.toString(seq));
+        return m;
     }
 
     static void sendSync(DefaultMQProducer producer, Message m, String what) throws Exception {
@@ -113,9 +120,7 @@ public class StoreTraffic {
             sendSync(producer, Support.message("StoreA", i), "StoreA " + i);
         }
         sendSync(producer, Support.message("StoreA", Support.BIG_TEXT), "StoreA big");
-        Message large = new Message("StoreL", "TagL", "key-large", largeBody());
-        large.putUserProperty("seq", "0");
-        sendSync(producer, large, "StoreL");
+        sendSync(producer, large(0), "StoreL 0");
 
         DefaultMQProducer wide = producer(namesrv, "P_StoreB", 8);
         List<Message> batch = new ArrayList<>();
@@ -268,6 +273,8 @@ public class StoreTraffic {
         for (int i = 0; i < 50; i++) {
             sendSync(producer, Support.message("StoreJ", i), "StoreJ " + i);
         }
+        // It does not fit in what is left of the segment: the Java broker rolls.
+        sendSync(producer, large(1), "StoreL 1");
         Message m = Support.message("StoreD", 12);
         m.setDelayTimeLevel(1);
         sendSync(producer, m, "StoreD 12");
@@ -299,7 +306,7 @@ public class StoreTraffic {
         want.put("StoreR", range(0, 12));
         want.put(RETRY, new HashSet<>(List.of(0, 4, 8)));
         want.put("StoreT", new HashSet<>(List.of(0)));
-        want.put("StoreL", new HashSet<>(List.of(0)));
+        want.put("StoreL", new HashSet<>(List.of(0, 1)));
         want.put("StoreJ", range(0, 50));
         return want;
     }
@@ -319,7 +326,6 @@ public class StoreTraffic {
         consumer.setInstanceName("StoreReader-" + System.nanoTime());
         consumer.setMqClientApiTimeout(API_TIMEOUT_MS);
         consumer.start();
-        byte[] large = largeBody();
         int total = 0;
         for (Map.Entry<String, Set<Integer>> e : expected().entrySet()) {
             String topic = e.getKey();
@@ -341,9 +347,9 @@ public class StoreTraffic {
                         offset = m.getQueueOffset() + 1;
                         int i;
                         if (topic.equals("StoreL")) {
-                            Support.equal(Support.sha(large), Support.sha(m.getBody()),
-                                "the large body");
                             i = Integer.parseInt(m.getUserProperty("seq"));
+                            Support.equal(Support.sha(largeBody(i)), Support.sha(m.getBody()),
+                                "the large body " + i);
                         } else {
                             boolean strict = topic.equals("StoreA") || topic.equals("StoreR")
                                 || topic.equals("StoreJ");
