@@ -22,6 +22,7 @@
 //!   again) and reads every message back. Stopped cleanly, the Java broker's store opens in
 //!   ferromq, which must serve exactly what the Java broker served last, offsets, consumer
 //!   offsets and delay offsets included, and go on from there.
+//! - Either broker refuses to start on a store the other runs on (the `lock` file).
 //! - After kill -9 under load: ferromq is killed while pipelined sends are in flight, at a
 //!   random point (early, when the Java broker's recovery walks from the first segment, or
 //!   after seconds, when it starts where ferromq's checkpoint says), half the rounds at the
@@ -969,6 +970,63 @@ fn store_ferromq_wrote_serves_the_same_in_java_and_again_in_ferromq() {
             assert_eq!(*max, want, "StoreD/{queue}: nothing delivered twice");
         }
     });
+    drop(namesrv);
+}
+
+/// Each broker refuses to start on a store the other runs on: ferromq's lock on the `lock`
+/// file is the record lock Java takes, so a Java broker started over a running ferromq's
+/// store exits ("Lock failed,MQ already started") instead of writing into it, and the other
+/// way round.
+#[test]
+fn store_one_broker_runs_on_is_refused_by_the_other() {
+    let dir = TempDir::on_disk("java-store-lock");
+    let namesrv = JavaServer::namesrv(dir.path());
+    let server = Standalone::start(STORE_CONF);
+    let store = server.data.join("store");
+    let refused =
+        JavaServer::try_broker_with_jvm(dir.path(), namesrv.port, &store, STORE_CONF, JAVA_JVM);
+    let text = match refused {
+        Ok(mut java) => {
+            common::kill(&mut java.child);
+            panic!("the Java broker started on the store ferromq runs on");
+        }
+        Err(text) => text,
+    };
+    assert!(text.contains("Lock failed,MQ already started"), "{text}");
+    let (_kept, data) = server.stop();
+    let store = data.join("store");
+
+    let java = JavaServer::broker_with_jvm(dir.path(), namesrv.port, &store, STORE_CONF, JAVA_JVM);
+    let conf = dir.path().join("ferromq.conf");
+    std::fs::write(&conf, format!("{STORE_CONF}\n")).unwrap();
+    let mut ferromq = std::process::Command::new(env!("CARGO_BIN_EXE_ferromq"))
+        .args([
+            "broker",
+            "-c",
+            conf.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .arg("--store")
+        .arg(&store)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = common::wait_exit(&mut ferromq, Duration::from_secs(30));
+    if status.is_none() {
+        common::kill(&mut ferromq);
+    }
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut ferromq.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(
+        status.is_some_and(|status| !status.success()),
+        "ferromq started on the store the Java broker runs on: {status:?}\n{stderr}"
+    );
+    assert!(stderr.contains("locked by another process"), "{stderr}");
+    let mut java = java;
+    common::kill(&mut java.child);
     drop(namesrv);
 }
 

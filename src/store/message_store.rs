@@ -67,7 +67,10 @@ pub struct WriterStart {
     pub queue_offsets: HashMap<QueueKey, i64>,
 }
 
-/// The exclusive lock on `<root>/lock` that keeps a second process off the store.
+/// The exclusive lock on `<root>/lock` that keeps a second process off the store: a `flock`
+/// (what earlier ferromq versions take) and the record lock on the first byte that a Java
+/// broker takes (`ferromq_uring::disk::try_lock_first_byte`), so that neither starts on a
+/// store the other runs on.
 #[derive(Debug)]
 pub struct StoreLock {
     _file: File,
@@ -89,7 +92,9 @@ impl StoreLock {
             .truncate(false)
             .open(&path)
             .map_err(io("open"))?;
-        if file.try_lock().is_err() {
+        let locked = file.try_lock().is_ok()
+            && ferromq_uring::disk::try_lock_first_byte(&file).map_err(io("lock"))?;
+        if !locked {
             return Err(StoreError::Layout(format!(
                 "{} is locked by another process: is a broker already running on this store?",
                 path.display()

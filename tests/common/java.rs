@@ -444,6 +444,22 @@ impl JavaServer {
         conf: &str,
         jvm_extra: &str,
     ) -> JavaServer {
+        Self::try_broker_with_jvm(dir, namesrv_port, store, conf, jvm_extra)
+            .unwrap_or_else(|text| panic!("{text}"))
+    }
+
+    /// [`JavaServer::broker_with_jvm`], or, if the broker exits before its boot line, what
+    /// it printed and the tails of its logs.
+    ///
+    /// # Errors
+    /// That text.
+    pub fn try_broker_with_jvm(
+        dir: &Path,
+        namesrv_port: u16,
+        store: &Path,
+        conf: &str,
+        jvm_extra: &str,
+    ) -> Result<JavaServer, String> {
         let port = java_broker_port();
         let home = dir.join(format!("java-broker-{port}"));
         std::fs::create_dir_all(&home).unwrap();
@@ -464,13 +480,13 @@ impl JavaServer {
         } else {
             &[("JVM_EXTRA", jvm_extra)]
         };
-        let child = start_kit_server_with(
+        let child = try_start_kit_server_with(
             "broker",
             &[file.to_str().unwrap(), home.to_str().unwrap()],
             &out,
             env,
-        );
-        JavaServer { child, home, port }
+        )?;
+        Ok(JavaServer { child, home, port })
     }
 
     /// `127.0.0.1:port`.
@@ -508,6 +524,17 @@ fn start_kit_server(cmd: &str, args: &[&str], out: &Path) -> Child {
 
 /// [`start_kit_server`] with `env` set for the kit command (e.g. `JVM_EXTRA`).
 fn start_kit_server_with(cmd: &str, args: &[&str], out: &Path, env: &[(&str, &str)]) -> Child {
+    try_start_kit_server_with(cmd, args, out, env).unwrap_or_else(|text| panic!("{text}"))
+}
+
+/// [`start_kit_server_with`]; a server that exits first is an `Err` of what it printed and
+/// the tails of its logs.
+fn try_start_kit_server_with(
+    cmd: &str,
+    args: &[&str],
+    out: &Path,
+    env: &[(&str, &str)],
+) -> Result<Child, String> {
     require_kit();
     let file = std::fs::File::create(out).unwrap();
     let mut child = Command::new("bash")
@@ -523,7 +550,7 @@ fn start_kit_server_with(cmd: &str, args: &[&str], out: &Path, env: &[(&str, &st
     loop {
         let text = std::fs::read_to_string(out).unwrap_or_default();
         if text.contains("boot success") {
-            return child;
+            return Ok(child);
         }
         if let Some(status) = child.try_wait().unwrap() {
             // The servers print little; why they stopped is in the logs of their home
@@ -538,7 +565,10 @@ fn start_kit_server_with(cmd: &str, args: &[&str], out: &Path, env: &[(&str, &st
                     Some(format!("--- {name} ---\n{tail}"))
                 })
                 .collect();
-            panic!("kit {cmd} exited ({status}):\n{text}\n{}", tails.join("\n"));
+            return Err(format!(
+                "kit {cmd} exited ({status}):\n{text}\n{}",
+                tails.join("\n")
+            ));
         }
         if Instant::now() > deadline {
             super::kill(&mut child);
