@@ -13,8 +13,9 @@
 //
 // "java" (against the Java broker over that store, copied): StorePartGroup must resume
 // exactly at seq 300..339; new sends (StoreA 340..359, a new topic StoreJ 0..49, a second
-// large body to StoreL, which rolls the CommitLog, StoreD seq 12 at level 1); StoreDelayGroup must resume and get seq 12 only (delivered by the Java
-// broker's schedule, which must have kept the delay offsets); then a pull consumer reads
+// large body to StoreL, which rolls the CommitLog, StoreD seq 12 at level 1);
+// StoreDelayGroup must resume and get seq 12 only (delivered by the Java broker's
+// schedule, which must have kept the delay offsets); then a pull consumer reads
 // every queue of every workload topic from its minimum to its maximum, and each message
 // must be there exactly once, as it was sent.
 //
@@ -191,7 +192,8 @@ public class StoreTraffic {
         partConsumer.shutdown();
         delayConsumer.shutdown();
         retryConsumer.shutdown();
-        Support.check(part.repeated().isEmpty(), "StoreA repeated " + Support.head(part.repeated()));
+        Support.check(part.repeated().isEmpty(),
+            "StoreA repeated " + Support.head(part.repeated()));
         Support.check(delayed.missing().containsAll(List.of(10, 11, 12)),
             "StoreD level 18 delivered early: " + delayed.missing());
         Support.equal(3, retried.distinct(), "StoreR asked again");
