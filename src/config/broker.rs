@@ -294,12 +294,14 @@ impl BrokerConfig {
                     }
                 }
                 "mappedFileSizeConsumeQueue" => {
-                    let bytes: usize = parse_value(&at, key, value, "bytes, a multiple of 20")?;
-                    if bytes < 20 {
-                        return Err(bad(&at, key, value, "bytes, a multiple of 20"));
+                    let expected = "bytes, at least 1 (rounded up to whole 20-byte units)";
+                    let bytes: usize = parse_value(&at, key, value, expected)?;
+                    if bytes == 0 {
+                        return Err(bad(&at, key, value, expected));
                     }
-                    // Java rounds it to whole units.
-                    store.consume_queue_units_per_file = bytes / 20;
+                    // Java's getter rounds up to whole units: its ConsumeQueue files of 6010
+                    // are 6020 bytes, and it refuses to load files of any other size.
+                    store.consume_queue_units_per_file = bytes.div_ceil(20);
                 }
                 "flushDiskType" => {
                     store.flush_disk_type = match value {
@@ -435,6 +437,16 @@ mod tests {
         assert_eq!(config.store.store_path_root_dir, PathBuf::from("/data/s"));
         assert_eq!(config.store.consume_queue_units_per_file, 300);
         assert_eq!(config.store.file_reserved_time_hours, 48);
+        // Rounded up to whole units, as Java's getter rounds it.
+        for (bytes, units) in [("6010", 301), ("5990", 300), ("1", 1)] {
+            let mut rounded = BrokerConfig::default();
+            let text = format!("mappedFileSizeConsumeQueue={bytes}\n");
+            rounded.apply("broker.conf", &parse(&text)).unwrap();
+            assert_eq!(rounded.store.consume_queue_units_per_file, units, "{bytes}");
+        }
+        let mut zero = BrokerConfig::default();
+        let refused = zero.apply("broker.conf", &parse("mappedFileSizeConsumeQueue=0\n"));
+        assert!(refused.is_err());
         assert!(!config.auto_create_topic_enable);
         assert_eq!(config.rebalance_lock_max_live_time, Duration::from_secs(3));
         assert_eq!(

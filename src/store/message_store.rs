@@ -23,7 +23,7 @@ use super::recovery::{
     cut_tail, list_segments, walk, walk_start, FindEnd, RecoveryMode, WalkVisitor,
 };
 use super::reput::{run_reput, wall_clock_ms, CommittedBatch, IndexQuery, Reput, ReputControl};
-use super::segment::{parse_segment_name, segment_start, DmaDirectory};
+use super::segment::{parse_segment_name, remove_unfinished_segments, segment_start, DmaDirectory};
 use super::segment_writer::StoreError;
 use super::shared::{QueueKey, StoreShared};
 use ferromq_uring::IoError;
@@ -67,7 +67,10 @@ pub struct WriterStart {
     pub queue_offsets: HashMap<QueueKey, i64>,
 }
 
-/// The exclusive lock on `<root>/lock` that keeps a second process off the store.
+/// The exclusive lock on `<root>/lock` that keeps a second process off the store: a `flock`
+/// (what earlier ferromq versions take) and the record lock on the first byte that a Java
+/// broker takes (`ferromq_uring::disk::try_lock_first_byte`), so that neither starts on a
+/// store the other runs on.
 #[derive(Debug)]
 pub struct StoreLock {
     _file: File,
@@ -89,7 +92,9 @@ impl StoreLock {
             .truncate(false)
             .open(&path)
             .map_err(io("open"))?;
-        if file.try_lock().is_err() {
+        let locked = file.try_lock().is_ok()
+            && ferromq_uring::disk::try_lock_first_byte(&file).map_err(io("lock"))?;
+        if !locked {
             return Err(StoreError::Layout(format!(
                 "{} is locked by another process: is a broker already running on this store?",
                 path.display()
@@ -136,6 +141,7 @@ pub async fn recover_store(
     let opener = DmaDirectory {
         dir: config.commit_log_dir(),
     };
+    warn_removed(remove_unfinished_segments(&opener.dir)?);
     let segments = list_segments(&opener.dir, size)?;
     let (from, mode) = walk_start(&opener, size, &segments, clean, Some(min_timestamp)).await?;
     let verify = config.check_crc_on_recover;
@@ -295,6 +301,7 @@ async fn recover_queues(
                 continue;
             };
             let dir = queue_entry.path();
+            warn_removed(remove_unfinished_segments(&dir)?);
             let files = read_dir(&dir)?;
             let mut starts = Vec::with_capacity(files.len());
             for file in &files {
@@ -310,6 +317,7 @@ async fn recover_queues(
                     continue;
                 }
                 check_queue_file_size(file, units)?;
+                cut_to_size(&path, u64::try_from(units * UNIT_SIZE).expect("fits u64"))?;
                 starts.push(start);
             }
             starts.sort_unstable();
@@ -345,6 +353,22 @@ fn check_queue_file_size(file: &std::fs::DirEntry, units: usize) -> Result<(), S
     Ok(())
 }
 
+/// Cuts a ConsumeQueue file back to its size: an older ferromq wrote its last block padded
+/// and cut the file back after, and a crash in between left it longer, which the Java broker
+/// refuses to load ("length not matched"). What is cut is padding.
+fn cut_to_size(path: &Path, size: u64) -> Result<(), StoreError> {
+    if file_len(path)? > size {
+        tracing::warn!(file = %path.display(), size, "cutting a ConsumeQueue file to its size");
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(IoError::on("open", path))?;
+        file.set_len(size).map_err(IoError::on("truncate", path))?;
+        file.sync_all().map_err(IoError::on("sync", path))?;
+    }
+    Ok(())
+}
+
 /// Refuses IndexFiles of another layout than `maxHashSlotNum` and `maxIndexNum` give: mapped
 /// with ours, they would be resized and their slots misread and overwritten. An empty file
 /// is a crash between creating a file and sizing it, not another layout: it holds nothing,
@@ -367,6 +391,13 @@ fn check_index_file_sizes(config: &StoreConfig) -> Result<(), StoreError> {
         }
     }
     Ok(())
+}
+
+/// Logs each unfinished segment [`remove_unfinished_segments`] deleted.
+fn warn_removed(removed: Vec<std::path::PathBuf>) {
+    for path in removed {
+        tracing::warn!(file = %path.display(), "deleted a segment whose making a crash cut short");
+    }
 }
 
 fn file_len(path: &Path) -> Result<u64, StoreError> {

@@ -19,6 +19,36 @@ pub fn parse_segment_name(name: &str) -> Option<u64> {
         .flatten()
 }
 
+/// Deletes the `<segment>.tmp` files of `dir`: segments whose making a crash cut short, left
+/// where the filesystem has no `O_TMPFILE` (see `ferromq_uring::file::create_with_first_block`)
+/// or by an older ferromq. Nothing reads them, and a Java broker refuses to load a CommitLog
+/// or ConsumeQueue directory that holds one (it takes every file there for a segment).
+/// Returns the files deleted.
+///
+/// # Errors
+/// The I/O error of listing `dir` or deleting a file.
+pub fn remove_unfinished_segments(
+    dir: &std::path::Path,
+) -> Result<Vec<std::path::PathBuf>, ferromq_uring::IoError> {
+    let list = || ferromq_uring::IoError::on("list", dir);
+    let mut removed = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(list())? {
+        let entry = entry.map_err(list())?;
+        let name = entry.file_name();
+        let unfinished = name
+            .to_str()
+            .and_then(|name| name.strip_suffix(".tmp"))
+            .and_then(parse_segment_name)
+            .is_some();
+        if unfinished {
+            let path = entry.path();
+            std::fs::remove_file(&path).map_err(ferromq_uring::IoError::on("delete", &path))?;
+            removed.push(path);
+        }
+    }
+    Ok(removed)
+}
+
 /// Start of the segment holding `offset`.
 #[must_use]
 pub fn segment_start(offset: u64, segment_size: u64) -> u64 {
@@ -88,6 +118,34 @@ impl super::commit_log::SegmentOpener for QueueDirectory {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unfinished_segments_are_removed_and_nothing_else() {
+        let dir = std::env::temp_dir().join(format!("unfinished-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let names = [
+            "00000000000001048576.tmp",
+            "00000000000001048576",
+            "topics.json.tmp",
+            "1048576.tmp",
+        ];
+        for name in names {
+            std::fs::write(dir.join(name), b"x").unwrap();
+        }
+        let removed = remove_unfinished_segments(&dir).unwrap();
+        assert_eq!(removed, [dir.join(names[0])]);
+        let mut left: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            ["00000000000001048576", "1048576.tmp", "topics.json.tmp"]
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn names_are_20_digit_start_offsets() {

@@ -278,7 +278,8 @@ pub struct Standalone {
     pub data: PathBuf,
     /// Its log lines, after start-up.
     pub log: mpsc::Receiver<String>,
-    _dir: TempDir,
+    /// Holds `data` (removed on drop); taken by [`Standalone::stop`].
+    dir: Option<TempDir>,
 }
 
 impl Standalone {
@@ -340,7 +341,7 @@ impl Standalone {
             broker,
             data,
             log,
-            _dir: dir,
+            dir: Some(dir),
         };
         standalone.wait_registered();
         standalone
@@ -385,11 +386,13 @@ impl Standalone {
         });
     }
 
-    /// Stops with SIGTERM and waits for a clean exit.
-    pub fn stop(mut self) -> PathBuf {
+    /// Stops with SIGTERM and waits for a clean exit; returns the data directory and the
+    /// temporary directory that holds it (the data goes when that is dropped).
+    pub fn stop(mut self) -> (TempDir, PathBuf) {
         let status = super::terminate(&mut self.child, Duration::from_secs(30));
         assert!(status.success(), "standalone exited {status:?}");
-        self.data.clone()
+        let dir = self.dir.take().expect("a standalone's directory");
+        (dir, self.data.clone())
     }
 }
 
@@ -446,6 +449,35 @@ impl JavaServer {
     /// The kit's broker with `conf` (broker.conf lines; `listenPort` and `namesrvAddr` are
     /// added), its store at `store`.
     pub fn broker(dir: &Path, namesrv_port: u16, store: &Path, conf: &str) -> JavaServer {
+        Self::broker_with_jvm(dir, namesrv_port, store, conf, "")
+    }
+
+    /// [`JavaServer::broker`] with `jvm_extra` appended to the JVM's command line (the kit's
+    /// `JVM_EXTRA`, in place of the test's own when not empty), e.g. 4.9's disk-full
+    /// threshold, a system property (`-Drocketmq.broker.diskSpaceWarningLevelRatio=0.99`).
+    pub fn broker_with_jvm(
+        dir: &Path,
+        namesrv_port: u16,
+        store: &Path,
+        conf: &str,
+        jvm_extra: &str,
+    ) -> JavaServer {
+        Self::try_broker_with_jvm(dir, namesrv_port, store, conf, jvm_extra)
+            .unwrap_or_else(|text| panic!("{text}"))
+    }
+
+    /// [`JavaServer::broker_with_jvm`], or, if the broker exits before its boot line, what
+    /// it printed and the tails of its logs.
+    ///
+    /// # Errors
+    /// That text.
+    pub fn try_broker_with_jvm(
+        dir: &Path,
+        namesrv_port: u16,
+        store: &Path,
+        conf: &str,
+        jvm_extra: &str,
+    ) -> Result<JavaServer, String> {
         let port = java_broker_port();
         let home = dir.join(format!("java-broker-{port}"));
         std::fs::create_dir_all(&home).unwrap();
@@ -461,12 +493,18 @@ impl JavaServer {
         )
         .unwrap();
         let out = home.with_extension("out");
-        let child = start_kit_server(
+        let env: &[(&str, &str)] = if jvm_extra.is_empty() {
+            &[]
+        } else {
+            &[("JVM_EXTRA", jvm_extra)]
+        };
+        let child = try_start_kit_server_with(
             "broker",
             &[file.to_str().unwrap(), home.to_str().unwrap()],
             &out,
-        );
-        JavaServer { child, home, port }
+            env,
+        )?;
+        Ok(JavaServer { child, home, port })
     }
 
     /// `127.0.0.1:port`.
@@ -499,11 +537,28 @@ fn term_and_wait(child: &mut Child) {
 }
 
 fn start_kit_server(cmd: &str, args: &[&str], out: &Path) -> Child {
+    start_kit_server_with(cmd, args, out, &[])
+}
+
+/// [`start_kit_server`] with `env` set for the kit command (e.g. `JVM_EXTRA`).
+fn start_kit_server_with(cmd: &str, args: &[&str], out: &Path, env: &[(&str, &str)]) -> Child {
+    try_start_kit_server_with(cmd, args, out, env).unwrap_or_else(|text| panic!("{text}"))
+}
+
+/// [`start_kit_server_with`]; a server that exits first is an `Err` of what it printed and
+/// the tails of its logs.
+fn try_start_kit_server_with(
+    cmd: &str,
+    args: &[&str],
+    out: &Path,
+    env: &[(&str, &str)],
+) -> Result<Child, String> {
     require_kit();
     let file = std::fs::File::create(out).unwrap();
     let mut child = Command::new("bash")
         .arg(kit().join("bin").join(cmd))
         .args(args)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(file.try_clone().unwrap())
         .stderr(file)
@@ -513,10 +568,25 @@ fn start_kit_server(cmd: &str, args: &[&str], out: &Path) -> Child {
     loop {
         let text = std::fs::read_to_string(out).unwrap_or_default();
         if text.contains("boot success") {
-            return child;
+            return Ok(child);
         }
         if let Some(status) = child.try_wait().unwrap() {
-            panic!("kit {cmd} exited ({status}):\n{text}");
+            // The servers print little; why they stopped is in the logs of their home
+            // (`<home>.out` is beside `<home>`).
+            let logs = out.with_extension("").join("logs/rocketmqlogs");
+            let tails: Vec<String> = ["store.log", "broker.log", "namesrv.log"]
+                .iter()
+                .filter_map(|name| {
+                    let text = std::fs::read_to_string(logs.join(name)).ok()?;
+                    let lines: Vec<&str> = text.lines().collect();
+                    let tail = lines[lines.len().saturating_sub(40)..].join("\n");
+                    Some(format!("--- {name} ---\n{tail}"))
+                })
+                .collect();
+            return Err(format!(
+                "kit {cmd} exited ({status}):\n{text}\n{}",
+                tails.join("\n")
+            ));
         }
         if Instant::now() > deadline {
             super::kill(&mut child);

@@ -1,5 +1,6 @@
 //! Disk space: how full the filesystem under a path is (`statvfs`), for the store's
-//! retention and its refusal of puts on a full disk; and directories made durably.
+//! retention and its refusal of puts on a full disk; directories made durably; and the
+//! record lock a Java broker takes on its store's `lock` file.
 
 use crate::IoError;
 use std::path::{Path, PathBuf};
@@ -19,6 +20,51 @@ pub fn used_ratio(path: &Path) -> Result<f64, IoError> {
     }
     #[allow(clippy::cast_precision_loss)] // a ratio needs no more than f64's precision
     Ok(total.saturating_sub(free) as f64 / total as f64)
+}
+
+/// Takes an exclusive record lock on the first byte of `file`, without waiting: `Ok(false)`
+/// if another holds a lock on it.
+///
+/// It is the lock a Java broker takes on its store's `lock` file (`FileChannel.tryLock(0, 1,
+/// false)`: `fcntl(F_SETLK)`), so that each refuses to start on a store the other runs on; a
+/// `flock` does not exclude it (Linux keeps the two kinds apart). Taken as an open file
+/// description lock (`F_OFD_SETLK`, Linux 3.15): it conflicts with Java's record locks as a
+/// classic one would, but belongs to this open file, not to the process, so a second open in
+/// the same process is refused too and closing another descriptor of the file does not drop
+/// it. Released when the file is closed. Kernels without it get the classic lock.
+///
+/// # Errors
+/// The I/O error of `fcntl`.
+pub fn try_lock_first_byte(file: &std::fs::File) -> std::io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    let lock = libc::flock {
+        l_type: libc::F_WRLCK as libc::c_short,
+        l_whence: libc::SEEK_SET as libc::c_short,
+        l_start: 0,
+        l_len: 1,
+        l_pid: 0,
+    };
+    let set = |command: libc::c_int| {
+        // SAFETY: the descriptor is open for as long as `file` is borrowed, and `lock` is a
+        // live, initialised `struct flock` that fcntl only reads.
+        let result = unsafe { libc::fcntl(file.as_raw_fd(), command, &raw const lock) };
+        if result == -1 {
+            Err(std::io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    };
+    let outcome = match set(libc::F_OFD_SETLK) {
+        Err(error) if error.raw_os_error() == Some(libc::EINVAL) => set(libc::F_SETLK),
+        other => other,
+    };
+    match outcome {
+        Ok(()) => Ok(true),
+        Err(error) if matches!(error.raw_os_error(), Some(libc::EAGAIN | libc::EACCES)) => {
+            Ok(false)
+        }
+        Err(error) => Err(error),
+    }
 }
 
 /// Creates `dir` and whichever of its ancestors are missing, syncing the parent of each
@@ -96,6 +142,30 @@ mod tests {
         std::fs::write(root.join("file"), b"x").unwrap();
         assert!(super::create_dir_durably(&root.join("file").join("below")).is_err());
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn the_first_byte_lock_excludes_a_second_open_and_outlives_other_descriptors() {
+        let path = std::env::temp_dir().join(format!("ferromq-record-lock-{}", std::process::id()));
+        std::fs::write(&path, b"lock").unwrap();
+        let open = || {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&path)
+                .unwrap()
+        };
+        let first = open();
+        assert!(super::try_lock_first_byte(&first).unwrap());
+        // Refused to a second open even in this process, and the refused descriptor's close
+        // (which drops a classic record lock of the process) leaves the lock held.
+        let second = open();
+        assert!(!super::try_lock_first_byte(&second).unwrap());
+        drop(second);
+        assert!(!super::try_lock_first_byte(&open()).unwrap());
+        drop(first);
+        assert!(super::try_lock_first_byte(&open()).unwrap());
+        std::fs::remove_file(&path).unwrap();
     }
 
     #[test]

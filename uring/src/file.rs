@@ -85,6 +85,74 @@ pub fn check_aligned(
     }
 }
 
+/// The writes of a [`DmaSegment`] whose size is not a multiple of the direct-I/O alignment,
+/// from the start of its last page on: buffered, at their exact length. A direct write of the
+/// last block, padded to the alignment, would make the file longer than its size until it
+/// was cut back, and a kill -9 in between would leave it so; the Java broker refuses to load
+/// a ConsumeQueue file of any other size than its configured one (6,144 bytes instead of
+/// 6,000: "length not matched message store config value"). Whole pages keep the direct
+/// writes and the buffered ones off each other's page-cache pages. A direct read of the tail
+/// sees what a buffered write left (the kernel writes dirty pages of the range back before
+/// a direct read), and fdatasync, on either descriptor, covers both.
+#[derive(Debug)]
+struct TailWrites {
+    file: glommio::io::BufferedFile,
+    /// Start of the page holding the file's end; a multiple of the alignment.
+    start: u64,
+}
+
+impl TailWrites {
+    /// The page size, the granule of the page cache.
+    const PAGE_SIZE: u64 = 4096;
+
+    /// Opens `path` buffered if `size` is not a multiple of `alignment`.
+    async fn open_if_needed(
+        path: &Path,
+        size: u64,
+        alignment: u64,
+        dsync: bool,
+    ) -> Result<Option<TailWrites>, IoError> {
+        if size.is_multiple_of(alignment) {
+            return Ok(None);
+        }
+        let unit = alignment.max(Self::PAGE_SIZE);
+        let flags = if dsync {
+            i32::try_from(rustix::fs::OFlags::DSYNC.bits()).expect("O_DSYNC fits i32")
+        } else {
+            0
+        };
+        let file = OpenOptions::new()
+            .write(true)
+            .custom_flags(flags)
+            .buffered_open(path)
+            .await
+            .map_err(glommio_error("open buffered", path, 0))?;
+        Ok(Some(TailWrites {
+            file,
+            start: size - size % unit,
+        }))
+    }
+
+    async fn write_at(&self, bytes: Vec<u8>, offset: u64, path: &Path) -> Result<(), IoError> {
+        let len = bytes.len();
+        let written = self
+            .file
+            .write_at(bytes, offset)
+            .await
+            .map_err(glommio_error("write", path, offset))?;
+        if written == len {
+            Ok(())
+        } else {
+            Err(IoError::File {
+                op: "write",
+                path: path.to_owned(),
+                offset,
+                source: std::io::Error::new(std::io::ErrorKind::WriteZero, "short write"),
+            })
+        }
+    }
+}
+
 /// How [`DmaSegment::open_or_make`] makes a new file.
 enum Making {
     /// With its syncs, on a blocking thread ([`create_with_first_block`]).
@@ -101,6 +169,10 @@ pub struct DmaSegment {
     path: PathBuf,
     size: u64,
     dsync: bool,
+    /// For a size that is not a multiple of the alignment (a ConsumeQueue file of 6,000
+    /// bytes), the file opened again with buffered I/O, and where its last page starts:
+    /// bytes from there on are written through it, at their exact length ([`TailWrites`]).
+    tail: Option<TailWrites>,
     /// Directories the next sync also syncs: with them the file's name, and the names of
     /// directories made for it, are durable ([`DmaSegment::create_unsynced`]).
     unsynced_dirs: std::cell::RefCell<Vec<PathBuf>>,
@@ -185,11 +257,13 @@ impl DmaSegment {
                 .await
                 .map_err(glommio_error("preallocate", path, 0))?;
         }
+        let tail = TailWrites::open_if_needed(path, size, file.alignment(), dsync).await?;
         Ok(DmaSegment {
             file,
             path: path.to_owned(),
             size,
             dsync,
+            tail,
             unsynced_dirs: std::cell::RefCell::new(unsynced_dirs),
         })
     }
@@ -213,6 +287,7 @@ impl DmaSegment {
             path: path.to_owned(),
             size,
             dsync: false,
+            tail: None,
             unsynced_dirs: std::cell::RefCell::default(),
         })
     }
@@ -439,9 +514,15 @@ async fn create_off_executor(path: &Path, size: u64) -> Result<(), IoError> {
 /// glommio's poll probe on open reaches the device (see [`DmaSegment::open`]). For anything
 /// else that opens a new file with direct I/O, like the benchmark's raw baseline.
 ///
-/// A new (or empty) file is built under `<path>.tmp` and renamed into place, then the
-/// directory is synced: a crash at any point leaves either no file or a whole one, never a
-/// short segment that recovery would refuse. An existing shorter file is only extended.
+/// A new (or empty) file is built without a name (`O_TMPFILE` in its directory), then linked
+/// under `path` whole, then the directory is synced: a crash at any point leaves either no
+/// file or a whole one, never a short segment that recovery would refuse, and the directory
+/// never holds any other name, even for an instant. That matters to a Java broker taking the
+/// store over: it loads every file of a CommitLog or ConsumeQueue directory as a segment and
+/// refuses to start on a name that is not an offset (`NumberFormatException` on
+/// `<segment>.tmp`, left by a kill -9 in the middle of a build under a temporary name). Where
+/// the filesystem has no `O_TMPFILE` (or `/proc` is missing to link it), the file is built
+/// under `<path>.tmp` and renamed. An existing shorter file is only extended.
 ///
 /// # Errors
 /// The I/O error.
@@ -457,25 +538,81 @@ fn make_with_first_block(path: &Path, size: u64, sync: bool) -> std::io::Result<
         file.set_len(size)?;
         return if sync { file.sync_all() } else { Ok(()) };
     }
-    let mut temporary = path.as_os_str().to_owned();
-    temporary.push(".tmp");
-    let temporary = PathBuf::from(temporary);
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .open(&temporary)?;
-    file.set_len(size)?;
-    let first = usize::try_from(size).map_or(PROBE_BLOCK_SIZE, |s| s.min(PROBE_BLOCK_SIZE));
-    file.write_all_at(&vec![0; first], 0)?;
-    if sync {
-        file.sync_all()?;
+    let fill = |file: &std::fs::File| -> std::io::Result<()> {
+        file.set_len(size)?;
+        let first = usize::try_from(size).map_or(PROBE_BLOCK_SIZE, |s| s.min(PROBE_BLOCK_SIZE));
+        file.write_all_at(&vec![0; first], 0)?;
+        if sync {
+            file.sync_all()?;
+        }
+        Ok(())
+    };
+    let dir = path
+        .parent()
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !make_unnamed_then_link(dir, path, fill)? {
+        let mut temporary = path.as_os_str().to_owned();
+        temporary.push(".tmp");
+        let temporary = PathBuf::from(temporary);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .open(&temporary)?;
+        fill(&file)?;
+        std::fs::rename(&temporary, path)?;
     }
-    std::fs::rename(&temporary, path)?;
-    if let Some(dir) = path.parent().filter(|_| sync) {
+    if sync {
         std::fs::File::open(dir)?.sync_all()?;
     }
     Ok(())
+}
+
+/// Builds a file with no name in `dir` (`O_TMPFILE`), runs `fill` on it and links it as
+/// `path`. `Ok(false)`, with nothing made, where the filesystem or the system cannot.
+fn make_unnamed_then_link(
+    dir: &Path,
+    path: &Path,
+    fill: impl FnOnce(&std::fs::File) -> std::io::Result<()>,
+) -> std::io::Result<bool> {
+    use rustix::fs::{linkat, AtFlags, CWD};
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::io::AsRawFd;
+    let unsupported = |error: &std::io::Error| {
+        // Kernels and filesystems without O_TMPFILE answer EOPNOTSUPP, or EISDIR when they
+        // take it for O_DIRECTORY; EINVAL for a flag combination they refuse.
+        matches!(
+            error.raw_os_error(),
+            Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL)
+        )
+    };
+    let file = match std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_TMPFILE)
+        .open(dir)
+    {
+        Ok(file) => file,
+        Err(error) if unsupported(&error) => return Ok(false),
+        Err(error) => return Err(error),
+    };
+    fill(&file)?;
+    // An empty file under the name is one a crash left before its first sync: never made.
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+        Err(error) => return Err(error),
+    }
+    // Through /proc (no privilege needed), else by descriptor (CAP_DAC_READ_SEARCH).
+    let by_proc = format!("/proc/self/fd/{}", file.as_raw_fd());
+    let linked = linkat(CWD, by_proc.as_str(), CWD, path, AtFlags::SYMLINK_FOLLOW)
+        .or_else(|_| linkat(&file, "", CWD, path, AtFlags::EMPTY_PATH));
+    match linked {
+        Ok(()) => Ok(true),
+        Err(error) if error == rustix::io::Errno::EXIST => Err(error.into()),
+        // Neither works here: the caller builds the file under a temporary name instead.
+        Err(_) => Ok(false),
+    }
 }
 
 impl SegmentFile for DmaSegment {
@@ -497,6 +634,26 @@ impl SegmentFile for DmaSegment {
     ) -> Result<(), IoError> {
         check_aligned("write", offset, len, self.alignment())?;
         assert!(len <= buffer.len(), "a write stays within its buffer");
+        let end = offset + u64::try_from(len).unwrap_or(u64::MAX);
+        let len = match &self.tail {
+            Some(tail) if end > tail.start => {
+                // The part in the last page goes through the page cache, cut at the file's
+                // size; the part before it, if any, is written direct.
+                let from = offset.max(tail.start);
+                let to = end.min(self.size);
+                if to > from {
+                    let skip = usize::try_from(from - offset).unwrap_or(usize::MAX);
+                    let count = usize::try_from(to - from).unwrap_or(usize::MAX);
+                    let bytes = buffer.as_ref()[skip..skip + count].to_vec();
+                    tail.write_at(bytes, from, &self.path).await?;
+                }
+                usize::try_from(tail.start.saturating_sub(offset)).unwrap_or(0)
+            }
+            _ => len,
+        };
+        if len == 0 {
+            return Ok(());
+        }
         buffer.trim_to_size(len);
         let written = self
             .file
@@ -511,15 +668,6 @@ impl SegmentFile for DmaSegment {
                 offset,
                 source: short,
             });
-        }
-        // A segment whose size is not a multiple of the alignment (a ConsumeQueue file of
-        // 6,000,000 bytes) gets its last block written padded; cut the file back so readers
-        // that check exact file sizes (the Java broker) accept it.
-        if offset + u64::try_from(written).unwrap_or(u64::MAX) > self.size {
-            self.file
-                .truncate(self.size)
-                .await
-                .map_err(|e| self.error("truncate", offset, e))?;
         }
         Ok(())
     }

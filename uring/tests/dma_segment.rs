@@ -181,3 +181,109 @@ fn dma_segment_made_unsynced_gets_its_name_durable_with_its_first_sync() {
     assert!(!dir.join("00000000000000000000.tmp").exists());
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+/// A Java broker loads every file of a CommitLog or ConsumeQueue directory as a segment and
+/// refuses to start on a name that is not an offset, so a kill -9 at any instant of a
+/// segment's making must leave no other name there: the directory, polled while 100
+/// segments are made (each with its syncs, the slow part), never shows one.
+#[test]
+fn create_with_first_block_names_nothing_but_the_whole_file() {
+    use std::collections::BTreeSet;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("first-block-names-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let names: Vec<String> = (0..100u64).map(|i| format!("{:020}", i << 20)).collect();
+    let done = AtomicBool::new(false);
+    let seen = std::thread::scope(|scope| {
+        let watcher = scope.spawn(|| {
+            let mut seen = BTreeSet::new();
+            while !done.load(Ordering::Acquire) {
+                for entry in std::fs::read_dir(&dir).unwrap() {
+                    seen.insert(entry.unwrap().file_name().into_string().unwrap());
+                }
+            }
+            seen
+        });
+        for name in &names {
+            let path = dir.join(name);
+            ferromq_uring::file::create_with_first_block(&path, 1 << 20).unwrap();
+            assert_eq!(std::fs::metadata(&path).unwrap().len(), 1 << 20);
+        }
+        done.store(true, Ordering::Release);
+        watcher.join().unwrap()
+    });
+    let strays: Vec<&String> = seen.iter().filter(|name| !names.contains(name)).collect();
+    assert!(strays.is_empty(), "the directory showed {strays:?}");
+    // An empty file under the name (a crash before its first sync) is replaced by a whole one;
+    // a short one is extended, its bytes kept.
+    let empty = dir.join("empty");
+    std::fs::write(&empty, b"").unwrap();
+    ferromq_uring::file::create_with_first_block(&empty, 8192).unwrap();
+    assert_eq!(std::fs::read(&empty).unwrap(), vec![0; 8192]);
+    let short = dir.join("short");
+    std::fs::write(&short, b"kept").unwrap();
+    ferromq_uring::file::create_with_first_block(&short, 8192).unwrap();
+    let bytes = std::fs::read(&short).unwrap();
+    assert_eq!((&bytes[..4], bytes.len()), (&b"kept"[..], 8192));
+    let listed: BTreeSet<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(listed.len(), names.len() + 2, "{listed:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A ConsumeQueue file must be exactly its configured size whenever a Java broker might look,
+/// including after a kill -9 at any instant: the file, watched while its last block is
+/// written 300 times, never shows another length; and what was written reads back, across the
+/// boundary between direct and buffered writes.
+#[test]
+fn dma_segment_of_unaligned_size_never_grows_past_it() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let path = segment_path("never-grows");
+    let done = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let (path, done) = (path.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut lengths = std::collections::BTreeSet::new();
+            while !done.load(Ordering::Acquire) {
+                if let Ok(meta) = std::fs::metadata(&path) {
+                    lengths.insert(meta.len());
+                }
+            }
+            lengths
+        })
+    };
+    let task_path = path.clone();
+    on_executor(move || async move {
+        let segment = DmaSegment::open(&task_path, 6000).await.unwrap();
+        let alignment = usize::try_from(segment.alignment()).unwrap();
+        let last_block_at = (6000 / alignment) * alignment;
+        for round in 0..300u32 {
+            let block = vec![u8::try_from(round % 251).unwrap(); alignment];
+            segment
+                .write_at(last_block_at as u64, &block)
+                .await
+                .unwrap();
+        }
+        // One write from the start across the end.
+        let whole: Vec<u8> = (0..6000usize.next_multiple_of(alignment))
+            .map(|i| u8::try_from(i % 253).unwrap())
+            .collect();
+        segment.write_at(0, &whole).await.unwrap();
+        segment.sync().await.unwrap();
+        assert_eq!(segment.read_at(0, 8192).await.unwrap(), &whole[..6000]);
+    });
+    done.store(true, Ordering::Release);
+    let lengths = watcher.join().unwrap();
+    assert_eq!(
+        lengths.into_iter().collect::<Vec<_>>(),
+        [6000],
+        "the file's lengths"
+    );
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 6000);
+    std::fs::remove_file(path).unwrap();
+}
