@@ -25,6 +25,7 @@ pub mod register;
 pub mod schedule;
 pub mod send_back;
 pub mod state;
+pub mod stats;
 pub mod transaction;
 
 use crate::config::broker::BrokerConfig;
