@@ -9,8 +9,8 @@ use crate::remoting::headers::{
     DeleteSubscriptionGroupRequestHeader, DeleteTopicRequestHeader, GetBrokerConfigResponseHeader,
     GetConsumeStatsRequestHeader, GetConsumerConnectionListRequestHeader,
     GetProducerConnectionListRequestHeader, GetTopicStatsInfoRequestHeader,
-    QueryMessageRequestHeader, QueryMessageResponseHeader, ResetOffsetRequestHeader,
-    ViewMessageRequestHeader,
+    QueryMessageRequestHeader, QueryMessageResponseHeader, QueryTopicConsumeByWhoRequestHeader,
+    ResetOffsetRequestHeader, ViewMessageRequestHeader,
 };
 use crate::remoting::heartbeat::MessageQueue;
 use crate::remoting::{RemotingCommand, RequestCode, ResponseCode};
@@ -287,6 +287,21 @@ pub async fn query_message(
     });
     response.body = found.concat();
     Some(response)
+}
+
+/// QUERY_TOPIC_CONSUME_BY_WHO (300): the groups consuming a topic, as a `GroupList`
+/// (mqadmin `topicList -c` and the message track of `queryMsgById`).
+#[must_use]
+pub fn topic_consumers(state: &BrokerState, request: &RemotingCommand) -> Response {
+    let header = match request.decode_header::<QueryTopicConsumeByWhoRequestHeader>() {
+        Ok(header) => header,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    let groups = state.groups_of_topic(&header.topic);
+    with_body(
+        request,
+        serde_json::json!({ "groupList": groups }).to_string(),
+    )
 }
 
 /// GET_CONSUMER_CONNECTION_LIST (203): the members of a consumer group and their settings.

@@ -145,6 +145,9 @@ impl BrokerHandler {
             RequestCode::INVOKE_BROKER_TO_RESET_OFFSET => {
                 admin::reset_offset(&self.state, &self.reader, &request).await
             }
+            RequestCode::QUERY_TOPIC_CONSUME_BY_WHO => {
+                admin::topic_consumers(&self.state, &request)
+            }
             RequestCode::UNLOCK_BATCH_MQ => admin::unlock_batch(&self.state, &request),
             RequestCode::VIEW_MESSAGE_BY_ID => admin::view_message(&self.reader, &request).await,
             RequestCode::END_TRANSACTION => {

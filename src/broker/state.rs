@@ -731,6 +731,23 @@ impl BrokerState {
             .collect()
     }
 
+    /// The consumer groups of `topic` (`queryTopicConsumeByWho`): those online that
+    /// subscribe to it and those that committed offsets in it.
+    #[must_use]
+    pub fn groups_of_topic(&self, topic: &str) -> std::collections::BTreeSet<String> {
+        let mut groups: std::collections::BTreeSet<String> = lock(&self.consumers)
+            .iter()
+            .filter(|(_, group)| group.subscriptions.contains_key(topic))
+            .map(|(name, _)| name.clone())
+            .collect();
+        // Keys are `topic@group`; topic names cannot hold an `@`.
+        groups.extend(lock(&self.offsets).keys().filter_map(|key| {
+            let (key_topic, group) = key.split_once('@')?;
+            (key_topic == topic).then(|| group.to_owned())
+        }));
+        groups
+    }
+
     /// How to reach each member of a consumer group, with its `MQVersion` ordinal.
     #[must_use]
     pub fn consumer_outbounds(&self, group: &str) -> Vec<(Outbound, i32)> {
