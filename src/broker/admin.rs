@@ -205,6 +205,10 @@ pub async fn runtime_info(
         ferromq_uring::disk::used_ratio(path).map_or_else(|_| "-1.0".to_owned(), java_double)
     };
     let commit_log_ratio = disk_ratio(&commit_log_dir);
+    // The oldest message's store time. Java 4.9.8 reads it through a window of twice
+    // `maxMessageSize` from the CommitLog's start, which fails (-1) until the CommitLog
+    // holds 8 MiB, so its clusterList shows a 56-year-old broker; ferromq reads the record
+    // itself, on purpose.
     let earliest = match reader
         .record_at(i64::try_from(shared.min_physical_offset()).unwrap_or(i64::MAX))
         .await
