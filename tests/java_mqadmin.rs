@@ -27,7 +27,8 @@ use common::java::{run_kit, spawn_java, spawn_kit, JavaOutput, JavaServer, Seria
 use common::{connect, TempDir};
 use ferromq::remoting::client::RemotingClient;
 use ferromq::remoting::headers::{
-    GetRouteInfoRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader,
+    CreateTopicRequestHeader, GetRouteInfoRequestHeader, SendMessageRequestHeaderV2,
+    SendMessageResponseHeader, UpdateConsumerOffsetRequestHeader,
 };
 use ferromq::remoting::{RemotingCommand, RequestCode, SerializeType};
 use std::collections::{BTreeMap, BTreeSet};
@@ -466,6 +467,8 @@ fn mqadmin_inspection_commands_print_what_the_java_broker_prints() {
 const FIRST: usize = 8;
 const TOTAL: usize = 12;
 const LIVE_TOPIC: &str = "MqadminLiveT";
+/// A topic group C committed in but does not subscribe to.
+const LEFT_TOPIC: &str = "MqadminLeftT";
 
 /// A message the clients program sent: its queue, queue offset and ids.
 #[derive(Debug, Clone)]
@@ -537,6 +540,26 @@ fn mqadmin_shows_live_clients_offsets_and_resets_them() {
         ],
         json,
     );
+    // C_x once committed in a topic it does not subscribe to: an online group's progress
+    // leaves that topic out, as Java's.
+    runtime().block_on(async {
+        let client = connect(server.broker, SerializeType::Json).await;
+        let create = RemotingCommand::request_with_header(
+            RequestCode::UPDATE_AND_CREATE_TOPIC,
+            &CreateTopicRequestHeader::read_write(LEFT_TOPIC, 1),
+        );
+        assert_eq!(client.request(create).await.unwrap().code, 0);
+        let commit = RemotingCommand::request_with_header(
+            RequestCode::UPDATE_CONSUMER_OFFSET,
+            &UpdateConsumerOffsetRequestHeader {
+                consumer_group: "C_x".into(),
+                topic: LEFT_TOPIC.into(),
+                queue_id: 0,
+                commit_offset: 0,
+            },
+        );
+        assert_eq!(client.request(commit).await.unwrap().code, 0);
+    });
     let mut clients = spawn_java(
         "AdminClients",
         &[
@@ -618,6 +641,7 @@ fn mqadmin_shows_live_clients_offsets_and_resets_them() {
         [&(0, 0, 0)],
         "{c_progress}"
     );
+    assert!(!c_progress.contains(LEFT_TOPIC), "{c_progress}");
     assert_eq!(
         diff_total(&c_progress),
         i64::try_from(TOTAL - FIRST).unwrap()

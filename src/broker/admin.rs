@@ -555,11 +555,17 @@ pub async fn consume_stats(
         Some(topic) => vec![topic.to_owned()],
         None => state.topics_of_group(&header.consumer_group),
     };
+    // An online group shows only the topics it subscribes to now, not those it left
+    // offsets in before (`ConsumerManager.findSubscriptionData`).
+    let online = state.subscription_count(&header.consumer_group) > 0;
     let mut entries = Vec::new();
     for name in topics {
         let Some(topic) = state.topic(&name) else {
             continue;
         };
+        if online && state.subscription(&header.consumer_group, &name).is_none() {
+            continue;
+        }
         for queue_id in 0..topic.read_queue_nums {
             let broker_offset = reader.max_offset_in_queue(&name, queue_id);
             let consumer_offset = state

@@ -928,6 +928,15 @@ impl BrokerState {
             .unwrap_or_default()
     }
 
+    /// How many topics the online members of a consumer group subscribe to (0 when none
+    /// is online).
+    #[must_use]
+    pub fn subscription_count(&self, group: &str) -> usize {
+        lock(&self.consumers)
+            .get(group)
+            .map_or(0, |g| g.subscriptions.len())
+    }
+
     /// The subscription a consumer group registered for `topic`.
     #[must_use]
     pub fn subscription(&self, group: &str, topic: &str) -> Option<SubscriptionData> {
