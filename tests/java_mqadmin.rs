@@ -1060,7 +1060,7 @@ fn bench_tools_report_throughput_and_no_failure() {
         .unwrap_or_else(|| panic!("producer did not complete:\n{}", produced.text));
     assert_eq!(figure(complete, "Send Total:"), 2000, "{complete}");
     assert!(figure(complete, "Send TPS:") > 0, "{complete}");
-    assert_no_refusal(&produced, figure(complete, "Send Failed:"));
+    assert_no_refusal(&produced, figure(complete, "Send Failed:"), true);
     assert_eq!(figure(complete, "Response Failed:"), 0, "{complete}");
 
     // consumer, while batch produces: both report within their first 10 s.
@@ -1082,10 +1082,10 @@ fn bench_tools_report_throughput_and_no_failure() {
     let (consumer_line, consumer) = consumer.join().unwrap();
     assert!(figure(&batch_line, "Send TPS:") > 0, "{batch_line}");
     assert!(figure(&batch_line, "Send MPS:") > 0, "{batch_line}");
-    assert_no_refusal(&batch, figure(&batch_line, "Send Failed:"));
+    assert_no_refusal(&batch, figure(&batch_line, "Send Failed:"), true);
     assert!(figure(&consumer_line, "TPS:") > 0, "{consumer_line}");
     assert_eq!(figure(&consumer_line, "FAIL:"), 0, "{consumer_line}");
-    assert_no_refusal(&consumer, 0);
+    assert_no_refusal(&consumer, 0, false);
 
     // tproducer: half messages, committed, none checked back.
     let (line, tproducer) = bench_until_report(
@@ -1095,22 +1095,26 @@ fn bench_tools_report_throughput_and_no_failure() {
     );
     assert!(figure(&line, "Send TPS:") > 0, "{line}");
     assert_eq!(figure(&line, "unexpectedCheck:"), 0, "{line}");
-    assert_no_refusal(&tproducer, figure(&line, "Send Failed:"));
+    assert_no_refusal(&tproducer, figure(&line, "Send Failed:"), true);
 }
 
 /// No broker refused anything a benchmark tool sent, and no exception reached its output.
 /// A failed send must be a client timeout (3 s), never a refusal: on a machine whose disk
 /// is saturated a write can take that long (ferromq writes with O_DIRECT, where Java
-/// writes to its page cache), and a test may not fail on a time.
-fn assert_no_refusal(output: &JavaOutput, failed: i64) {
+/// writes to its page cache), and a test may not fail on a time. A consumer's log is not
+/// searched: its start races its first heartbeat (GET_CONSUMER_LIST_BY_GROUP answered "no
+/// consumer for this group", a pull SUBSCRIPTION_NOT_LATEST), against a Java broker too.
+fn assert_no_refusal(output: &JavaOutput, failed: i64, sends: bool) {
     let log_path = output.home.join("logs/rocketmqlogs/rocketmq_client.log");
     let log = std::fs::read_to_string(&log_path).unwrap_or_default();
     assert!(!output.text.contains("Exception"), "{}", output.text);
-    assert!(
-        !log.contains("MQBrokerException"),
-        "a broker refused a request; see {}",
-        log_path.display()
-    );
+    if sends {
+        assert!(
+            !log.contains("MQBrokerException"),
+            "a broker refused a request; see {}",
+            log_path.display()
+        );
+    }
     if failed > 0 {
         assert!(
             log.contains("timeout"),

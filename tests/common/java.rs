@@ -536,8 +536,12 @@ impl Background {
         let deadline = Instant::now() + timeout;
         loop {
             let text = self.text();
-            if let Some(line) = text.lines().find(|line| line.contains(needle)) {
-                return line.to_owned();
+            // Whole lines only: the program may be halfway through writing one.
+            let found = text
+                .split_inclusive('\n')
+                .find(|line| line.ends_with('\n') && line.contains(needle));
+            if let Some(line) = found {
+                return line.trim_end().to_owned();
             }
             let exited = self
                 .child
