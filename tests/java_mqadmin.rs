@@ -331,21 +331,22 @@ fn mqadmin_inspection_commands_print_what_the_java_broker_prints() {
     // The kit's servers take `JVM_EXTRA` from this process (each test runs in its own).
     std::env::set_var("JVM_EXTRA", JAVA_DISK_FLAG);
     // Both sides at once: the commands are JVMs that mostly wait (netty's quiet period).
-    let java_side = std::thread::spawn(move || {
-        let namesrv = JavaServer::namesrv(&java_dir);
-        let store = java_dir.join("java-store");
-        let broker = JavaServer::broker(&java_dir, namesrv.port, &store, BROKER_CONF);
-        let addr: SocketAddr = broker.addr().parse().unwrap();
-        let inspected = inspect(&namesrv.addr(), addr, &store.display().to_string());
-        drop(broker);
-        drop(namesrv);
-        inspected
+    // Scoped, so that a panic on one side waits for the other to stop its servers: a kit
+    // JVM outlives a test process that exits under it.
+    let (ferro, java) = std::thread::scope(|scope| {
+        let java_side = scope.spawn(|| {
+            let namesrv = JavaServer::namesrv(&java_dir);
+            let store = java_dir.join("java-store");
+            let broker = JavaServer::broker(&java_dir, namesrv.port, &store, BROKER_CONF);
+            let addr: SocketAddr = broker.addr().parse().unwrap();
+            inspect(&namesrv.addr(), addr, &store.display().to_string())
+        });
+        let server = Standalone::start(BROKER_CONF);
+        let ferro_store = server.data.join("store").display().to_string();
+        let ferro = inspect(&server.namesrv_addr(), server.broker, &ferro_store);
+        drop(server);
+        (ferro, java_side.join().unwrap())
     });
-    let server = Standalone::start(BROKER_CONF);
-    let ferro_store = server.data.join("store").display().to_string();
-    let ferro = inspect(&server.namesrv_addr(), server.broker, &ferro_store);
-    drop(server);
-    let java = java_side.join().unwrap();
 
     // clusterList: one row each. ferromq says it is 5.3.3 on purpose (it answers with 5.x
     // shapes, `remoting::command::CURRENT_VERSION`). `#Hour` is the age of the oldest
@@ -1064,22 +1065,22 @@ fn bench_tools_report_throughput_and_no_failure() {
     assert_eq!(figure(complete, "Response Failed:"), 0, "{complete}");
 
     // consumer, while batch produces: both report within their first 10 s.
-    let consumer = std::thread::spawn({
-        let ns = ns.clone();
-        move || {
+    // Scoped: a panic here waits for the consumer to end, so that its JVM is stopped.
+    let ((batch_line, batch), (consumer_line, consumer)) = std::thread::scope(|scope| {
+        let consumer = scope.spawn(|| {
             bench_until_report(
                 "consumer",
                 &["-n", &ns, "-t", topic, "-g", "MqadminBenchG"],
                 "Current Time:",
             )
-        }
+        });
+        let batch = bench_until_report(
+            "batch",
+            &["-n", &ns, "-t", topic, "-w", "2", "-s", "128", "-b", "16"],
+            "Current Time:",
+        );
+        (batch, consumer.join().unwrap())
     });
-    let (batch_line, batch) = bench_until_report(
-        "batch",
-        &["-n", &ns, "-t", topic, "-w", "2", "-s", "128", "-b", "16"],
-        "Current Time:",
-    );
-    let (consumer_line, consumer) = consumer.join().unwrap();
     assert!(figure(&batch_line, "Send TPS:") > 0, "{batch_line}");
     assert!(figure(&batch_line, "Send MPS:") > 0, "{batch_line}");
     assert_no_refusal(&batch, figure(&batch_line, "Send Failed:"), true);
