@@ -216,7 +216,9 @@ fn run_namesrv(args: NamesrvArgs) -> anyhow::Result<()> {
 fn broker_config(path: Option<&PathBuf>, config: &mut BrokerConfig) -> anyhow::Result<()> {
     apply_config_file(path, "broker", |origin, properties| {
         config.apply(origin, properties)
-    })
+    })?;
+    config.config_path = path.cloned();
+    Ok(())
 }
 
 fn run_broker(args: BrokerArgs) -> anyhow::Result<()> {

@@ -5,17 +5,19 @@
 
 use super::state::{invalid_topic_remark, now_ms, BrokerState};
 use crate::config::fastjson::parse_lenient;
+use crate::config::properties::parse as parse_properties_text;
+use crate::remoting::command::CURRENT_VERSION;
 use crate::remoting::headers::{
     DeleteSubscriptionGroupRequestHeader, DeleteTopicRequestHeader, GetBrokerConfigResponseHeader,
     GetConsumeStatsRequestHeader, GetConsumerConnectionListRequestHeader,
     GetProducerConnectionListRequestHeader, GetTopicStatsInfoRequestHeader,
-    QueryMessageRequestHeader, QueryMessageResponseHeader, ResetOffsetRequestHeader,
-    ViewMessageRequestHeader,
+    QueryMessageRequestHeader, QueryMessageResponseHeader, QueryTopicConsumeByWhoRequestHeader,
+    ResetOffsetRequestHeader, ViewMessageRequestHeader,
 };
 use crate::remoting::heartbeat::MessageQueue;
 use crate::remoting::{RemotingCommand, RequestCode, ResponseCode};
 use crate::store::config_files::SubscriptionGroupConfig;
-use crate::store::flush::FlushDiskType;
+use crate::store::message::{decode_record, Record};
 use crate::store::reader::StoreReader;
 use crate::store::shared::StoreShared;
 use serde::Deserialize;
@@ -100,96 +102,227 @@ pub fn all_consumer_offsets(state: &BrokerState, request: &RemotingCommand) -> R
     with_body(request, state.offsets_json())
 }
 
-/// GET_BROKER_CONFIG (26): the settings as properties text, with the version header.
+/// GET_BROKER_CONFIG (26): the settings as properties text (the runtime configuration,
+/// [`BrokerConfig::java_properties`](crate::config::broker::BrokerConfig::java_properties)),
+/// with the configuration's version in the header.
 #[must_use]
 pub fn broker_config(state: &BrokerState, request: &RemotingCommand) -> Response {
-    let config = &state.config;
-    let store = &config.store;
-    let flush = match store.flush_disk_type {
-        FlushDiskType::SyncFlush => "SYNC_FLUSH",
-        FlushDiskType::AsyncFlush { .. } => "ASYNC_FLUSH",
-    };
-    let entries = [
-        (
-            "autoCreateSubscriptionGroup",
-            config.auto_create_subscription_group.to_string(),
-        ),
-        (
-            "autoCreateTopicEnable",
-            config.auto_create_topic_enable.to_string(),
-        ),
-        ("brokerClusterName", config.broker_cluster_name.clone()),
-        ("brokerIP1", config.broker_ip1.to_string()),
-        ("brokerId", config.broker_id.to_string()),
-        ("brokerName", config.broker_name.clone()),
-        ("brokerPermission", config.broker_permission.to_string()),
-        ("brokerRole", config.broker_role.java_name().to_owned()),
-        (
-            "defaultTopicQueueNums",
-            config.default_topic_queue_nums.to_string(),
-        ),
-        ("deleteWhen", store.delete_when.clone()),
-        (
-            "fileReservedTime",
-            store.file_reserved_time_hours.to_string(),
-        ),
-        ("flushDiskType", flush.to_owned()),
-        ("listenPort", config.listen_port.to_string()),
-        ("longPollingEnable", config.long_polling_enable.to_string()),
-        (
-            "mappedFileSizeCommitLog",
-            store.mapped_file_size_commit_log.to_string(),
-        ),
-        (
-            "mappedFileSizeConsumeQueue",
-            (store.consume_queue_units_per_file * 20).to_string(),
-        ),
-        ("maxMessageSize", store.max_message_size.to_string()),
-        ("namesrvAddr", config.namesrv_addr.join(";")),
-        (
-            "storePathCommitLog",
-            store.commit_log_dir().display().to_string(),
-        ),
-        (
-            "storePathRootDir",
-            store.store_path_root_dir.display().to_string(),
-        ),
-        (
-            "transactionCheckInterval",
-            config.transaction_check_interval.as_millis().to_string(),
-        ),
-        (
-            "transactionCheckMax",
-            config.transaction_check_max.to_string(),
-        ),
-        (
-            "transactionTimeOut",
-            config.transaction_timeout.as_millis().to_string(),
-        ),
-    ];
-    let text: String = entries
+    let text: String = state
+        .runtime()
+        .java_properties(state.listen_port())
         .iter()
         .map(|(key, value)| format!("{key}={value}\n"))
         .collect();
     let mut response = RemotingCommand::success_to(request);
     response.set_header(&GetBrokerConfigResponseHeader {
-        version: format!(r#"{{"counter":0,"timestamp":{}}}"#, now_ms()),
+        version: state.config_version_json(),
     });
     response.body = text.into_bytes();
     Some(response)
 }
 
-/// GET_BROKER_RUNTIME_INFO (28): a few of Java's runtime keys, as a `KVTable`.
-#[must_use]
-pub fn runtime_info(shared: &StoreShared, request: &RemotingCommand) -> Response {
-    let table = serde_json::json!({ "table": {
-        "brokerVersion": crate::remoting::command::CURRENT_VERSION.to_string(),
-        "commitLogMaxOffset": shared.committed_end().to_string(),
-        "commitLogMinOffset": shared.min_physical_offset().to_string(),
-        "commitLogDiskRatio": format!("{:.2}", f64::from(shared.disk_used_percent()) / 100.0),
-        "queueCount": shared.queues().len().to_string(),
-    }});
-    with_body(request, table.to_string())
+/// Keys no UPDATE_BROKER_CONFIG may change, besides those `configBlackList` names
+/// (`AdminBrokerProcessor.initConfigBlackList`).
+const CONFIG_BLACK_LIST: [&str; 3] = ["brokerConfigPath", "rocketmqHome", "configBlackList"];
+
+/// UPDATE_BROKER_CONFIG (25): the body is properties text; see
+/// [`BrokerState::update_config`] for what takes effect when. NO_PERMISSION for a key of
+/// the black list, as Java.
+pub async fn update_broker_config(state: &BrokerState, request: &RemotingCommand) -> Response {
+    if request.body.is_empty() {
+        return Some(RemotingCommand::success_to(request));
+    }
+    let Ok(text) = std::str::from_utf8(&request.body) else {
+        return error(
+            request,
+            ResponseCode::SYSTEM_ERROR,
+            "string2Properties error",
+        );
+    };
+    let properties = parse_properties_text(text);
+    let black_list = state.runtime().config_black_list.clone();
+    let blocked = properties.iter().any(|p| {
+        CONFIG_BLACK_LIST.contains(&p.key.as_str())
+            || black_list
+                .split(';')
+                .any(|key| !key.is_empty() && key == p.key)
+    });
+    if blocked {
+        return error(
+            request,
+            ResponseCode::NO_PERMISSION,
+            "Can not update config in black list.",
+        );
+    }
+    state.update_config(&properties).await;
+    Some(RemotingCommand::success_to(request))
+}
+
+/// Java's default capacities of the request queues its thread pools take from
+/// (`sendThreadPoolQueueCapacity` and the like). ferromq runs a request where its connection
+/// is read, in no queue: the runtime info reports each queue empty, with Java's capacity, so
+/// that tools reading these keys find them.
+const JAVA_QUEUE_CAPACITIES: [(&str, &str, u32); 4] = [
+    (
+        "sendThreadPoolQueueSize",
+        "sendThreadPoolQueueCapacity",
+        10_000,
+    ),
+    (
+        "pullThreadPoolQueueSize",
+        "pullThreadPoolQueueCapacity",
+        100_000,
+    ),
+    (
+        "queryThreadPoolQueueSize",
+        "queryThreadPoolQueueCapacity",
+        20_000,
+    ),
+    (
+        "EndTransactionQueueSize",
+        "EndTransactionThreadPoolQueueCapacity",
+        100_000,
+    ),
+];
+
+/// GET_BROKER_RUNTIME_INFO (28): Java's runtime keys as a `KVTable`
+/// (`AdminBrokerProcessor.prepareRuntimeInfo` and `DefaultMessageStore.getRuntimeInfo`),
+/// read by `mqadmin clusterList` and `brokerStatus`.
+pub async fn runtime_info(
+    state: &BrokerState,
+    reader: &StoreReader,
+    shared: &StoreShared,
+    request: &RemotingCommand,
+) -> Response {
+    use super::stats::{format_runtime, human_bytes, java_double};
+    let stats = &state.stats;
+    let totals = stats.totals();
+    let (put_max, get_max) = stats.time_max_ms();
+    let ((put_yesterday, get_yesterday), (put_today, get_today)) = stats.mornings();
+    let config = &shared.config;
+    let commit_log_dir = config.commit_log_dir();
+    let disk_ratio = |path: &std::path::Path| {
+        ferromq_uring::disk::used_ratio(path).map_or_else(|_| "-1.0".to_owned(), java_double)
+    };
+    let commit_log_ratio = disk_ratio(&commit_log_dir);
+    // The oldest message's store time. Java 4.9.8 reads it through a window of twice
+    // `maxMessageSize` from the CommitLog's start, which fails (-1) until the CommitLog
+    // holds 8 MiB, so its clusterList shows a 56-year-old broker; ferromq reads the record
+    // itself, on purpose.
+    let earliest = match reader
+        .record_at(i64::try_from(shared.min_physical_offset()).unwrap_or(i64::MAX))
+        .await
+    {
+        Ok(Some(bytes)) => match decode_record(&bytes, false) {
+            Ok(Record::Message { record, .. }) => record.store_timestamp,
+            _ => -1,
+        },
+        _ => -1,
+    };
+    // Java never reports fewer than one put (`getRuntimeInfo`), so that its average divides.
+    let put_times = totals.put_times.max(1);
+    #[allow(clippy::cast_precision_loss)] // an average
+    let average_size = totals.put_size as f64 / put_times as f64;
+    let mut table: Vec<(String, String)> = vec![
+        ("bootTimestamp".into(), stats.boot_ms.to_string()),
+        ("runtime".into(), format_runtime(now_ms() - stats.boot_ms)),
+        ("putMessageEntireTimeMax".into(), put_max.to_string()),
+        ("putMessageTimesTotal".into(), put_times.to_string()),
+        (
+            "putMessageFailedTimes".into(),
+            totals.put_failed.to_string(),
+        ),
+        ("putMessageSizeTotal".into(), totals.put_size.to_string()),
+        ("putMessageDistributeTime".into(), stats.put_distribution()),
+        ("putMessageAverageSize".into(), java_double(average_size)),
+        // ferromq hands records to dispatch as they are committed, never buffering them.
+        ("dispatchMaxBuffer".into(), "0".into()),
+        ("getMessageEntireTimeMax".into(), get_max.to_string()),
+        ("putTps".into(), stats.tps(|t| t.put_times)),
+        ("getFoundTps".into(), stats.tps(|t| t.get_found)),
+        ("getMissTps".into(), stats.tps(|t| t.get_miss)),
+        ("getTotalTps".into(), stats.get_total_tps()),
+        ("getTransferedTps".into(), stats.tps(|t| t.get_transferred)),
+        (
+            "putLatency99".into(),
+            format!("{:.2}", stats.put_latency(0.99)),
+        ),
+        (
+            "putLatency999".into(),
+            format!("{:.2}", stats.put_latency(0.999)),
+        ),
+        (
+            format!("commitLogDiskRatio_{}", commit_log_dir.display()),
+            commit_log_ratio.clone(),
+        ),
+        ("commitLogDiskRatio".into(), commit_log_ratio),
+        (
+            "consumeQueueDiskRatio".into(),
+            disk_ratio(&config.consume_queue_dir()),
+        ),
+        (
+            "commitLogMinOffset".into(),
+            shared.min_physical_offset().to_string(),
+        ),
+        (
+            "commitLogMaxOffset".into(),
+            shared.committed_end().to_string(),
+        ),
+        (
+            "brokerVersionDesc".into(),
+            crate::remoting::version::version_desc(CURRENT_VERSION),
+        ),
+        ("brokerVersion".into(), CURRENT_VERSION.to_string()),
+        (
+            "msgPutTotalYesterdayMorning".into(),
+            put_yesterday.to_string(),
+        ),
+        ("msgPutTotalTodayMorning".into(), put_today.to_string()),
+        ("msgPutTotalTodayNow".into(), totals.put_times.to_string()),
+        (
+            "msgGetTotalYesterdayMorning".into(),
+            get_yesterday.to_string(),
+        ),
+        ("msgGetTotalTodayMorning".into(), get_today.to_string()),
+        (
+            "msgGetTotalTodayNow".into(),
+            totals.get_transferred.to_string(),
+        ),
+        // Dispatch follows the writer's commits without a backlog of its own to report.
+        ("dispatchBehindBytes".into(), "0".into()),
+        // No lock guards the CommitLog's memory (Java's `lockTimeMills`).
+        ("pageCacheLockTimeMills".into(), "0".into()),
+        ("sendThreadPoolQueueHeadWaitTimeMills".into(), "0".into()),
+        ("pullThreadPoolQueueHeadWaitTimeMills".into(), "0".into()),
+        ("queryThreadPoolQueueHeadWaitTimeMills".into(), "0".into()),
+        ("earliestMessageTimeStamp".into(), earliest.to_string()),
+        ("startAcceptSendRequestTimeStamp".into(), "0".into()),
+        // Java's value without `transientStorePoolEnable`: no pool to run out of.
+        (
+            "remainTransientStoreBufferNumbs".into(),
+            i32::MAX.to_string(),
+        ),
+        ("remainHowManyDataToFlush".into(), human_bytes(0)),
+    ];
+    for (size, capacity, value) in JAVA_QUEUE_CAPACITIES {
+        table.push((size.into(), "0".into()));
+        table.push((capacity.into(), value.to_string()));
+    }
+    if let Ok(space) = ferromq_uring::disk::space(&config.store_path_root_dir) {
+        table.push((
+            "commitLogDirCapacity".into(),
+            format!(
+                "Total : {}, Free : {}.",
+                human_bytes(space.total),
+                human_bytes(space.usable)
+            ),
+        ));
+    }
+    let table: serde_json::Map<String, serde_json::Value> = table
+        .into_iter()
+        .map(|(key, value)| (key, serde_json::Value::String(value)))
+        .collect();
+    with_body(request, serde_json::json!({ "table": table }).to_string())
 }
 
 /// Body of LOCK_BATCH_MQ and UNLOCK_BATCH_MQ (`LockBatchRequestBody`).
@@ -293,6 +426,21 @@ pub async fn query_message(
     });
     response.body = found.concat();
     Some(response)
+}
+
+/// QUERY_TOPIC_CONSUME_BY_WHO (300): the groups consuming a topic, as a `GroupList`
+/// (mqadmin `topicList -c` and the message track of `queryMsgById`).
+#[must_use]
+pub fn topic_consumers(state: &BrokerState, request: &RemotingCommand) -> Response {
+    let header = match request.decode_header::<QueryTopicConsumeByWhoRequestHeader>() {
+        Ok(header) => header,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    let groups = state.groups_of_topic(&header.topic);
+    with_body(
+        request,
+        serde_json::json!({ "groupList": groups }).to_string(),
+    )
 }
 
 /// GET_CONSUMER_CONNECTION_LIST (203): the members of a consumer group and their settings.
@@ -409,11 +557,17 @@ pub async fn consume_stats(
         Some(topic) => vec![topic.to_owned()],
         None => state.topics_of_group(&header.consumer_group),
     };
+    // An online group shows only the topics it subscribes to now, not those it left
+    // offsets in before (`ConsumerManager.findSubscriptionData`).
+    let online = state.subscription_count(&header.consumer_group) > 0;
     let mut entries = Vec::new();
     for name in topics {
         let Some(topic) = state.topic(&name) else {
             continue;
         };
+        if online && state.subscription(&header.consumer_group, &name).is_none() {
+            continue;
+        }
         for queue_id in 0..topic.read_queue_nums {
             let broker_offset = reader.max_offset_in_queue(&name, queue_id);
             let consumer_offset = state

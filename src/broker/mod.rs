@@ -25,6 +25,7 @@ pub mod register;
 pub mod schedule;
 pub mod send_back;
 pub mod state;
+pub mod stats;
 pub mod transaction;
 
 use crate::config::broker::BrokerConfig;
@@ -142,7 +143,9 @@ fn take<T>(slot: &Mutex<Option<T>>) -> Option<T> {
 pub fn start(config: BrokerConfig, shutdown: Shutdown) -> Result<BrokerHandle, BrokerError> {
     let lock = StoreLock::acquire(&config.store.store_path_root_dir)
         .map_err(|e| BrokerError::Store(e.to_string()))?;
-    let state = Arc::new(BrokerState::load(config.clone()).map_err(BrokerError::Store)?);
+    let placement = config.shards.clone().unwrap_or_else(Placement::detect);
+    let state =
+        Arc::new(BrokerState::load(config.clone(), placement.len()).map_err(BrokerError::Store)?);
     let shared = Arc::new(StoreShared::new(config.store.clone()));
     let channels = StoreChannels::new(Arc::clone(&shared));
     let handle = channels.handle.clone();
@@ -156,7 +159,6 @@ pub fn start(config: BrokerConfig, shutdown: Shutdown) -> Result<BrokerHandle, B
             start_tx,
         ))),
     });
-    let placement = config.shards.clone().unwrap_or_else(Placement::detect);
     let first_net = placement.owner_of(Role::Net);
     let ready: Arc<OnceLock<Result<(), String>>> = Arc::new(OnceLock::new());
     let bound: Arc<server::BoundAddr> = Arc::new(OnceLock::new());
@@ -346,6 +348,16 @@ async fn run_control_role(
         shutdown.wait(),
     ))
     .detach();
+    // The statistics' snapshot of every second (`StoreStatsService.sampling`).
+    let sampler_state = Arc::clone(&state);
+    let sampler_shutdown = shutdown.clone();
+    let sampler = glommio::spawn_local(async move {
+        while !sampler_shutdown.is_triggered() {
+            sampler_state.stats.sample(state::now_ms());
+            glommio::timer::sleep(Duration::from_secs(1)).await;
+        }
+    })
+    .detach();
     let interval = state.config.flush_consumer_offset_interval;
     let periodic = async {
         loop {
@@ -362,6 +374,7 @@ async fn run_control_role(
     let stop = shutdown.wait();
     futures::pin_mut!(stop);
     futures::future::select(periodic, stop).await;
+    let _ = sampler.await;
     let _ = retention.await;
     let _ = schedule.await;
     let _ = transactions.await;
@@ -408,11 +421,13 @@ async fn serve_net(
     let listen_port = listener
         .local_addr()
         .map_or(config.listen_port, |addr| addr.port());
+    state.set_listen_port(listen_port);
     let handler = Rc::new(processor::BrokerHandler::new(
         Arc::clone(state),
         handle.clone(),
         long_poll,
         listen_port,
+        ctx.id.index(),
     ));
     let server_config = ServerConfig {
         frame_size_max: config.frame_size_max,

@@ -27,7 +27,7 @@ use crate::remoting::server::{ConnectionInfo, Outbound, RequestHandler};
 use crate::remoting::{
     CommandHeader, ExtFields, HeaderError, RemotingCommand, RequestCode, ResponseCode,
 };
-use crate::store::commit_log::PutMessage;
+use crate::store::commit_log::{Appended, PutMessage};
 use crate::store::config_files::TopicConfig;
 use crate::store::consume_queue::tags_code;
 use crate::store::message::{offset_msg_id, rewrite_properties};
@@ -74,18 +74,21 @@ pub struct BrokerHandler {
     reader: StoreReader,
     long_poll: Rc<LongPoll>,
     store_host: SocketAddr,
+    /// This shard's index: its slot in the broker's statistics.
+    shard: usize,
 }
 
 impl BrokerHandler {
-    /// A handler over the shared state, the store, and this shard's long-poll table;
-    /// `listen_port` is the port actually bound (it differs from the config's when that
-    /// asks for port 0), the one stored messages and their ids name.
+    /// A handler of shard `shard` over the shared state, the store, and this shard's
+    /// long-poll table; `listen_port` is the port actually bound (it differs from the
+    /// config's when that asks for port 0), the one stored messages and their ids name.
     #[must_use]
     pub fn new(
         state: Arc<BrokerState>,
         store: StoreHandle,
         long_poll: Rc<LongPoll>,
         listen_port: u16,
+        shard: usize,
     ) -> Self {
         let store_host = SocketAddr::new(state.config.broker_ip1, listen_port);
         BrokerHandler {
@@ -95,6 +98,7 @@ impl BrokerHandler {
             store,
             long_poll,
             store_host,
+            shard,
         }
     }
 
@@ -138,8 +142,11 @@ impl BrokerHandler {
                 admin::all_consumer_offsets(&self.state, &request)
             }
             RequestCode::GET_BROKER_CONFIG => admin::broker_config(&self.state, &request),
+            RequestCode::UPDATE_BROKER_CONFIG => {
+                admin::update_broker_config(&self.state, &request).await
+            }
             RequestCode::GET_BROKER_RUNTIME_INFO => {
-                admin::runtime_info(self.store.shared(), &request)
+                admin::runtime_info(&self.state, &self.reader, self.store.shared(), &request).await
             }
             RequestCode::LOCK_BATCH_MQ => admin::lock_batch(&self.state, &request),
             RequestCode::GET_CONSUMER_CONNECTION_LIST => {
@@ -158,6 +165,9 @@ impl BrokerHandler {
             }
             RequestCode::INVOKE_BROKER_TO_RESET_OFFSET => {
                 admin::reset_offset(&self.state, &self.reader, &request).await
+            }
+            RequestCode::QUERY_TOPIC_CONSUME_BY_WHO => {
+                admin::topic_consumers(&self.state, &request)
             }
             RequestCode::UNLOCK_BATCH_MQ => admin::unlock_batch(&self.state, &request),
             RequestCode::VIEW_MESSAGE_BY_ID => admin::view_message(&self.reader, &request).await,
@@ -251,7 +261,10 @@ impl BrokerHandler {
         if transaction::is_half(&message.properties) {
             message = transaction::into_half(&self.state, message).await;
         }
-        match self.puts.put(message).await {
+        let started = std::time::Instant::now();
+        let stored = self.puts.put(message).await;
+        self.record_put(started, stored.as_ref().map(std::slice::from_ref));
+        match stored {
             Ok(appended) => Some(self.send_response(
                 request,
                 offset_msg_id(self.store_host, physical_i64(appended.physical_offset)),
@@ -312,7 +325,10 @@ impl BrokerHandler {
                 ..template.clone()
             });
         }
-        let stored = match self.puts.put_batch(puts).await {
+        let started = std::time::Instant::now();
+        let stored = self.puts.put_batch(puts).await;
+        self.record_put(started, stored.as_deref());
+        let stored = match stored {
             Ok(stored) => stored,
             Err(failure) => return self.put_failed(request, &failure),
         };
@@ -358,7 +374,7 @@ impl BrokerHandler {
         request: &RemotingCommand,
         header: SendMessageRequestHeader,
     ) -> Result<(SendMessageRequestHeader, i32), Response> {
-        let config = &self.state.config;
+        let config = self.state.runtime();
         if config.broker_permission & PERM_WRITE == 0 {
             let remark = format!(
                 "the broker[{}] sending message is forbidden",
@@ -457,6 +473,20 @@ impl BrokerHandler {
         response
     }
 
+    /// Counts a put in this shard's statistics: its records and bytes and how long the
+    /// store took, or its failure.
+    fn record_put<E>(&self, started: std::time::Instant, stored: Result<&[Appended], E>) {
+        let stats = &self.state.stats;
+        match stored {
+            Ok(records) => {
+                let bytes = records.iter().map(|r| r.size as u64).sum();
+                let elapsed = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                stats.record_put(self.shard, records.len() as u64, bytes, elapsed);
+            }
+            Err(_) => stats.record_put_failed(self.shard),
+        }
+    }
+
     /// MESSAGE_ILLEGAL with Java's remark (`handlePutMessageResult`).
     fn message_illegal(&self, request: &RemotingCommand) -> Response {
         let remark = format!(
@@ -496,6 +526,14 @@ impl BrokerHandler {
             Ok(header) => header,
             Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
         };
+        let config = self.state.runtime();
+        if config.broker_permission & PERM_READ == 0 {
+            let remark = format!(
+                "the broker[{}] pulling message is forbidden",
+                config.broker_ip1
+            );
+            return error(request, ResponseCode::NO_PERMISSION, remark);
+        }
         let Some(group) = self.state.group_or_create(&header.consumer_group).await else {
             let remark = format!(
                 "subscription group [{}] does not exist, {FAQ}",
@@ -583,10 +621,10 @@ impl BrokerHandler {
             .as_ref()
             .is_some_and(|r| r.code == ResponseCode::PULL_NOT_FOUND.0);
         if not_found && header.sys_flag & PULL_SUSPEND != 0 {
-            let wait = if self.state.config.long_polling_enable {
+            let wait = if config.long_polling_enable {
                 Duration::from_millis(u64::try_from(header.suspend_timeout_millis).unwrap_or(0))
             } else {
-                self.state.config.short_polling_time
+                config.short_polling_time
             };
             let woken = self.long_poll.wait(
                 self.store.shared(),
@@ -614,6 +652,7 @@ impl BrokerHandler {
         let filter = PullFilter {
             tags_codes: codes.map(|_| &accepts as &dyn Fn(i64) -> bool),
         };
+        let started = std::time::Instant::now();
         let result = match self
             .reader
             .get_message(
@@ -628,6 +667,10 @@ impl BrokerHandler {
             Ok(result) => result,
             Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
         };
+        let elapsed = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.state
+            .stats
+            .record_get(self.shard, result.messages.len() as u64, elapsed);
         let code = match result.status {
             GetMessageStatus::Found => ResponseCode::SUCCESS,
             GetMessageStatus::MessageWasRemoving | GetMessageStatus::NoMatchedMessage => {

@@ -8,7 +8,7 @@
 //! Runs on its own thread with a small tokio runtime: the remoting client is tokio's, and
 //! registration is slow, rare network work that has no place on a shard.
 
-use super::state::BrokerState;
+use super::state::{BrokerState, PERM_READ, PERM_WRITE};
 use crate::remoting::body::{DataVersion, TopicConfigSerializeWrapper};
 use crate::remoting::client::{connect_tokio, ClientConfig, RemotingClient};
 use crate::remoting::headers::{RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader};
@@ -126,7 +126,14 @@ async fn register(
         },
         ..TopicConfigSerializeWrapper::default()
     };
-    for (_, topic) in topics {
+    // A broker that may not be read or written registers every topic with its own
+    // permission, so that clients route around it (`registerBrokerAll`).
+    let permission = state.runtime().broker_permission;
+    let read_write = PERM_READ | PERM_WRITE;
+    for (_, mut topic) in topics {
+        if permission & read_write != read_write {
+            topic.perm = permission;
+        }
         wrapper.insert(topic);
     }
     let body = serde_json::json!({

@@ -9,10 +9,12 @@
 //! shard's blocking threads: a change to the topics or groups is answered once its file is
 //! written, as Java persists before it answers, while the shard's other connections go on.
 
+use super::stats::BrokerStats;
 use crate::config::broker::BrokerConfig;
 use crate::config::persist::{
     next_snapshot_version, read_with_backup, write_snapshot, write_snapshot_off_shard,
 };
+use crate::config::properties::{set_keys, Property};
 use crate::remoting::headers::NotifyConsumerIdsChangedRequestHeader;
 use crate::remoting::heartbeat::{HeartbeatData, MessageQueue, SubscriptionData};
 use crate::remoting::server::{ConnectionId, Outbound};
@@ -40,6 +42,24 @@ pub const NOT_ALLOWED_SEND_TOPICS: [&str; 6] = [
     "SELF_TEST_TOPIC",
     "OFFSET_MOVED_EVENT",
 ];
+/// Topics every broker has or makes itself (`TopicValidator.SYSTEM_TOPIC_SET`); with
+/// the cluster's, the broker's, the reply and the trace topic, and any name starting
+/// with [`SYSTEM_TOPIC_PREFIX`], no admin request may create or delete them.
+pub const SYSTEM_TOPICS: [&str; 9] = [
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    "SCHEDULE_TOPIC_XXXX",
+    "BenchmarkTest",
+    "RMQ_SYS_TRANS_HALF_TOPIC",
+    "RMQ_SYS_TRACE_TOPIC",
+    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+    "TRANS_CHECK_MAX_TIME_TOPIC",
+    "SELF_TEST_TOPIC",
+    "OFFSET_MOVED_EVENT",
+];
+/// Prefix of system topic names (`TopicValidator.SYSTEM_TOPIC_PREFIX`).
+pub const SYSTEM_TOPIC_PREFIX: &str = "rmq_sys_";
+/// Suffix of the cluster's request-reply topic, `<cluster>_REPLY_TOPIC`.
+pub const REPLY_TOPIC_POSTFIX: &str = "REPLY_TOPIC";
 /// Prefix of a consumer group's retry topic.
 pub const RETRY_GROUP_TOPIC_PREFIX: &str = "%RETRY%";
 /// Prefix of a consumer group's dead-letter topic.
@@ -122,24 +142,6 @@ fn is_legal_name(name: &str) -> bool {
     name.bytes()
         .all(|b| b.is_ascii_alphanumeric() || b == b'%' || b == b'|' || b == b'_' || b == b'-')
 }
-
-/// Topics every broker has for itself (`TopicValidator.SYSTEM_TOPIC_SET`); with the cluster's
-/// and the broker's own names, `<cluster>_REPLY_TOPIC` and the `rmq_sys_` prefix they are
-/// what no client may create or delete (see [`BrokerState::is_system_topic`]).
-pub const SYSTEM_TOPICS: [&str; 9] = [
-    AUTO_CREATE_TOPIC_KEY_TOPIC,
-    "SCHEDULE_TOPIC_XXXX",
-    "BenchmarkTest",
-    "RMQ_SYS_TRANS_HALF_TOPIC",
-    "RMQ_SYS_TRACE_TOPIC",
-    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-    "TRANS_CHECK_MAX_TIME_TOPIC",
-    "SELF_TEST_TOPIC",
-    "OFFSET_MOVED_EVENT",
-];
-
-/// `TopicValidator.SYSTEM_TOPIC_PREFIX`.
-pub const SYSTEM_TOPIC_PREFIX: &str = "rmq_sys_";
 
 /// A versioned table kept in a file, with a lock-free snapshot of its entries by name.
 #[derive(Debug)]
@@ -269,8 +271,15 @@ struct ConsumerGroup {
 /// Broker-wide state.
 #[derive(Debug)]
 pub struct BrokerState {
-    /// Configuration.
+    /// Configuration as the broker started with it: the shape of the broker (ports, paths,
+    /// shards) and every setting read only at start.
     pub config: BrokerConfig,
+    /// Configuration as UPDATE_BROKER_CONFIG left it (see [`BrokerState::runtime`]).
+    runtime: ArcSwap<BrokerConfig>,
+    /// Version of the configuration (`Configuration.dataVersion`), bumped by each update.
+    config_version: Mutex<DataVersion>,
+    /// The port the broker listens on, once bound (the config may ask for 0).
+    listen_port: std::sync::atomic::AtomicU16,
     topics: PersistedTable<TopicConfig>,
     groups: PersistedTable<SubscriptionGroupConfig>,
     offsets_path: PathBuf,
@@ -280,6 +289,8 @@ pub struct BrokerState {
     outbounds: Mutex<HashMap<ConnectionId, Outbound>>,
     /// Queue locks of orderly consumers.
     pub locks: LockTable,
+    /// Messages stored and pulled, put latencies, TPS.
+    pub stats: BrokerStats,
     /// Set when the topic table changed: the name servers should hear of it now, not at the
     /// next periodic registration (Java registers after every topic change).
     registration_due: AtomicBool,
@@ -287,11 +298,12 @@ pub struct BrokerState {
 
 impl BrokerState {
     /// Loads the config files under the store's `config/` directory and adds the system
-    /// topics a broker always has.
+    /// topics a broker always has; `shards` is the number of shards (one slot of statistics
+    /// each).
     ///
     /// # Errors
     /// A file that exists but is not valid (named in the message).
-    pub fn load(config: BrokerConfig) -> Result<BrokerState, String> {
+    pub fn load(config: BrokerConfig, shards: usize) -> Result<BrokerState, String> {
         let dir = config.store.config_dir();
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let topics = PersistedTable::load(dir.join("topics.json"))?;
@@ -300,6 +312,13 @@ impl BrokerState {
         let offsets = load_offsets(&offsets_path)?;
         let locks = LockTable::new(config.rebalance_lock_max_live_time);
         let state = BrokerState {
+            runtime: ArcSwap::from_pointee(config.clone()),
+            config_version: Mutex::new(DataVersion {
+                counter: 0,
+                timestamp: now_ms(),
+                ..DataVersion::default()
+            }),
+            listen_port: std::sync::atomic::AtomicU16::new(config.listen_port),
             config,
             topics,
             groups,
@@ -309,6 +328,7 @@ impl BrokerState {
             producers: Mutex::new(HashMap::new()),
             outbounds: Mutex::new(HashMap::new()),
             locks,
+            stats: BrokerStats::new(shards, now_ms()),
             registration_due: AtomicBool::new(false),
         };
         state.add_system_topics();
@@ -316,24 +336,41 @@ impl BrokerState {
     }
 
     fn add_system_topics(&self) {
-        let name = self.config.broker_cluster_name.clone();
-        let broker = self.config.broker_name.clone();
-        let mut system = vec![
-            (
+        let config = &self.config;
+        let read_write = PERM_READ | PERM_WRITE;
+        // The cluster and broker topics are templates (inherit) that clients may also use
+        // when `clusterTopicEnable` / `brokerTopicEnable` (`TopicConfigManager`).
+        let named = |enabled: bool| PERM_INHERIT | if enabled { read_write } else { 0 };
+        let mut system = Vec::new();
+        system.push(("SELF_TEST_TOPIC".to_owned(), 1, read_write));
+        if config.auto_create_topic_enable {
+            system.push((
                 AUTO_CREATE_TOPIC_KEY_TOPIC.to_owned(),
-                self.config.default_topic_queue_nums,
-                PERM_READ | PERM_WRITE | PERM_INHERIT,
-            ),
-            ("SELF_TEST_TOPIC".to_owned(), 1, PERM_READ | PERM_WRITE),
-            ("OFFSET_MOVED_EVENT".to_owned(), 1, PERM_READ | PERM_WRITE),
-            ("SCHEDULE_TOPIC_XXXX".to_owned(), 18, PERM_READ | PERM_WRITE),
-            ("RMQ_SYS_TRACE_TOPIC".to_owned(), 1, PERM_READ | PERM_WRITE),
-            (name, 16, PERM_READ | PERM_WRITE),
-            (broker, 1, PERM_READ | PERM_WRITE),
-        ];
-        if !self.config.auto_create_topic_enable {
-            system.remove(0);
+                config.default_topic_queue_nums,
+                read_write | PERM_INHERIT,
+            ));
         }
+        system.push(("BenchmarkTest".to_owned(), 1024, read_write));
+        system.push((
+            config.broker_cluster_name.clone(),
+            16,
+            named(config.cluster_topic_enable),
+        ));
+        system.push((
+            config.broker_name.clone(),
+            1,
+            named(config.broker_topic_enable),
+        ));
+        system.push(("OFFSET_MOVED_EVENT".to_owned(), 1, read_write));
+        system.push(("SCHEDULE_TOPIC_XXXX".to_owned(), 18, read_write));
+        if config.trace_topic_enable {
+            system.push((config.msg_trace_topic_name.clone(), 1, read_write));
+        }
+        system.push((
+            format!("{}_{REPLY_TOPIC_POSTFIX}", config.broker_cluster_name),
+            1,
+            read_write,
+        ));
         let file = self.topics.update(|table| {
             let mut changed = false;
             for (topic, queues, perm) in system {
@@ -355,17 +392,97 @@ impl BrokerState {
         }
     }
 
-    /// Whether `topic` is one of the broker's own (`TopicValidator.isSystemTopic` over what
-    /// `TopicConfigManager` adds): [`SYSTEM_TOPICS`], the cluster's and the broker's names,
-    /// `<cluster>_REPLY_TOPIC`, and any name starting `rmq_sys_`.
+    /// The configuration with every UPDATE_BROKER_CONFIG applied. The settings that take
+    /// effect at once are read from it: `brokerPermission` (sends, pulls and the routes
+    /// registered), `autoCreateTopicEnable`, `autoCreateSubscriptionGroup`,
+    /// `longPollingEnable` and `shortPollingTimeMills`; the others take effect at the next
+    /// start (the update is written to the config file).
+    #[must_use]
+    pub fn runtime(&self) -> Arc<BrokerConfig> {
+        self.runtime.load_full()
+    }
+
+    /// The configuration's version as Java's `DataVersion` JSON.
+    #[must_use]
+    pub fn config_version_json(&self) -> String {
+        let version = *lock(&self.config_version);
+        format!(
+            r#"{{"counter":{},"timestamp":{}}}"#,
+            version.counter, version.timestamp
+        )
+    }
+
+    /// Records the port the broker listens on.
+    pub fn set_listen_port(&self, port: u16) {
+        self.listen_port.store(port, Ordering::Release);
+    }
+
+    /// The port the broker listens on (the configured one until bound).
+    #[must_use]
+    pub fn listen_port(&self) -> u16 {
+        self.listen_port.load(Ordering::Acquire)
+    }
+
+    /// Applies `properties` (UPDATE_BROKER_CONFIG, Java's `Configuration.update`): each key
+    /// ferromq knows with a valid value changes the runtime configuration; an unknown key or
+    /// a bad value is ignored (logged), as Java ignores them. The accepted keys are written
+    /// to the config file the broker started with, if any, before this returns. A change of
+    /// `brokerPermission` re-registers with the name servers at once, under a new topic
+    /// table version, so that routes show it. Returns the accepted keys.
+    pub async fn update_config(&self, properties: &[Property]) -> Vec<(String, String)> {
+        let mut accepted = Vec::new();
+        let mut updated = BrokerConfig::clone(&self.runtime());
+        for property in properties {
+            let mut candidate = updated.clone();
+            match candidate.apply("UPDATE_BROKER_CONFIG", std::slice::from_ref(property)) {
+                Ok(unknown) if unknown.is_empty() => {
+                    updated = candidate;
+                    accepted.push((property.key.clone(), property.value.trim().to_owned()));
+                }
+                Ok(_) => tracing::warn!(key = %property.key, "unknown broker config key ignored"),
+                Err(error) => tracing::warn!(%error, "broker config value ignored"),
+            }
+        }
+        let permission_changed = accepted.iter().any(|(key, _)| key == "brokerPermission");
+        self.runtime.store(Arc::new(updated));
+        {
+            let mut version = lock(&self.config_version);
+            version.counter += 1;
+            version.timestamp = now_ms();
+        }
+        tracing::info!(?accepted, "broker config updated");
+        if let Some(path) = &self.config.config_path {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            let bytes = set_keys(&text, &accepted).into_bytes();
+            let written =
+                write_snapshot_off_shard(path.clone(), next_snapshot_version(), bytes).await;
+            if let Err(error) = written {
+                tracing::error!(path = %path.display(), %error, "cannot persist broker config");
+            }
+        }
+        if permission_changed {
+            // As Java: a new topic version, so that name servers take the routes again.
+            write_change(self.topics.update(|_| true)).await;
+            self.registration_due.store(true, Ordering::Release);
+        }
+        accepted
+    }
+
+    /// Whether `topic` is a system topic (`TopicValidator.isSystemTopic`): one of
+    /// [`SYSTEM_TOPICS`], the cluster's or the broker's own, the reply or trace topic, or
+    /// a name with the system prefix.
     #[must_use]
     pub fn is_system_topic(&self, topic: &str) -> bool {
-        let cluster = &self.config.broker_cluster_name;
+        let config = &self.config;
         SYSTEM_TOPICS.contains(&topic)
             || topic.starts_with(SYSTEM_TOPIC_PREFIX)
-            || topic == cluster
-            || topic == self.config.broker_name
-            || topic.strip_prefix(cluster.as_str()) == Some("_REPLY_TOPIC")
+            || topic == config.broker_cluster_name
+            || topic == config.broker_name
+            || (config.trace_topic_enable && topic == config.msg_trace_topic_name)
+            || topic
+                .strip_prefix(config.broker_cluster_name.as_str())
+                .and_then(|rest| rest.strip_prefix('_'))
+                == Some(REPLY_TOPIC_POSTFIX)
     }
 
     /// A topic's config.
@@ -387,7 +504,12 @@ impl BrokerState {
             return Some(config);
         }
         let template = self.topics.get(default_topic)?;
-        if template.perm & PERM_INHERIT == 0 {
+        // Without `autoCreateTopicEnable` the `TBW102` template creates nothing
+        // (`createTopicInSendMessageMethod`), even if it is still in the table.
+        let auto_create = self.runtime().auto_create_topic_enable;
+        if template.perm & PERM_INHERIT == 0
+            || (default_topic == AUTO_CREATE_TOPIC_KEY_TOPIC && !auto_create)
+        {
             return None;
         }
         let queues = queue_nums.clamp(1, template.write_queue_nums.max(1));
@@ -465,7 +587,7 @@ impl BrokerState {
         if let Some(config) = self.groups.get(group) {
             return Some(config);
         }
-        if !self.config.auto_create_subscription_group {
+        if !self.runtime().auto_create_subscription_group {
             return None;
         }
         let config = SubscriptionGroupConfig::new(group);
@@ -785,6 +907,23 @@ impl BrokerState {
             .collect()
     }
 
+    /// The consumer groups of `topic` (`queryTopicConsumeByWho`): those online that
+    /// subscribe to it and those that committed offsets in it.
+    #[must_use]
+    pub fn groups_of_topic(&self, topic: &str) -> std::collections::BTreeSet<String> {
+        let mut groups: std::collections::BTreeSet<String> = lock(&self.consumers)
+            .iter()
+            .filter(|(_, group)| group.subscriptions.contains_key(topic))
+            .map(|(name, _)| name.clone())
+            .collect();
+        // Keys are `topic@group`; topic names cannot hold an `@`.
+        groups.extend(lock(&self.offsets).keys().filter_map(|key| {
+            let (key_topic, group) = key.split_once('@')?;
+            (key_topic == topic).then(|| group.to_owned())
+        }));
+        groups
+    }
+
     /// How to reach each member of a consumer group, with its `MQVersion` ordinal.
     #[must_use]
     pub fn consumer_outbounds(&self, group: &str) -> Vec<(Outbound, i32)> {
@@ -810,6 +949,15 @@ impl BrokerState {
             .get(group)
             .map(|g| g.members.keys().copied().collect())
             .unwrap_or_default()
+    }
+
+    /// How many topics the online members of a consumer group subscribe to (0 when none
+    /// is online).
+    #[must_use]
+    pub fn subscription_count(&self, group: &str) -> usize {
+        lock(&self.consumers)
+            .get(group)
+            .map_or(0, |g| g.subscriptions.len())
     }
 
     /// The subscription a consumer group registered for `topic`.

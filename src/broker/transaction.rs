@@ -348,6 +348,12 @@ impl<'a> Check<'a> {
     }
 
     async fn round(&mut self) -> Result<(), IoError> {
+        // Java's check makes the half topic when it first looks for its queues
+        // (`TransactionalMessageBridge.selectTopicConfig`), so it exists from the first
+        // round on, halves or not.
+        self.state
+            .ensure_topic(HALF_TOPIC, 1, PERM_READ | PERM_WRITE)
+            .await;
         if self.reader.max_offset_in_queue(HALF_TOPIC, 0) <= 0 {
             return Ok(());
         }

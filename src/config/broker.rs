@@ -65,6 +65,21 @@ pub struct BrokerConfig {
     pub auto_create_subscription_group: bool,
     /// `longPollingEnable` (true).
     pub long_polling_enable: bool,
+    /// `clusterTopicEnable` (true): the cluster's topic is readable and writable.
+    pub cluster_topic_enable: bool,
+    /// `brokerTopicEnable` (true): the broker's own topic is readable and writable.
+    pub broker_topic_enable: bool,
+    /// `traceTopicEnable` (false): the broker makes the trace topic at start.
+    pub trace_topic_enable: bool,
+    /// `msgTraceTopicName` (`RMQ_SYS_TRACE_TOPIC`).
+    pub msg_trace_topic_name: String,
+    /// `configBlackList` (`configBlackList;brokerConfigPath`): keys UPDATE_BROKER_CONFIG
+    /// may not change, `;`-separated (besides those two and `rocketmqHome`).
+    pub config_black_list: String,
+    /// The config file the broker was started with (`-c`; Java's `brokerConfigPath`, not a
+    /// key): UPDATE_BROKER_CONFIG writes the keys it changes there, so that they hold after
+    /// a restart.
+    pub config_path: Option<PathBuf>,
     /// `shortPollingTimeMills` (1000): how long a pull without suspend flag waits.
     pub short_polling_time: Duration,
     /// `registerNameServerPeriod` (30 s).
@@ -127,6 +142,12 @@ impl Default for BrokerConfig {
             default_topic_queue_nums: 8,
             auto_create_subscription_group: true,
             long_polling_enable: true,
+            cluster_topic_enable: true,
+            broker_topic_enable: true,
+            trace_topic_enable: false,
+            msg_trace_topic_name: "RMQ_SYS_TRACE_TOPIC".to_owned(),
+            config_black_list: "configBlackList;brokerConfigPath".to_owned(),
+            config_path: None,
             short_polling_time: Duration::from_millis(1000),
             register_name_server_period: Duration::from_secs(30),
             flush_consumer_offset_interval: Duration::from_secs(5),
@@ -248,6 +269,11 @@ impl BrokerConfig {
                     self.auto_create_subscription_group = parse_bool(&at, key, value)?;
                 }
                 "longPollingEnable" => self.long_polling_enable = parse_bool(&at, key, value)?,
+                "clusterTopicEnable" => self.cluster_topic_enable = parse_bool(&at, key, value)?,
+                "brokerTopicEnable" => self.broker_topic_enable = parse_bool(&at, key, value)?,
+                "traceTopicEnable" => self.trace_topic_enable = parse_bool(&at, key, value)?,
+                "msgTraceTopicName" => self.msg_trace_topic_name = value.to_owned(),
+                "configBlackList" => self.config_black_list = value.to_owned(),
                 "shortPollingTimeMills" => self.short_polling_time = millis(&at, key, value)?,
                 "registerNameServerPeriod" => {
                     self.register_name_server_period = millis(&at, key, value)?;
@@ -394,6 +420,181 @@ impl BrokerConfig {
             }
         }
         Ok(unknown)
+    }
+}
+
+/// Keys ferromq shows with its settings although Java's `BrokerConfig` has no field for
+/// them, at Java's defaults, which are what ferromq does (`mqadmin exportConfigs` reads
+/// them): no filter servers, no reads from slaves, no TLS, trace info on send responses.
+const JAVA_CONSTANT_KEYS: [(&str, &str); 4] = [
+    ("filterServerNums", "0"),
+    ("slaveReadEnable", "false"),
+    ("traceOn", "true"),
+    ("useTLS", "false"),
+];
+
+impl BrokerConfig {
+    /// Every setting as `broker.conf` keys and values, in Java's forms (GET_BROKER_CONFIG,
+    /// Java's `getAllConfigsFormatString`): the keys [`BrokerConfig::apply`] reads with an
+    /// effect, `storePathCommitLog` only when set (as Java, whose field is null until then),
+    /// and the few Java keys of [`JAVA_CONSTANT_KEYS`]. `listen_port` is the port bound
+    /// (the config may ask for 0).
+    #[must_use]
+    pub fn java_properties(&self, listen_port: u16) -> Vec<(&'static str, String)> {
+        let store = &self.store;
+        let ms = |d: Duration| d.as_millis().to_string();
+        let (flush, flush_interval) = match store.flush_disk_type {
+            FlushDiskType::SyncFlush => ("SYNC_FLUSH", self.flush_interval_commit_log),
+            FlushDiskType::AsyncFlush { interval } => ("ASYNC_FLUSH", interval),
+        };
+        let ratio = |r: f64| crate::broker::stats::java_double(r);
+        let mut all: Vec<(&'static str, String)> = vec![
+            ("brokerClusterName", self.broker_cluster_name.clone()),
+            ("brokerName", self.broker_name.clone()),
+            ("brokerId", self.broker_id.to_string()),
+            ("namesrvAddr", self.namesrv_addr.join(";")),
+            ("brokerIP1", self.broker_ip1.to_string()),
+            ("bindAddress", self.bind_address.to_string()),
+            ("listenPort", listen_port.to_string()),
+            ("brokerRole", self.broker_role.java_name().to_owned()),
+            ("brokerPermission", self.broker_permission.to_string()),
+            (
+                "autoCreateTopicEnable",
+                self.auto_create_topic_enable.to_string(),
+            ),
+            (
+                "defaultTopicQueueNums",
+                self.default_topic_queue_nums.to_string(),
+            ),
+            (
+                "autoCreateSubscriptionGroup",
+                self.auto_create_subscription_group.to_string(),
+            ),
+            ("longPollingEnable", self.long_polling_enable.to_string()),
+            ("clusterTopicEnable", self.cluster_topic_enable.to_string()),
+            ("brokerTopicEnable", self.broker_topic_enable.to_string()),
+            ("traceTopicEnable", self.trace_topic_enable.to_string()),
+            ("msgTraceTopicName", self.msg_trace_topic_name.clone()),
+            ("configBlackList", self.config_black_list.clone()),
+            ("shortPollingTimeMills", ms(self.short_polling_time)),
+            (
+                "registerNameServerPeriod",
+                ms(self.register_name_server_period),
+            ),
+            (
+                "flushConsumerOffsetInterval",
+                ms(self.flush_consumer_offset_interval),
+            ),
+            (
+                "flushDelayOffsetInterval",
+                ms(self.flush_delay_offset_interval),
+            ),
+            ("transactionTimeOut", ms(self.transaction_timeout)),
+            (
+                "transactionCheckMax",
+                self.transaction_check_max.to_string(),
+            ),
+            (
+                "transactionCheckInterval",
+                ms(self.transaction_check_interval),
+            ),
+            (
+                "serverChannelMaxIdleTimeSeconds",
+                self.channel_idle_timeout.as_secs().to_string(),
+            ),
+            (
+                "rebalanceLockMaxLiveTime",
+                ms(self.rebalance_lock_max_live_time),
+            ),
+            ("frameMaxLength", self.frame_size_max.to_string()),
+            ("serverMaxConnections", self.connections_max.to_string()),
+            (
+                "storePathRootDir",
+                store.store_path_root_dir.display().to_string(),
+            ),
+            (
+                "mappedFileSizeCommitLog",
+                store.mapped_file_size_commit_log.to_string(),
+            ),
+            (
+                "mappedFileSizeConsumeQueue",
+                (store.consume_queue_units_per_file * 20).to_string(),
+            ),
+            ("flushDiskType", flush.to_owned()),
+            ("flushIntervalCommitLog", ms(flush_interval)),
+            (
+                "flushIntervalConsumeQueue",
+                ms(store.flush_interval_consume_queue),
+            ),
+            ("checkCRCOnRecover", store.check_crc_on_recover.to_string()),
+            ("maxMessageSize", store.max_message_size.to_string()),
+            (
+                "maxTransferBytesOnMessageInMemory",
+                store.max_transfer_bytes_on_message_in_memory.to_string(),
+            ),
+            (
+                "maxTransferCountOnMessageInMemory",
+                store.max_transfer_count_on_message_in_memory.to_string(),
+            ),
+            (
+                "maxTransferBytesOnMessageInDisk",
+                store.max_transfer_bytes_on_message_in_disk.to_string(),
+            ),
+            (
+                "maxTransferCountOnMessageInDisk",
+                store.max_transfer_count_on_message_in_disk.to_string(),
+            ),
+            (
+                "accessMessageInMemoryMaxRatio",
+                store.access_message_in_memory_max_ratio.to_string(),
+            ),
+            ("messageIndexEnable", store.message_index_enable.to_string()),
+            ("maxHashSlotNum", store.max_hash_slot_num.to_string()),
+            ("maxIndexNum", store.max_index_num.to_string()),
+            (
+                "defaultQueryMaxNum",
+                store.default_query_max_num.to_string(),
+            ),
+            ("messageDelayLevel", store.message_delay_level.java_text()),
+            (
+                "fileReservedTime",
+                store.file_reserved_time_hours.to_string(),
+            ),
+            ("deleteWhen", store.delete_when.clone()),
+            ("cleanResourceInterval", ms(store.clean_resource_interval)),
+            (
+                "diskMaxUsedSpaceRatio",
+                format!("{:.0}", store.disk_max_used_space_ratio * 100.0),
+            ),
+            (
+                "diskSpaceWarningLevelRatio",
+                ratio(store.disk_space_warning_level_ratio),
+            ),
+            (
+                "diskSpaceCleanForciblyRatio",
+                ratio(store.disk_space_clean_forcibly_ratio),
+            ),
+            (
+                "cleanFileForciblyEnable",
+                store.clean_file_forcibly_enable.to_string(),
+            ),
+            (
+                "deleteCommitLogFilesInterval",
+                ms(store.delete_commit_log_files_interval),
+            ),
+        ];
+        if let Some(path) = &store.store_path_commit_log {
+            all.push(("storePathCommitLog", path.display().to_string()));
+        }
+        if let Some(placement) = &self.shards {
+            all.push(("shards", placement.to_string()));
+        }
+        all.extend(
+            JAVA_CONSTANT_KEYS
+                .iter()
+                .map(|(key, value)| (*key, (*value).to_owned())),
+        );
+        all
     }
 }
 

@@ -98,9 +98,106 @@ fn unescape(text: &str) -> String {
     out
 }
 
+/// `text` with each `(key, value)` of `updates` set: the last entry of that key has its
+/// lines replaced by `key=value`, a key with no entry is appended. Comments, blank lines and
+/// the other entries stay as they are (UPDATE_BROKER_CONFIG persisting what it changed).
+#[must_use]
+pub fn set_keys(text: &str, updates: &[(String, String)]) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    // (key, first line index, one past its last line) of every entry, in order.
+    let mut spans = Vec::new();
+    let mut index = 0;
+    while index < lines.len() {
+        let trimmed = lines[index].trim_start();
+        let start = index;
+        index += 1;
+        if trimmed.is_empty() || trimmed.starts_with('#') || trimmed.starts_with('!') {
+            continue;
+        }
+        let mut logical = String::from(trimmed);
+        while ends_with_odd_backslashes(&logical) && index < lines.len() {
+            logical.pop();
+            logical.push_str(lines[index].trim_start());
+            index += 1;
+        }
+        spans.push((unescape(split_key_value(&logical).0), start, index));
+    }
+    let mut replaced: Vec<Option<String>> = vec![None; lines.len()];
+    let mut dropped = vec![false; lines.len()];
+    let mut appended = Vec::new();
+    for (key, value) in updates {
+        let entry = format!("{}={}", escape(key, true), escape(value, false));
+        match spans.iter().rev().find(|(k, _, _)| k == key) {
+            Some(&(_, start, end)) => {
+                replaced[start] = Some(entry);
+                for flag in &mut dropped[start + 1..end] {
+                    *flag = true;
+                }
+            }
+            None => appended.push(entry),
+        }
+    }
+    let mut out = String::with_capacity(text.len() + 64);
+    for (i, line) in lines.iter().enumerate() {
+        if dropped[i] {
+            continue;
+        }
+        out.push_str(replaced[i].as_deref().unwrap_or(line));
+        out.push('\n');
+    }
+    for entry in appended {
+        out.push_str(&entry);
+        out.push('\n');
+    }
+    out
+}
+
+/// What `Properties.load` reads back as `text`: backslashes and line breaks escaped, and in
+/// a key the separators too.
+fn escape(text: &str, key: bool) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '=' | ':' | ' ' if key => {
+                out.push('\\');
+                out.push(c);
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn set_keys_replaces_the_last_entry_and_appends_new_keys() {
+        let text = "# broker\nbrokerPermission=6\nlistenPort = 1\nbrokerPermission = 2\n\
+                    long=a\\\n  b\nother=x\n";
+        let updates = [
+            ("brokerPermission".to_owned(), "4".to_owned()),
+            ("long".to_owned(), "C:\\dir".to_owned()),
+            ("fresh".to_owned(), "yes".to_owned()),
+        ];
+        let updated = set_keys(text, &updates);
+        assert_eq!(
+            updated,
+            "# broker\nbrokerPermission=6\nlistenPort = 1\nbrokerPermission=4\n\
+             long=C:\\\\dir\nother=x\nfresh=yes\n"
+        );
+        let parsed: Vec<(String, String)> = parse(&updated)
+            .into_iter()
+            .map(|p| (p.key, p.value))
+            .collect();
+        assert!(parsed.contains(&("long".to_owned(), "C:\\dir".to_owned())));
+        assert_eq!(parsed.last(), Some(&("fresh".to_owned(), "yes".to_owned())));
+        assert_eq!(set_keys("", &updates[2..]), "fresh=yes\n");
+    }
 
     #[test]
     fn parse_java_forms() {

@@ -19,6 +19,7 @@ pub mod response_code;
 pub mod serialize_json;
 pub mod serialize_rocketmq;
 pub mod server;
+pub mod version;
 
 pub use codec::{DecodeError, FrameDecoder};
 pub use command::{

@@ -65,6 +65,29 @@ impl DelayLevels {
         self.0[index.min(self.0.len() - 1)]
     }
 
+    /// Java's form again (`1s 5s … 2h`), each delay in its largest whole unit.
+    #[must_use]
+    pub fn java_text(&self) -> String {
+        let units = [
+            (86_400_000, 'd'),
+            (3_600_000, 'h'),
+            (60_000, 'm'),
+            (1_000, 's'),
+        ];
+        self.0
+            .iter()
+            .map(|&ms| {
+                let (scale, unit) = units
+                    .iter()
+                    .find(|(scale, _)| ms % scale == 0)
+                    .copied()
+                    .unwrap_or((1_000, 's'));
+                format!("{}{unit}", ms / scale)
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
     /// Number of levels.
     #[must_use]
     pub fn len(&self) -> usize {
@@ -219,5 +242,12 @@ mod tests {
             DelayLevels::parse("500m 1d").unwrap().delay_ms(2),
             86_400_000
         );
+    }
+
+    #[test]
+    fn delay_levels_print_in_java_form() {
+        let java = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h";
+        assert_eq!(DelayLevels::default().java_text(), java);
+        assert_eq!(DelayLevels::parse("90s 2d").unwrap().java_text(), "90s 2d");
     }
 }

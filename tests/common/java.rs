@@ -595,3 +595,130 @@ fn try_start_kit_server_with(
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// A Java program of `tests/java/` or a kit tool running in the background
+/// ([`spawn_java`], [`spawn_kit`]), for tests that act while it runs; killed on drop. A
+/// program that waits for a stop signal watches for the file [`Background::stop_file`]
+/// (`<user.home>/stop`).
+pub struct Background {
+    child: Option<Child>,
+    out_file: PathBuf,
+    /// Its `user.home`: logs, offsets, the stop file.
+    pub home: PathBuf,
+    home_dir: Option<TempDir>,
+}
+
+impl Background {
+    /// What it printed so far.
+    pub fn text(&self) -> String {
+        std::fs::read_to_string(&self.out_file).unwrap_or_default()
+    }
+
+    /// The file whose appearance tells the program to finish.
+    pub fn stop_file(&self) -> PathBuf {
+        self.home.join("stop")
+    }
+
+    /// Waits (at most `timeout`) for a line containing `needle` and returns it; panics with
+    /// the output if the program exits first or the time passes.
+    pub fn wait_for_line(&mut self, needle: &str, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let text = self.text();
+            // Whole lines only: the program may be halfway through writing one.
+            let found = text
+                .split_inclusive('\n')
+                .find(|line| line.ends_with('\n') && line.contains(needle));
+            if let Some(line) = found {
+                return line.trim_end().to_owned();
+            }
+            let exited = self
+                .child
+                .as_mut()
+                .and_then(|child| child.try_wait().ok().flatten());
+            assert!(
+                exited.is_none(),
+                "exited ({exited:?}) before printing {needle:?}:\n{text}"
+            );
+            assert!(
+                Instant::now() < deadline,
+                "no {needle:?} after {timeout:?}:\n{text}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Creates the stop file and waits (at most `timeout`) for the program to exit.
+    pub fn finish(mut self, timeout: Duration) -> JavaOutput {
+        std::fs::write(self.stop_file(), b"").unwrap();
+        let child = self.child.take().expect("running");
+        let home = self.home_dir.take().expect("once");
+        finish(child, &self.out_file, home, timeout)
+    }
+
+    /// Stops it with SIGTERM (a JVM runs its shutdown hooks) and waits (at most `timeout`,
+    /// then SIGKILL) for its exit.
+    pub fn terminate(mut self, timeout: Duration) -> JavaOutput {
+        let child = self.child.take().expect("running");
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let home = self.home_dir.take().expect("once");
+        finish(child, &self.out_file, home, timeout)
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if let Some(child) = self.child.as_mut() {
+            super::kill(child);
+        }
+    }
+}
+
+/// Starts `main` of the compiled `tests/java/` classes with `args`, in `serialize`, in the
+/// background.
+pub fn spawn_java(main: &str, args: &[&str], serialize: Serialize) -> Background {
+    let classes = classes();
+    let mut command = Command::new("bash");
+    command
+        .arg(kit().join("bin/java-run"))
+        .arg(&classes)
+        .arg(main)
+        .args(args);
+    spawn_background(command, "java-home", serialize.jvm_flags().to_owned())
+}
+
+/// Starts a kit tool (`bin/<tool> args`) in the background; `jvm_extra` is appended to its
+/// JVM flags (a smaller heap for the benchmark tools, say).
+pub fn spawn_kit(tool: &str, args: &[&str], serialize: Serialize, jvm_extra: &str) -> Background {
+    require_kit();
+    let mut command = Command::new("bash");
+    command.arg(kit().join("bin").join(tool)).args(args);
+    spawn_background(
+        command,
+        "kit-home",
+        format!("{} {jvm_extra}", serialize.jvm_flags()),
+    )
+}
+
+fn spawn_background(mut command: Command, name: &str, jvm_flags: String) -> Background {
+    let home = TempDir::on_disk(name);
+    let home_path = home.path().to_path_buf();
+    let out_file = home_path.join("out.txt");
+    let out = std::fs::File::create(&out_file).unwrap();
+    let child = command
+        .env("RMQ_LOGDIR", &home_path)
+        .env("JVM_EXTRA", jvm_flags)
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .expect("spawn a background JVM");
+    Background {
+        child: Some(child),
+        out_file,
+        home: home_path,
+        home_dir: Some(home),
+    }
+}

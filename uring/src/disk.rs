@@ -5,21 +5,62 @@
 use crate::IoError;
 use std::path::{Path, PathBuf};
 
-/// Fraction (0.0–1.0) of the filesystem holding `path` that is in use, counted as Java's
-/// `UtilAll.getDiskPartitionSpaceUsedPercent` does: `(total - free) / total`.
+/// Space of the filesystem holding a path, in bytes (`statvfs`): Java's `File`
+/// `getTotalSpace`, `getFreeSpace` and `getUsableSpace`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DiskSpace {
+    /// All blocks.
+    pub total: u64,
+    /// Free blocks, those reserved for root included.
+    pub free: u64,
+    /// Free blocks an unprivileged process may use.
+    pub usable: u64,
+}
+
+impl DiskSpace {
+    /// Fraction (0.0–1.0) in use, counted as Java 4.9's
+    /// `UtilAll.getDiskPartitionSpaceUsedPercent` does: the used blocks over the used and
+    /// the usable ones, rounded up to whole percent. Blocks reserved for root count as
+    /// neither, so a disk whose reserve is large reads as fuller than `used / total`.
+    #[must_use]
+    pub fn used_ratio(self) -> f64 {
+        if self.total == 0 {
+            return 0.0;
+        }
+        let used = self.total.saturating_sub(self.free);
+        let entire = used.saturating_add(self.usable);
+        if entire == 0 {
+            return 0.0;
+        }
+        let hundredths = used.saturating_mul(100);
+        let percent = hundredths / entire + u64::from(!hundredths.is_multiple_of(entire));
+        #[allow(clippy::cast_precision_loss)] // a percentage
+        let ratio = percent as f64 / 100.0;
+        ratio
+    }
+}
+
+/// The space of the filesystem holding `path`.
+///
+/// # Errors
+/// [`IoError::File`] if `statvfs` fails.
+pub fn space(path: &Path) -> Result<DiskSpace, IoError> {
+    let stat =
+        rustix::fs::statvfs(path).map_err(|errno| IoError::file("statvfs", path, errno.into()))?;
+    Ok(DiskSpace {
+        total: stat.f_blocks.saturating_mul(stat.f_frsize),
+        free: stat.f_bfree.saturating_mul(stat.f_frsize),
+        usable: stat.f_bavail.saturating_mul(stat.f_frsize),
+    })
+}
+
+/// Fraction (0.0–1.0) of the filesystem holding `path` that is in use, as Java counts it
+/// ([`DiskSpace::used_ratio`]).
 ///
 /// # Errors
 /// [`IoError::File`] if `statvfs` fails.
 pub fn used_ratio(path: &Path) -> Result<f64, IoError> {
-    let stat =
-        rustix::fs::statvfs(path).map_err(|errno| IoError::file("statvfs", path, errno.into()))?;
-    let total = stat.f_blocks.saturating_mul(stat.f_frsize);
-    let free = stat.f_bfree.saturating_mul(stat.f_frsize);
-    if total == 0 {
-        return Ok(0.0);
-    }
-    #[allow(clippy::cast_precision_loss)] // a ratio needs no more than f64's precision
-    Ok(total.saturating_sub(free) as f64 / total as f64)
+    space(path).map(DiskSpace::used_ratio)
 }
 
 /// Takes an exclusive record lock on the first byte of `file`, without waiting: `Ok(false)`
@@ -166,6 +207,40 @@ mod tests {
         drop(first);
         assert!(super::try_lock_first_byte(&open()).unwrap());
         std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn used_ratio_counts_as_java_used_over_used_and_usable_rounded_up() {
+        use super::DiskSpace;
+        // The reserve for root (free but not usable) counts as neither used nor usable.
+        let reserved = DiskSpace {
+            total: 270_553_174_016,
+            free: 191_581_171_712,
+            usable: 18_600_747_008,
+        };
+        assert!(
+            (reserved.used_ratio() - 0.81).abs() < 1e-9,
+            "{}",
+            reserved.used_ratio()
+        );
+        let exact = DiskSpace {
+            total: 100,
+            free: 50,
+            usable: 50,
+        };
+        assert!((exact.used_ratio() - 0.5).abs() < 1e-9);
+        let rounded_up = DiskSpace {
+            total: 1000,
+            free: 999,
+            usable: 999,
+        };
+        assert!((rounded_up.used_ratio() - 0.01).abs() < 1e-9);
+        let empty = DiskSpace {
+            total: 0,
+            free: 0,
+            usable: 0,
+        };
+        assert!(empty.used_ratio().abs() < f64::EPSILON);
     }
 
     #[test]
