@@ -928,3 +928,115 @@ fn standalone_routes_clients_to_its_broker_and_stops_cleanly() {
     );
     assert!(data.join("store/config/topics.json").is_file());
 }
+
+/// DELETE_TOPIC_IN_BROKER drops the topic's queues as Java's `cleanUnusedTopic` does: made
+/// again, the topic starts at offset 0 and hands new groups only its new messages, also
+/// after a restart; its old ConsumeQueue files are gone. Sends racing the deletion (from
+/// another connection) land in the old or the new queues, never in both.
+#[test]
+fn a_deleted_topic_made_again_starts_empty() {
+    use ferromq::remoting::headers::DeleteTopicRequestHeader;
+    let dir = TempDir::on_disk("delete-topic");
+    let store = dir.path().join("store");
+    let mut broker = BrokerProcess::start(&store, "");
+    let topic = "DeleteMeT";
+    let delete = || {
+        RemotingCommand::request_with_header(
+            RequestCode::DELETE_TOPIC_IN_BROKER,
+            &DeleteTopicRequestHeader {
+                topic: topic.into(),
+            },
+        )
+    };
+    let queue_dir = store.join("consumequeue").join(topic);
+    runtime().block_on(async {
+        let client = connect(broker.addr, SerializeType::Json).await;
+        for round in 0..3 {
+            for i in 0..5 {
+                let sent = send(&client, topic, 0, format!("old-{round}-{i}").as_bytes()).await;
+                assert_eq!(sent.code, 0, "{:?}", sent.remark);
+                let header: SendMessageResponseHeader = sent.decode_header().unwrap();
+                assert_eq!(
+                    header.queue_offset, i,
+                    "round {round}: the queue starts at 0"
+                );
+            }
+            assert_eq!(max_offset(&client, topic, 0).await, 5);
+            assert!(queue_dir.is_dir());
+            let deleted = client.request(delete()).await.unwrap();
+            assert_eq!(deleted.code, 0, "{:?}", deleted.remark);
+            assert_eq!(max_offset(&client, topic, 0).await, 0, "round {round}");
+            assert!(
+                !queue_dir.exists(),
+                "round {round}: the ConsumeQueues are gone"
+            );
+        }
+        let sent = send(&client, topic, 0, b"new").await;
+        let header: SendMessageResponseHeader = sent.decode_header().unwrap();
+        assert_eq!(header.queue_offset, 0);
+        while max_offset(&client, topic, 0).await < 1 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let pulled = client.request(pull_request(topic, 0, 0, 0)).await.unwrap();
+        assert_eq!(bodies(&pulled), vec![b"new".to_vec()]);
+    });
+    assert!(broker.terminate().success());
+    let broker = BrokerProcess::start(&store, "");
+    runtime().block_on(async {
+        let client = connect(broker.addr, SerializeType::Json).await;
+        assert_eq!(max_offset(&client, topic, 0).await, 1, "after a restart");
+        let pulled = client.request(pull_request(topic, 0, 0, 0)).await.unwrap();
+        assert_eq!(bodies(&pulled), vec![b"new".to_vec()]);
+
+        // Sends from another connection while the topic is deleted: every message that was
+        // answered is in exactly one incarnation, and the new queue has no holes.
+        let sender = connect(broker.addr, SerializeType::Json).await;
+        let (started, sending_now) = tokio::sync::oneshot::channel();
+        let sending = tokio::spawn(async move {
+            let mut offsets = Vec::new();
+            let mut started = Some(started);
+            for i in 0..200 {
+                if i == 50 {
+                    let _ = started.take().map(|s| s.send(()));
+                }
+                let sent = send(&sender, topic, 1, format!("race-{i}").as_bytes()).await;
+                assert_eq!(sent.code, 0, "{:?}", sent.remark);
+                let header: SendMessageResponseHeader = sent.decode_header().unwrap();
+                offsets.push(header.queue_offset);
+            }
+            offsets
+        });
+        sending_now.await.unwrap();
+        let deleted = client.request(delete()).await.unwrap();
+        assert_eq!(deleted.code, 0, "{:?}", deleted.remark);
+        let offsets = sending.await.unwrap();
+        // The offsets restart at 0 once, at the deletion.
+        let restarts = offsets.windows(2).filter(|w| w[1] != w[0] + 1).count();
+        assert!(restarts <= 1, "{offsets:?}");
+        assert!(
+            offsets.windows(2).all(|w| w[1] == w[0] + 1 || w[1] == 0),
+            "{offsets:?}"
+        );
+        let last = *offsets.last().unwrap();
+        while max_offset(&client, topic, 1).await < last + 1 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let mut next = 0;
+        let mut read = 0;
+        while next <= last {
+            let pulled = client
+                .request(pull_request(topic, 1, next, 0))
+                .await
+                .unwrap();
+            assert_eq!(pulled.code, 0, "{:?}", pulled.remark);
+            let header: PullMessageResponseHeader = pulled.decode_header().unwrap();
+            read += bodies(&pulled).len();
+            next = header.next_begin_offset;
+        }
+        assert_eq!(
+            i64::try_from(read).unwrap(),
+            last + 1,
+            "the new queue has no holes"
+        );
+    });
+}

@@ -18,6 +18,7 @@ use crate::remoting::heartbeat::MessageQueue;
 use crate::remoting::{RemotingCommand, RequestCode, ResponseCode};
 use crate::store::config_files::SubscriptionGroupConfig;
 use crate::store::message::{decode_record, Record};
+use crate::store::message_store::StoreHandle;
 use crate::store::reader::StoreReader;
 use crate::store::shared::StoreShared;
 use serde::Deserialize;
@@ -46,9 +47,14 @@ pub fn all_topic_config(state: &BrokerState, request: &RemotingCommand) -> Respo
     with_body(request, state.topics_json())
 }
 
-/// DELETE_TOPIC_IN_BROKER (215): forgets a topic's config. Its files stay until retention.
+/// DELETE_TOPIC_IN_BROKER (215): forgets a topic's config and drops its ConsumeQueues (its
+/// queues start again at 0); its records stay in the CommitLog until retention.
 #[must_use]
-pub async fn delete_topic(state: &BrokerState, request: &RemotingCommand) -> Response {
+pub async fn delete_topic(
+    state: &BrokerState,
+    store: &StoreHandle,
+    request: &RemotingCommand,
+) -> Response {
     let header = match request.decode_header::<DeleteTopicRequestHeader>() {
         Ok(header) => header,
         Err(e) => return super::processor::header_refusal(request, &e),
@@ -61,6 +67,11 @@ pub async fn delete_topic(state: &BrokerState, request: &RemotingCommand) -> Res
         return error(request, ResponseCode::SYSTEM_ERROR, remark);
     }
     state.delete_topic(&header.topic).await;
+    // As Java's `cleanUnusedTopic`: the queues go too, so a topic made again under the
+    // name starts empty instead of handing its old messages to new groups.
+    if let Err(error) = store.drop_topic(&header.topic).await {
+        tracing::warn!(topic = header.topic, %error, "the deleted topic's queues stay");
+    }
     Some(RemotingCommand::success_to(request))
 }
 

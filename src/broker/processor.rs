@@ -128,7 +128,9 @@ impl BrokerHandler {
             RequestCode::SEARCH_OFFSET_BY_TIMESTAMP => self.search_offset(&request).await,
             RequestCode::UPDATE_AND_CREATE_TOPIC => self.create_topic(&request).await,
             RequestCode::GET_ALL_TOPIC_CONFIG => admin::all_topic_config(&self.state, &request),
-            RequestCode::DELETE_TOPIC_IN_BROKER => admin::delete_topic(&self.state, &request).await,
+            RequestCode::DELETE_TOPIC_IN_BROKER => {
+                admin::delete_topic(&self.state, &self.store, &request).await
+            }
             RequestCode::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP => {
                 admin::update_subscription_group(&self.state, &request).await
             }

@@ -381,6 +381,12 @@ impl<O: SegmentOpener> CommitLog<O> {
         self.writer.flush().await
     }
 
+    /// Forgets the next queue offsets of `topic`'s queues: its next put starts them at 0
+    /// (Java's `removeQueueFromTopicQueueTable` when a topic is deleted).
+    pub fn drop_topic(&mut self, topic: &str) {
+        self.queue_offsets.0.remove(topic);
+    }
+
     /// End of appended data.
     #[must_use]
     pub fn write_offset(&self) -> u64 {

@@ -18,6 +18,7 @@
 pub use super::commit_log::PutMessage;
 use super::commit_log::{Appended, CommitLog, JobExtent, SegmentOpener, StoreError};
 use super::message::body_crc32;
+use super::reput::TopicDrop;
 use super::segment_writer::WriteOutcome;
 use futures::channel::{mpsc, oneshot};
 use futures::future::{select, Either};
@@ -81,6 +82,15 @@ pub enum PutRequest {
         body_crcs: Vec<i32>,
         /// Where the answers go.
         reply: ManyPutAnswers,
+    },
+    /// A topic deleted (`DELETE_TOPIC_IN_BROKER`): its queues start again at offset 0, and
+    /// dispatch drops its ConsumeQueues once it has dispatched every record appended before.
+    /// Answered by dispatch, once it has.
+    DropTopic {
+        /// The topic.
+        topic: String,
+        /// Where the answer goes.
+        reply: oneshot::Sender<()>,
     },
 }
 
@@ -160,6 +170,14 @@ pub trait CommitObserver {
 
     /// `message` was appended at `appended`, stored at `store_timestamp`.
     fn appended(&mut self, _message: &PutMessage, _appended: &Appended, _store_timestamp: i64) {}
+
+    /// A topic's queues start again at 0 from the drop's offset (the end of what was
+    /// appended when it was deleted): what dispatch must drop, in order with the records. An
+    /// observer without dispatch answers it at once.
+    fn topic_dropped(&mut self, drop: TopicDrop) -> impl std::future::Future<Output = ()> {
+        let _ = drop.done.send(());
+        std::future::ready(())
+    }
 
     /// Everything appended below `end` is committed, told before its puts are answered, so
     /// that a reader asked after an answer finds the committed end past the answered record.
@@ -382,6 +400,18 @@ where
     W: CommitObserver,
 {
     match request {
+        PutRequest::DropTopic { topic, reply } => {
+            log.drop_topic(&topic);
+            let at = log.write_offset();
+            observer
+                .topic_dropped(TopicDrop {
+                    at,
+                    topic,
+                    done: reply,
+                })
+                .await;
+            Err(0)
+        }
         PutRequest::One { message, reply } => {
             match append_one(log, observer, &message, None, now).await {
                 Ok(appended) => Ok((Reply::One(reply), appended)),

@@ -22,7 +22,9 @@ use super::reader::StoreReader;
 use super::recovery::{
     cut_tail, list_segments, walk, walk_start, FindEnd, RecoveryMode, WalkVisitor,
 };
-use super::reput::{run_reput, wall_clock_ms, CommittedBatch, IndexQuery, Reput, ReputControl};
+use super::reput::{
+    run_reput, wall_clock_ms, CommittedBatch, IndexQuery, Reput, ReputControl, TopicDrop,
+};
 use super::segment::{parse_segment_name, remove_unfinished_segments, segment_start, DmaDirectory};
 use super::segment_writer::StoreError;
 use super::shared::{QueueKey, StoreShared};
@@ -422,6 +424,8 @@ fn create_dir(dir: &Path) -> Result<(), StoreError> {
 struct StoreObserver {
     shared: Arc<StoreShared>,
     pending: Vec<DispatchEntry>,
+    /// Topics deleted, with the CommitLog offset their drop comes at, for dispatch.
+    drops: Vec<TopicDrop>,
     batches: mpsc::Sender<CommittedBatch>,
 }
 
@@ -460,12 +464,28 @@ impl CommitObserver for StoreObserver {
         let committed = self
             .pending
             .partition_point(|entry| entry.physical_offset < end_offset);
+        let dropped = self.drops.partition_point(|drop| drop.at <= end);
         let batch = CommittedBatch {
             entries: self.pending.drain(..committed).collect(),
             end,
+            drops: self.drops.drain(..dropped).collect(),
         };
         // Dispatch gone means the store is stopping; recovery re-dispatches what it missed.
         let _ = self.batches.send(batch).await;
+    }
+
+    async fn topic_dropped(&mut self, drop: TopicDrop) {
+        self.drops.push(drop);
+        if self.pending.is_empty() {
+            // Every record appended is committed and handed over: the drop goes now, after
+            // them, instead of with the next commit.
+            let batch = CommittedBatch {
+                entries: Vec::new(),
+                end: self.shared.committed_end(),
+                drops: std::mem::take(&mut self.drops),
+            };
+            let _ = self.batches.send(batch).await;
+        }
     }
 
     fn abandoned(&mut self) {
@@ -503,6 +523,7 @@ pub async fn run_writer(
     let mut observer = StoreObserver {
         shared: Arc::clone(&shared),
         pending: Vec::new(),
+        drops: Vec::new(),
         batches,
     };
     let (_log, stats) =
@@ -528,6 +549,24 @@ impl StoreHandle {
         let (reply, answer) = oneshot::channel();
         self.send_put(PutRequest::One { message, reply }).await?;
         answer.await.map_err(|_| StoreError::ShuttingDown)?
+    }
+
+    /// Deletes `topic`'s queues (Java's `cleanUnusedTopic` for a deleted topic): its next
+    /// put starts each queue at offset 0, and its ConsumeQueue files go once dispatch has
+    /// passed every record appended before. Its records stay in the CommitLog until
+    /// retention. Returns once dispatch has dropped them.
+    ///
+    /// # Errors
+    /// [`StoreError::ShuttingDown`].
+    pub async fn drop_topic(&self, topic: &str) -> Result<(), StoreError> {
+        let (reply, answer) = oneshot::channel();
+        self.send_put(PutRequest::DropTopic {
+            topic: topic.to_owned(),
+            reply,
+        })
+        .await?;
+        // Dispatch answers once it has dropped the queues.
+        answer.await.map_err(|_| StoreError::ShuttingDown)
     }
 
     /// Stores `messages` back to back, whole or not at all, as Java stores a batch: in one

@@ -16,7 +16,7 @@ use super::index::IndexService;
 use super::segment::QueueDirectory;
 use super::segment_writer::StoreError;
 use super::shared::{QueueKey, StoreShared};
-use ferromq_uring::file::{DmaSegment, SegmentFile};
+use ferromq_uring::file::{remove_dir_all_off_executor, DmaSegment, SegmentFile};
 use futures::channel::{mpsc, oneshot};
 use futures::future::{select, Either};
 use futures::{FutureExt, StreamExt};
@@ -35,6 +35,21 @@ pub struct CommittedBatch {
     pub entries: Vec<DispatchEntry>,
     /// The committed end after them.
     pub end: u64,
+    /// Topics deleted, in CommitLog order: each drop comes before the entries at or past
+    /// its offset.
+    pub drops: Vec<TopicDrop>,
+}
+
+/// A deleted topic whose ConsumeQueues dispatch drops (`cleanUnusedTopic`).
+#[derive(Debug)]
+pub struct TopicDrop {
+    /// The CommitLog end when the writer took the deletion: records below it were appended
+    /// before, and belong to the queues dropped.
+    pub at: u64,
+    /// The topic.
+    pub topic: String,
+    /// Answered once dispatch has dropped the queues.
+    pub done: oneshot::Sender<()>,
 }
 
 /// A lookup by key, answered by the index owner.
@@ -90,6 +105,9 @@ pub struct Reput {
     publishes: u64,
     /// End of the committed batches dispatched; published with the queues' max offsets.
     dispatched_end: u64,
+    /// Topics dropped since the running flush started: what it synced of their old queues
+    /// says nothing of the new ones.
+    dropped_while_flushing: HashSet<String>,
 }
 
 impl Reput {
@@ -116,6 +134,7 @@ impl Reput {
             failed: false,
             publishes: 0,
             dispatched_end: 0,
+            dropped_while_flushing: HashSet::new(),
         })
     }
 
@@ -199,6 +218,26 @@ impl Reput {
         self.shared.announce_growth(&grown);
     }
 
+    /// Drops a deleted topic's queues (`cleanUnusedTopic`): their writers, their published
+    /// offsets and their files; the topic's next records start new queues at 0. Answers the
+    /// drop once done.
+    pub async fn drop_topic(&mut self, drop: TopicDrop) {
+        let topic = drop.topic.as_str();
+        self.writers.retain(|(name, _), _| name != topic);
+        self.unpublished.retain(|(name, _)| name != topic);
+        self.unsynced.retain(|(name, _)| name != topic);
+        self.dropped_while_flushing.insert(drop.topic.clone());
+        self.shared.remove_topic(topic);
+        let dir = self.shared.config.consume_queue_dir().join(topic);
+        match remove_dir_all_off_executor(&dir).await {
+            Ok(()) => tracing::info!(topic, "dropped the ConsumeQueues of a deleted topic"),
+            // A topic that never had a message has no files.
+            Err(error) if error.is_not_found() => {}
+            Err(error) => tracing::error!(topic, %error, "cannot delete a topic's ConsumeQueues"),
+        }
+        let _ = drop.done.send(());
+    }
+
     /// Records that everything below `end` has been dispatched (published by the next
     /// [`Reput::publish`]).
     pub fn dispatched_to(&mut self, end: u64) {
@@ -230,6 +269,7 @@ impl Reput {
     /// holds the files, not `self`; hand what it returns to [`Reput::finish_flush`]. One at a
     /// time: the checkpoint is written by one flush at a time.
     pub fn start_flush(&mut self) -> impl std::future::Future<Output = FlushDone> {
+        self.dropped_while_flushing.clear();
         let logics = self.dispatched_timestamp;
         let physic = self.shared.synced_store_timestamp();
         let mut queue_syncs = Vec::new();
@@ -309,6 +349,9 @@ impl Reput {
     /// The flush's error.
     pub fn finish_flush(&mut self, done: FlushDone) -> Result<(), StoreError> {
         for (key, end) in done.synced {
+            if self.dropped_while_flushing.contains(&key.0) {
+                continue;
+            }
             if let Some(writer) = self.writers.get_mut(&key) {
                 writer.synced(end);
             }
@@ -414,14 +457,14 @@ pub async fn run_reput(
         };
         match event {
             Event::Batch(batch) => {
-                dispatch_batch(&mut reput, &batch).await;
+                dispatch_batch(&mut reput, batch).await;
                 // The batches committed meanwhile join this one's publish: it writes each
                 // grown queue out, a disk write each, and the writer commits far more often
                 // than that under load (one publish per batch held consumers seconds behind
                 // at 10k messages/s).
                 for _ in 1..BATCHES_PER_PUBLISH_MAX {
                     match events.next().now_or_never() {
-                        Some(Some(Event::Batch(batch))) => dispatch_batch(&mut reput, &batch).await,
+                        Some(Some(Event::Batch(batch))) => dispatch_batch(&mut reput, batch).await,
                         Some(Some(other)) => {
                             taken = Some(other);
                             break;
@@ -511,9 +554,14 @@ fn finish_periodic_flush(reput: &mut Reput, done: FlushDone) {
     }
 }
 
-async fn dispatch_batch(reput: &mut Reput, batch: &CommittedBatch) {
+async fn dispatch_batch(reput: &mut Reput, batch: CommittedBatch) {
     reput.dispatched_to(batch.end);
+    let mut drops = batch.drops.into_iter().peekable();
     for entry in &batch.entries {
+        let offset = u64::try_from(entry.physical_offset).unwrap_or(0);
+        while let Some(drop) = drops.next_if(|drop| drop.at <= offset) {
+            reput.drop_topic(drop).await;
+        }
         if let Err(error) = reput.apply(entry).await {
             tracing::error!(
                 topic = entry.topic,
@@ -522,6 +570,9 @@ async fn dispatch_batch(reput: &mut Reput, batch: &CommittedBatch) {
                 "dispatch failed; the record reaches its queue after restart"
             );
         }
+    }
+    for drop in drops {
+        reput.drop_topic(drop).await;
     }
 }
 

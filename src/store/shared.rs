@@ -121,6 +121,16 @@ impl StoreShared {
         self.queue(topic, queue_id).unwrap_or(state)
     }
 
+    /// Forgets every queue of `topic` (it was deleted): their offsets read as 0 until its
+    /// next records make new queues.
+    pub(crate) fn remove_topic(&self, topic: &str) {
+        self.queues.rcu(|table| {
+            let mut table = TopicQueues::clone(table);
+            table.remove(topic);
+            table
+        });
+    }
+
     /// End of the CommitLog data that is committed (readable and acknowledged).
     #[must_use]
     pub fn committed_end(&self) -> u64 {

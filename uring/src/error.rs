@@ -75,4 +75,14 @@ impl IoError {
     pub fn on<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> IoError + 'a {
         move |source| IoError::file(op, path, source)
     }
+
+    /// Whether the file or directory was not there.
+    #[must_use]
+    pub fn is_not_found(&self) -> bool {
+        let kind = match self {
+            IoError::File { source, .. } => source.kind(),
+            _ => return false,
+        };
+        kind == std::io::ErrorKind::NotFound
+    }
 }

@@ -482,6 +482,28 @@ pub async fn remove_file_off_executor(path: &Path) -> Result<(), IoError> {
     result.map_err(IoError::on("delete", path))
 }
 
+/// Deletes directory `dir` and everything in it, on a thread of its own (as
+/// [`remove_file_off_executor`]); waits for it.
+///
+/// # Errors
+/// [`IoError::File`] naming the directory (also if the thread cannot be started).
+pub async fn remove_dir_all_off_executor(dir: &Path) -> Result<(), IoError> {
+    let (done, removed) = futures::channel::oneshot::channel();
+    let owned = dir.to_owned();
+    std::thread::Builder::new()
+        .name("ferromq-delete".to_owned())
+        .spawn(move || {
+            let _ = done.send(std::fs::remove_dir_all(owned));
+        })
+        .map_err(IoError::on("delete directory", dir))?;
+    let result = removed.await.unwrap_or_else(|_canceled| {
+        Err(std::io::Error::other(
+            "the deleting thread ended without an answer",
+        ))
+    });
+    result.map_err(IoError::on("delete directory", dir))
+}
+
 /// Syncs directory `dir` on the executor's blocking thread, so that the names of files made
 /// in it survive a power cut. Starts when first polled. Call from inside a glommio executor.
 ///
