@@ -405,6 +405,17 @@ fn admin_commands_manage_and_inspect_a_running_broker() {
     assert_eq!(row(&table, TOPIC, "tag-a").len(), 2, "{table}");
     assert!(table.contains("MessageModel: CLUSTERING"), "{table}");
 
+    // clusterList's OutTPS: the broker's pull rate (`getTransferedTps`, Java's spelling).
+    let header = common::pull_header("admin-puller", TOPIC, 1, 0);
+    let pull = RemotingCommand::request_with_header(RequestCode::PULL_MESSAGE, &header);
+    let pulled = rt.block_on(client.request(pull)).unwrap();
+    assert_eq!(pulled.code, 0, "{:?}", pulled.remark);
+    poll("clusterList to show the pulls as OutTPS", || {
+        let table = text(ns, &["clusterList"]);
+        let out_tps: f64 = row(&table, CLUSTER, BROKER_NAME)[6].parse().ok()?;
+        (out_tps > 0.0).then_some(())
+    });
+
     // queryMsgById by the offset id, and by the UNIQ_KEY id with the topic.
     let by_offset_id = json(ns, &["queryMsgById", "-i", &ids[1]]);
     let message = &by_offset_id["messages"][0];

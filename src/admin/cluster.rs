@@ -111,7 +111,7 @@ pub fn cluster_list(
             broker.addr.clone(),
             version,
             format!("{:.2}", tps("putTps")),
-            format!("{:.2}", tps("getTransferredTps")),
+            format!("{:.2}", tps("getTransferedTps")),
             format!("{hours:.2}"),
             format!("{space:.4}"),
         ]);
