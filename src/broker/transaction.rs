@@ -403,6 +403,15 @@ impl<'a> Check<'a> {
             if (0..immunity_ms).contains(&age_ms) {
                 break;
             }
+            // A half checked before was put back when it was checked: its producer gets
+            // `transactionTimeOut` to answer that check before it is asked again. Java asks
+            // again at the next round whatever the answer's delay, which with a short check
+            // interval and a slow answer commits the message twice; halves are in store
+            // order, so none after this one is due either.
+            let since_check_ms = now_ms().saturating_sub(record.store_timestamp);
+            if half.property(CHECK_TIMES).is_some() && (0..timeout_ms).contains(&since_check_ms) {
+                break;
+            }
             // An op may have arrived since the ops were read.
             self.read_ops(half_start).await?;
             if let Some(op) = self.removed.remove(&next) {
