@@ -574,9 +574,8 @@ fn timers_refresh_routes_and_heartbeat_and_shutdown_unregisters() {
             .unwrap();
         let instance: &Arc<ClientInstance> = producer.instance();
         // First sent on the template's route (inherit bit set), then the timer replaces it
-        // with the topic's own route once the broker registered the topic.
-        let borrowed = instance.cached_route("ClientTimersT").unwrap();
-        assert_eq!(borrowed.data.queue_datas[0].perm & 1, 1, "{borrowed:?}");
+        // with the topic's own route once the broker registered the topic. (On a slow disk
+        // the send's answer can come after that refresh: the route is its own at once.)
         let started = Instant::now();
         while instance
             .cached_route("ClientTimersT")
