@@ -1060,7 +1060,10 @@ fn bench_tools_report_throughput_and_no_failure() {
         .find(|line| line.starts_with("[Complete]"))
         .unwrap_or_else(|| panic!("producer did not complete:\n{}", produced.text));
     assert_eq!(figure(complete, "Send Total:"), 2000, "{complete}");
-    assert!(figure(complete, "Send TPS:") > 0, "{complete}");
+    // The tool prints its TPS only when the run outlived its first one-second snapshot.
+    if complete.contains("Send TPS:") {
+        assert!(figure(complete, "Send TPS:") > 0, "{complete}");
+    }
     assert_no_refusal(&produced, figure(complete, "Send Failed:"), true);
     assert_eq!(figure(complete, "Response Failed:"), 0, "{complete}");
 
