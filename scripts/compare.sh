@@ -16,7 +16,14 @@
 #                  (default 29876:30911)
 #   rocketmq-rust  scripts/rocketmq-rust.sh start, fresh data dir, ports from --peer
 #                  (default 19876:20911); needs `scripts/rocketmq-rust.sh install` done
-# or ferromq=NS:BROKER / rocketmq-rust=NS:BROKER with the ports inline (two ferromq sides).
+#   ferromq-direct the same with commitLogPageCacheWrites=false: the CommitLog written with
+#                  O_DIRECT and ASYNC_FLUSH puts answered after the device write (ferromq
+#                  before issue 23), for before/after runs
+#   java           the Java 4.9.8 kit's name server and broker (../shared/java-4.9.8, its
+#                  dependencies installed), fresh store, ports from --peer
+# or ferromq=NS:BROKER / java=NS:BROKER / ... with the ports inline (two ferromq sides).
+# FLUSH=SYNC_FLUSH in the environment runs every broker started here with that flushDiskType
+# (default ASYNC_FLUSH).
 #
 #   scripts/compare.sh produce "--threads 16 --duration 10 --size 1024" ferromq rocketmq-rust
 #   scripts/compare.sh e2e "--rate 5000 --duration 20" 127.0.0.1:9876 10.0.0.2:9876 3
@@ -41,6 +48,7 @@ args="$2"
 side_a="$3"
 side_b="$4"
 rounds="${5:-2}"
+flush="${FLUSH:-ASYNC_FLUSH}"
 case "$workload" in
     produce | consume | e2e) ;;
     *) echo "WORKLOAD must be produce, consume or e2e, not $workload" >&2; exit 2 ;;
@@ -69,15 +77,50 @@ resolve() { # side label: prints the name server address, starting a broker if a
     local side="${1%%=*}" label="$2" ports=""
     [[ "$1" == *=* ]] && ports="${1#*=}"
     case "$side" in
-        ferromq)
+        ferromq | ferromq-direct)
             ports="${ports:-$ferromq_ports}"
             local ns="${ports%%:*}" broker="${ports##*:}"
             [[ -x target/release/ferromq ]] || { echo "no target/release/ferromq" >&2; exit 1; }
+            {
+                echo "flushDiskType=$flush"
+                [[ "$side" == ferromq-direct ]] && echo "commitLogPageCacheWrites=false"
+            } > "$work/$label-ferromq.conf"
             target/release/ferromq standalone --data "$work/$label-data" \
+                -c "$work/$label-ferromq.conf" \
                 --namesrv-listen "127.0.0.1:$ns" --broker-listen "127.0.0.1:$broker" \
                 > /dev/null 2> "$work/$label-ferromq.log" &
             pids+=("$!")
             wait_port "$ns" >&2 && wait_port "$broker" >&2
+            echo "127.0.0.1:$ns"
+            ;;
+        java)
+            ports="${ports:-$peer_ports}"
+            local ns="${ports%%:*}" broker="${ports##*:}" kit=../shared/java-4.9.8
+            [[ -x "$kit/bin/broker" ]] || { echo "no Java kit at $kit" >&2; exit 1; }
+            mkdir -p "$work/$label-java-ns" "$work/$label-java-broker"
+            bash "$kit/bin/namesrv" "$ns" "$work/$label-java-ns" > "$work/$label-java-ns.log" 2>&1 &
+            pids+=("$!")
+            wait_port "$ns" >&2
+            cat > "$work/$label-java.conf" <<CONF
+brokerClusterName=DefaultCluster
+brokerName=broker-a
+brokerId=0
+brokerRole=ASYNC_MASTER
+flushDiskType=$flush
+namesrvAddr=127.0.0.1:$ns
+listenPort=$broker
+storePathRootDir=$work/$label-java-store
+autoCreateTopicEnable=true
+autoCreateSubscriptionGroup=true
+CONF
+            bash "$kit/bin/broker" "$work/$label-java.conf" "$work/$label-java-broker" \
+                > "$work/$label-java-broker.log" 2>&1 &
+            pids+=("$!")
+            local deadline=$((SECONDS + 60))
+            until grep -q "boot success" "$work/$label-java-broker.log"; do
+                ((SECONDS <= deadline)) || { echo "the Java broker did not start" >&2; exit 1; }
+                sleep 0.5
+            done
             echo "127.0.0.1:$ns"
             ;;
         rocketmq-rust)
@@ -134,32 +177,37 @@ import json, sys
 work, rounds, workload, name_a, name_b = sys.argv[1], int(sys.argv[2]), sys.argv[3], *sys.argv[4:]
 
 def figures(side):
-    produce, p99, consume, e2e_p99 = [], [], [], []
+    produce, p50, p99, consume, e2e_p50, e2e_p99 = [], [], [], [], [], []
     for r in range(1, rounds + 1):
         if workload == "e2e":
             report = json.load(open(f"{work}/{side}-{r}-e2e.json"))
             produce.append(report["produce"]["msgs_per_sec"])
+            p50.append(report["produce"]["latency_us"]["p50"])
             p99.append(report["produce"]["latency_us"]["p99"])
             consume.append(report["consume"]["msgs_per_sec"])
+            e2e_p50.append(report["consume"]["latency_us"]["p50"])
             e2e_p99.append(report["consume"]["latency_us"]["p99"])
         else:
             report = json.load(open(f"{work}/{side}-{r}-produce.json"))
             produce.append(report["produce"]["msgs_per_sec"])
+            p50.append(report["produce"]["latency_us"]["p50"])
             p99.append(report["produce"]["latency_us"]["p99"])
             drained = json.load(open(f"{work}/{side}-{r}-consume.json"))
             consume.append(drained["consume"]["msgs_per_sec"])
     mean = lambda xs: sum(xs) / len(xs)
-    figures = {"produce msg/s": mean(produce), "produce p99 µs": mean(p99),
-               "consume msg/s": mean(consume), "rounds": (produce, p99, consume)}
+    figures = {"produce msg/s": mean(produce), "produce p50 µs": mean(p50),
+               "produce p99 µs": mean(p99), "consume msg/s": mean(consume),
+               "rounds": (produce, p99, consume)}
     if e2e_p99:
+        figures["e2e p50 µs"] = mean(e2e_p50)
         figures["e2e p99 µs"] = mean(e2e_p99)
     return figures
 
 a, b = figures("a"), figures("b")
 print(f"summary over {rounds} round(s) each (mean of rounds):")
 print(f"{'':16} {'A = ' + name_a:>22} {'B = ' + name_b:>22} {'ratio B/A':>10}")
-keys = ["produce msg/s", "produce p99 µs", "consume msg/s"]
-for key in keys + (["e2e p99 µs"] if workload == "e2e" else []):
+keys = ["produce msg/s", "produce p50 µs", "produce p99 µs", "consume msg/s"]
+for key in keys + (["e2e p50 µs", "e2e p99 µs"] if workload == "e2e" else []):
     ratio = b[key] / a[key] if a[key] else float("nan")
     print(f"{key:16} {a[key]:>22.0f} {b[key]:>22.0f} {ratio:>10.2f}")
 print("(p99: a ratio below 1 means B is faster; msg/s: above 1 means B is faster)")

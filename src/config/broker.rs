@@ -409,6 +409,9 @@ impl BrokerConfig {
                 "cleanFileForciblyEnable" => {
                     store.clean_file_forcibly_enable = parse_bool(&at, key, value)?;
                 }
+                "commitLogPageCacheWrites" => {
+                    store.commit_log_page_cache_writes = parse_bool(&at, key, value)?;
+                }
                 "deleteCommitLogFilesInterval" => {
                     let ms: u64 = parse_value(&at, key, value, "milliseconds")?;
                     store.delete_commit_log_files_interval = Duration::from_millis(ms);

@@ -63,6 +63,12 @@ pub struct StoreConfig {
     pub clean_file_forcibly_enable: bool,
     /// `deleteCommitLogFilesInterval` (100 ms): pause between two deleted segments.
     pub delete_commit_log_files_interval: Duration,
+    /// `commitLogPageCacheWrites` (ferromq's own key, default true): under ASYNC_FLUSH the
+    /// writer copies records into the page cache through a shared mapping of the segment, as
+    /// Java's `MappedFile`, and a put is answered without waiting for the device; false
+    /// writes with O_DIRECT and answers after the device write. SYNC_FLUSH always writes
+    /// direct (`O_DSYNC`).
+    pub commit_log_page_cache_writes: bool,
 }
 
 impl StoreConfig {
@@ -98,6 +104,7 @@ impl StoreConfig {
             disk_space_warning_level_ratio: 0.90,
             clean_file_forcibly_enable: true,
             delete_commit_log_files_interval: Duration::from_millis(100),
+            commit_log_page_cache_writes: true,
         }
     }
 
@@ -107,6 +114,13 @@ impl StoreConfig {
         self.store_path_commit_log
             .clone()
             .unwrap_or_else(|| self.store_path_root_dir.join("commitlog"))
+    }
+
+    /// Whether the CommitLog is written into the page cache (ASYNC_FLUSH with
+    /// `commitLogPageCacheWrites`), so that its readers must read through it too.
+    #[must_use]
+    pub fn commit_log_in_page_cache(&self) -> bool {
+        self.commit_log_page_cache_writes && self.flush_disk_type != FlushDiskType::SyncFlush
     }
 
     /// `<root>/consumequeue`.

@@ -510,7 +510,10 @@ pub async fn run_writer(
     let config = &shared.config;
     let opener = CommitLogDirectory::new(
         config.commit_log_dir(),
-        SegmentOptions::for_flush(config.flush_disk_type),
+        SegmentOptions {
+            page_cache: config.commit_log_in_page_cache(),
+            ..SegmentOptions::for_flush(config.flush_disk_type)
+        },
     );
     let log = CommitLog::open(
         opener,

@@ -45,8 +45,9 @@
 use super::flush::FlushDiskType;
 use super::segment::segment_name;
 use super::segment_writer::SegmentOpener;
-use ferromq_uring::file::{zero_fill, DmaSegment, ZeroFillPace};
+use ferromq_uring::file::{zero_fill, DmaSegment, MappedSegment, SegmentFile, ZeroFillPace};
 use ferromq_uring::IoError;
+use futures::future::Either;
 use glommio::channels::local_channel::{self, LocalSender};
 use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
@@ -84,18 +85,89 @@ pub struct SegmentOptions {
     pub prefill: bool,
     /// Open segments with `O_DSYNC`: writes are durable when they complete.
     pub dsync: bool,
+    /// Write into the page cache through a shared mapping ([`MappedSegment`]) instead of
+    /// with direct I/O: a write is done when it is in memory the kernel owns, which is what
+    /// ASYNC_FLUSH promises (a crash of the process loses nothing).
+    pub page_cache: bool,
 }
 
 impl SegmentOptions {
-    /// What the broker does: both under SYNC_FLUSH, where every put waits for durability;
-    /// neither under ASYNC_FLUSH, where zeros would only compete with the writes and every
-    /// write would wait for the device.
+    /// What the broker does: prefill and `O_DSYNC` under SYNC_FLUSH, where every put waits
+    /// for durability; under ASYNC_FLUSH neither (zeros would only compete with the writes)
+    /// and writes into the page cache, so that no put waits for the device.
     #[must_use]
     pub fn for_flush(flush: FlushDiskType) -> SegmentOptions {
         let sync = flush == FlushDiskType::SyncFlush;
         SegmentOptions {
             prefill: sync,
             dsync: sync,
+            page_cache: !sync,
+        }
+    }
+}
+
+/// A CommitLog segment as [`SegmentOptions`] opened it: written with direct I/O, or into the
+/// page cache through a mapping.
+#[derive(Debug)]
+pub enum CommitLogSegment {
+    /// `O_DIRECT` writes (`O_DSYNC` under SYNC_FLUSH).
+    Direct(DmaSegment),
+    /// Copies into a shared mapping of the file.
+    Mapped(MappedSegment),
+}
+
+impl SegmentFile for CommitLogSegment {
+    type Buffer = glommio::io::DmaBuffer;
+
+    fn alignment(&self) -> u64 {
+        match self {
+            CommitLogSegment::Direct(file) => file.alignment(),
+            CommitLogSegment::Mapped(file) => file.alignment(),
+        }
+    }
+
+    fn alloc_buffer(&self, len: usize) -> Self::Buffer {
+        match self {
+            CommitLogSegment::Direct(file) => file.alloc_buffer(len),
+            CommitLogSegment::Mapped(file) => file.alloc_buffer(len),
+        }
+    }
+
+    fn write_buffer_at(
+        &self,
+        offset: u64,
+        buffer: Self::Buffer,
+        len: usize,
+    ) -> impl std::future::Future<Output = Result<(), IoError>> {
+        // Called now, not when polled: a mapped write is made at the call.
+        match self {
+            CommitLogSegment::Direct(file) => {
+                Either::Left(file.write_buffer_at(offset, buffer, len))
+            }
+            CommitLogSegment::Mapped(file) => {
+                Either::Right(file.write_buffer_at(offset, buffer, len))
+            }
+        }
+    }
+
+    async fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>, IoError> {
+        match self {
+            CommitLogSegment::Direct(file) => file.read_at(offset, len).await,
+            CommitLogSegment::Mapped(file) => file.read_at(offset, len).await,
+        }
+    }
+
+    async fn sync(&self) -> Result<(), IoError> {
+        match self {
+            CommitLogSegment::Direct(file) => file.sync().await,
+            CommitLogSegment::Mapped(file) => file.sync().await,
+        }
+    }
+
+    fn writes_are_durable(&self) -> bool {
+        match self {
+            CommitLogSegment::Direct(file) => file.writes_are_durable(),
+            CommitLogSegment::Mapped(file) => file.writes_are_durable(),
         }
     }
 }
@@ -211,14 +283,18 @@ impl CommitLogDirectory {
 }
 
 impl SegmentOpener for CommitLogDirectory {
-    type File = DmaSegment;
+    type File = CommitLogSegment;
 
-    async fn open(&self, start: u64, size: u64) -> Result<DmaSegment, IoError> {
+    async fn open(&self, start: u64, size: u64) -> Result<CommitLogSegment, IoError> {
         if self.stop_fill().await == Some(start) {
             self.adopt(start, size).await;
         }
         let path = self.dir.join(segment_name(start));
-        let segment = DmaSegment::open_with(&path, size, self.options.dsync).await?;
+        let segment = if self.options.page_cache {
+            CommitLogSegment::Mapped(MappedSegment::open(&path, size).await?)
+        } else {
+            CommitLogSegment::Direct(DmaSegment::open_with(&path, size, self.options.dsync).await?)
+        };
         if self.options.prefill {
             self.start_fill(start + size, size);
         }

@@ -102,16 +102,22 @@ impl QueueDirectory {
     }
 }
 
+/// A queue's files are written into the page cache through a mapping, as Java's: every
+/// pull reads units just dispatched, and reads them from memory instead of the device
+/// (`StoreReader` reads them through the page cache).
 impl super::commit_log::SegmentOpener for QueueDirectory {
-    type File = ferromq_uring::file::DmaSegment;
+    type File = ferromq_uring::file::MappedSegment;
 
     async fn open(
         &self,
         start: u64,
         size: u64,
-    ) -> Result<ferromq_uring::file::DmaSegment, ferromq_uring::IoError> {
+    ) -> Result<ferromq_uring::file::MappedSegment, ferromq_uring::IoError> {
         let path = self.dir.join(segment_name(start));
-        ferromq_uring::file::DmaSegment::create_unsynced(&path, size, self.new_dirs.take()).await
+        let made =
+            ferromq_uring::file::DmaSegment::create_unsynced(&path, size, self.new_dirs.take())
+                .await?;
+        ferromq_uring::file::MappedSegment::map(made)
     }
 }
 

@@ -728,3 +728,182 @@ impl SegmentFile for DmaSegment {
             .await
     }
 }
+
+/// A CommitLog segment written into the page cache through a shared mapping of the file, as
+/// Java's `MappedFile` writes: a write is a copy into the mapping, done when the call
+/// returns, after which a crash of the process loses nothing (the kernel owns the pages) and
+/// a power cut loses what no sync has covered yet. Syncs are fdatasyncs of the file, which
+/// write back the pages dirtied through the mapping too.
+///
+/// The file is made, preallocated and opened exactly as a [`DmaSegment`] (which it keeps for
+/// its syncs and its aligned buffers), so the directory invariants hold the same; only the
+/// writes take another way. A segment of any size is written at its exact length: a padded
+/// tail block is cut at the size.
+///
+/// Readers of such a segment must read through the page cache ([`PageCacheFile`]): a direct
+/// read of a range holding dirty pages makes the kernel write them back first, and a
+/// consumer reading the tail would wait for the device on every pull.
+///
+/// A write that touches a page not yet in memory takes a page fault on the calling thread
+/// (a fresh page of a preallocated file: no device read, zeros). Java's writer pays the same.
+#[derive(Debug)]
+pub struct MappedSegment {
+    direct: DmaSegment,
+    map: std::cell::RefCell<memmap2::MmapMut>,
+}
+
+impl MappedSegment {
+    /// Opens `path`, making and preallocating it first as [`DmaSegment::open`] does, and
+    /// maps its `size` bytes shared.
+    ///
+    /// # Errors
+    /// [`IoError::File`] naming the path and the step that failed.
+    pub async fn open(path: &Path, size: u64) -> Result<MappedSegment, IoError> {
+        Self::map(DmaSegment::open(path, size).await?)
+    }
+
+    /// Maps a segment made and opened as a [`DmaSegment`] (for instance by
+    /// [`DmaSegment::create_unsynced`], whose first sync then syncs its directories too).
+    ///
+    /// # Errors
+    /// [`IoError::File`] if the mapping fails.
+    pub fn map(direct: DmaSegment) -> Result<MappedSegment, IoError> {
+        use std::os::fd::AsRawFd;
+        let size = direct.size();
+        let path = direct.path().to_owned();
+        let path = path.as_path();
+        let len = usize::try_from(size).map_err(|_| {
+            IoError::file(
+                "mmap",
+                path,
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, "segment too big to map"),
+            )
+        })?;
+        // The mapping is sound while no one truncates the file or writes it elsewhere: it
+        // was preallocated to `size` bytes, the store owns its directory (the `lock` file
+        // keeps a second broker out) and never truncates a segment, and only this value's
+        // owner writes into it. Readers pread through the same, coherent, page cache.
+        // SAFETY: see above; the fd is open for as long as `direct`, which lives beside it.
+        let map = unsafe {
+            memmap2::MmapOptions::new()
+                .len(len)
+                .map_mut(direct.file.as_raw_fd())
+        }
+        .map_err(IoError::on("mmap", path))?;
+        Ok(MappedSegment {
+            direct,
+            map: std::cell::RefCell::new(map),
+        })
+    }
+
+    /// The file's size as opened.
+    #[must_use]
+    pub fn size(&self) -> u64 {
+        self.direct.size()
+    }
+
+    /// The file's path.
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        self.direct.path()
+    }
+
+    /// Copies `data` into the mapping at `offset`, cut at the file's size.
+    fn copy_in(&self, offset: u64, data: &[u8]) -> Result<(), IoError> {
+        let size = self.size();
+        let end = offset.saturating_add(u64::try_from(data.len()).unwrap_or(u64::MAX));
+        if offset > size {
+            return Err(IoError::file(
+                "write",
+                self.path(),
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, "write past the segment"),
+            ));
+        }
+        let kept = usize::try_from(end.min(size) - offset).unwrap_or(0);
+        let at = usize::try_from(offset).unwrap_or(usize::MAX);
+        self.map.borrow_mut()[at..at + kept].copy_from_slice(&data[..kept]);
+        Ok(())
+    }
+}
+
+impl SegmentFile for MappedSegment {
+    type Buffer = DmaBuffer;
+
+    fn alignment(&self) -> u64 {
+        self.direct.alignment()
+    }
+
+    fn alloc_buffer(&self, len: usize) -> DmaBuffer {
+        self.direct.alloc_buffer(len)
+    }
+
+    fn write_buffer_at(
+        &self,
+        offset: u64,
+        buffer: DmaBuffer,
+        len: usize,
+    ) -> impl Future<Output = Result<(), IoError>> {
+        // The copy happens here, at the call, so writes land in the order they are made.
+        let done = check_aligned("write", offset, len, self.alignment()).and_then(|()| {
+            let data = buffer.as_ref().get(..len).ok_or_else(|| {
+                IoError::file(
+                    "write",
+                    self.path(),
+                    std::io::Error::new(std::io::ErrorKind::InvalidInput, "write past its buffer"),
+                )
+            })?;
+            self.copy_in(offset, data)
+        });
+        std::future::ready(done)
+    }
+
+    async fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>, IoError> {
+        let map = self.map.borrow();
+        let start = usize::try_from(offset).unwrap_or(usize::MAX).min(map.len());
+        let end = start.saturating_add(len).min(map.len());
+        Ok(map[start..end].to_vec())
+    }
+
+    async fn sync(&self) -> Result<(), IoError> {
+        self.direct.sync().await
+    }
+}
+
+/// A segment read through the page cache (buffered reads on io_uring): for a file another
+/// shard writes through a mapping ([`MappedSegment`]); recent data is read from memory.
+#[derive(Debug)]
+pub struct PageCacheFile {
+    file: glommio::io::BufferedFile,
+    path: PathBuf,
+}
+
+impl PageCacheFile {
+    /// Opens an existing file for reading, never creating one.
+    ///
+    /// # Errors
+    /// [`IoError::File`], e.g. not found.
+    pub async fn open_existing(path: &Path) -> Result<PageCacheFile, IoError> {
+        let file = OpenOptions::new()
+            .read(true)
+            .buffered_open(path)
+            .await
+            .map_err(glommio_error("open buffered", path, 0))?;
+        Ok(PageCacheFile {
+            file,
+            path: path.to_owned(),
+        })
+    }
+
+    /// Reads `len` bytes at `offset`; fewer at the end of the file.
+    ///
+    /// # Errors
+    /// [`IoError::File`].
+    pub async fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>, IoError> {
+        let read = self
+            .file
+            .read_at(offset, len)
+            .await
+            .map_err(glommio_error("read", &self.path, offset))?;
+        Ok(read.to_vec())
+    }
+}
