@@ -60,6 +60,7 @@ pids=()
 peer_dirs=()
 cleanup() {
     for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
     for dir in "${peer_dirs[@]}"; do scripts/rocketmq-rust.sh stop "$dir" || true; done
     rm -rf "$work"
 }
