@@ -451,8 +451,9 @@ fn mqadmin_inspection_commands_print_what_the_java_broker_prints() {
 
     // getBrokerConfig: each key ferromq shows is one Java shows too (or a ferromq
     // setting of its own), with the same value for the same configuration.
-    const FERROMQ_ONLY: [&str; 7] = [
+    const FERROMQ_ONLY: [&str; 8] = [
         "bindAddress",
+        "commitLogPageCacheWrites",
         "diskSpaceCleanForciblyRatio",
         "diskSpaceWarningLevelRatio",
         "frameMaxLength",

@@ -526,6 +526,10 @@ impl BrokerConfig {
             ("flushDiskType", flush.to_owned()),
             ("flushIntervalCommitLog", ms(flush_interval)),
             (
+                "commitLogPageCacheWrites",
+                store.commit_log_page_cache_writes.to_string(),
+            ),
+            (
                 "flushIntervalConsumeQueue",
                 ms(store.flush_interval_consume_queue),
             ),

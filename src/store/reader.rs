@@ -15,7 +15,7 @@ use super::message::{decode_record, parse_properties, Record, MAGIC_CODE_V1, MAG
 use super::message_store::StoreHandle;
 use super::segment::{segment_name, segment_start};
 use super::shared::StoreShared;
-use ferromq_uring::file::{DmaSegment, PageCacheFile, SegmentFile};
+use ferromq_uring::file::PageCacheFile;
 use ferromq_uring::IoError;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -131,7 +131,7 @@ const DISPATCH_POLL: Duration = Duration::from_micros(200);
 pub struct StoreReader {
     shared: Arc<StoreShared>,
     handle: StoreHandle,
-    files: RefCell<HashMap<PathBuf, Rc<ReadFile>>>,
+    files: RefCell<HashMap<PathBuf, Rc<PageCacheFile>>>,
     seen_min: std::cell::Cell<u64>,
 }
 
@@ -586,27 +586,24 @@ impl StoreReader {
             .config
             .commit_log_dir()
             .join(segment_name(start));
-        let file = self
-            .open_file(path, self.shared.config.commit_log_in_page_cache())
-            .await?;
+        let file = self.file(path).await?;
         file.read_at(offset - start, len).await
     }
 
-    /// A ConsumeQueue file, read through the page cache (dispatch writes them there).
-    async fn file(&self, path: PathBuf) -> Result<Rc<ReadFile>, IoError> {
-        self.open_file(path, true).await
-    }
-
-    async fn open_file(&self, path: PathBuf, page_cache: bool) -> Result<Rc<ReadFile>, IoError> {
+    /// A CommitLog or ConsumeQueue file, read through the page cache.
+    ///
+    /// Where the writer writes into the page cache (every ConsumeQueue; the CommitLog under
+    /// ASYNC_FLUSH) a direct read would make the kernel write back the dirty pages it covers
+    /// first. Where it writes direct (the CommitLog under SYNC_FLUSH) the kernel drops the
+    /// cached pages a direct write covers, before and after it, so a read never sees stale
+    /// bytes below the committed end, and a consumer catching up gets the kernel's read-ahead
+    /// instead of a device read per pull.
+    async fn file(&self, path: PathBuf) -> Result<Rc<PageCacheFile>, IoError> {
         self.forget_deleted_files();
         if let Some(file) = self.files.borrow().get(&path) {
             return Ok(Rc::clone(file));
         }
-        let file = Rc::new(if page_cache {
-            ReadFile::PageCache(PageCacheFile::open_existing(&path).await?)
-        } else {
-            ReadFile::Direct(DmaSegment::open_existing(&path).await?)
-        });
+        let file = Rc::new(PageCacheFile::open_existing(&path).await?);
         let mut files = self.files.borrow_mut();
         if files.len() >= OPEN_FILES_MAX {
             files.clear();
@@ -625,24 +622,6 @@ impl StoreReader {
         }
         self.seen_min.set(min);
         self.files.borrow_mut().retain(|path, _| path.exists());
-    }
-}
-
-/// A file a reader opened: direct reads, or through the page cache for a CommitLog the
-/// writer fills there ([`super::config::StoreConfig::commit_log_in_page_cache`]: a direct
-/// read would make the kernel write the dirty pages it covers back first).
-#[derive(Debug)]
-enum ReadFile {
-    Direct(DmaSegment),
-    PageCache(PageCacheFile),
-}
-
-impl ReadFile {
-    async fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>, IoError> {
-        match self {
-            ReadFile::Direct(file) => file.read_at(offset, len).await,
-            ReadFile::PageCache(file) => file.read_at(offset, len).await,
-        }
     }
 }
 
