@@ -7,7 +7,7 @@ use common::{small_store_config, store_message, TempDir};
 use ferromq::store::consume_queue::tags_code;
 use ferromq::store::message::{decode_record, parse_properties, Record};
 use ferromq::store::message_store::LocalStore;
-use ferromq::store::reader::{GetMessageStatus, PullFilter};
+use ferromq::store::reader::{FoundMessage, GetMessageStatus, PullFilter};
 use ferromq::store::recovery::RecoveryMode;
 use std::collections::HashMap;
 
@@ -16,12 +16,38 @@ type QueueContents = HashMap<(String, i32), Vec<(i64, i64, Vec<u8>)>>;
 
 const NO_FILTER: PullFilter<'static> = PullFilter { tags_codes: None };
 
-/// Pulls a whole queue from offset 0; returns (queue offset, physical offset, body, tags).
+/// Pulls a whole queue from offset 0; returns (queue offset, physical offset, body) of each
+/// record, checked against what the pull said of it.
 async fn pull_all(
     reader: &ferromq::store::reader::StoreReader,
     topic: &str,
     queue_id: i32,
 ) -> Vec<(i64, i64, Vec<u8>)> {
+    let mut all = Vec::new();
+    for (found, bytes) in pull_raw(reader, topic, queue_id).await {
+        let Ok(Record::Message { record, size }) = decode_record(&bytes, true) else {
+            panic!("not a record at {}", found.physical_offset);
+        };
+        assert_eq!(size, found.size);
+        assert_eq!(record.queue_offset, found.queue_offset);
+        assert_eq!(record.physical_offset, found.physical_offset);
+        assert_eq!(record.topic, topic);
+        all.push((
+            record.queue_offset,
+            record.physical_offset,
+            record.body.to_vec(),
+        ));
+    }
+    all
+}
+
+/// Every record of a queue as pulls from offset 0 return it: what the pull said of it, and
+/// its stored bytes.
+async fn pull_raw(
+    reader: &ferromq::store::reader::StoreReader,
+    topic: &str,
+    queue_id: i32,
+) -> Vec<(FoundMessage, Vec<u8>)> {
     let mut offset = 0;
     let mut all = Vec::new();
     loop {
@@ -36,18 +62,7 @@ async fn pull_all(
         }
         for found in &result.messages {
             let bytes = &result.body[found.body_start..found.body_start + found.size];
-            let Ok(Record::Message { record, size }) = decode_record(bytes, true) else {
-                panic!("not a record at {}", found.physical_offset);
-            };
-            assert_eq!(size, found.size);
-            assert_eq!(record.queue_offset, found.queue_offset);
-            assert_eq!(record.physical_offset, found.physical_offset);
-            assert_eq!(record.topic, topic);
-            all.push((
-                record.queue_offset,
-                record.physical_offset,
-                record.body.to_vec(),
-            ));
+            all.push((*found, bytes.to_vec()));
         }
         offset = result.next_begin_offset;
     }
@@ -742,30 +757,8 @@ impl HeldThreads {
     }
 }
 
-/// Every record of a queue as a pull returns it: (physical offset, the stored bytes).
-async fn pull_raw(
-    reader: &ferromq::store::reader::StoreReader,
-    topic: &str,
-    queue_id: i32,
-) -> Vec<(i64, Vec<u8>)> {
-    let mut offset = 0;
-    let mut all = Vec::new();
-    loop {
-        let result = reader
-            .get_message(topic, queue_id, offset, 32, &NO_FILTER)
-            .await
-            .unwrap();
-        if result.status != GetMessageStatus::Found {
-            break;
-        }
-        for found in &result.messages {
-            let bytes = &result.body[found.body_start..found.body_start + found.size];
-            all.push((found.physical_offset, bytes.to_vec()));
-        }
-        offset = result.next_begin_offset;
-    }
-    all
-}
+/// (physical offset, stored bytes) of each record of a queue.
+type RawRecords = Vec<(i64, Vec<u8>)>;
 
 /// Under ASYNC_FLUSH the CommitLog is written into the page cache through a mapping and read
 /// through it; with `commitLogPageCacheWrites=false` it is written and read with direct I/O.
@@ -779,7 +772,8 @@ fn page_cache_and_direct_io_serve_the_same_bytes() {
         interval: std::time::Duration::from_millis(200),
     };
     let queues = [("P", 0), ("P", 1), ("Q", 0)];
-    let mut served: Vec<Vec<Vec<(i64, Vec<u8>)>>> = Vec::new();
+    // Per run, per queue: (physical offset, stored bytes) of each record.
+    let mut served: Vec<Vec<RawRecords>> = Vec::new();
     for (run, page_cache) in [true, false, true].into_iter().enumerate() {
         let mut config = config.clone();
         config.commit_log_page_cache_writes = page_cache;
@@ -790,7 +784,13 @@ fn page_cache_and_direct_io_serve_the_same_bytes() {
                 let (topic, queue) = queues[i % queues.len()];
                 let body = format!("run-{run}-{i}-{}", "z".repeat(100 + i * 7 % 900));
                 handle
-                    .put(store_message(topic, queue, body.as_bytes(), Some("t"), None))
+                    .put(store_message(
+                        topic,
+                        queue,
+                        body.as_bytes(),
+                        Some("t"),
+                        None,
+                    ))
                     .await
                     .unwrap();
             }
@@ -798,7 +798,13 @@ fn page_cache_and_direct_io_serve_the_same_bytes() {
             let mut all = Vec::new();
             for (topic, queue) in queues {
                 until_dispatched(&reader, topic, queue, 100 * (run as i64 + 1)).await;
-                all.push(pull_raw(&reader, topic, queue).await);
+                let records = pull_raw(&reader, topic, queue).await;
+                all.push(
+                    records
+                        .into_iter()
+                        .map(|(found, bytes)| (found.physical_offset, bytes))
+                        .collect::<Vec<_>>(),
+                );
             }
             store.shutdown().await.unwrap();
             all
@@ -821,9 +827,14 @@ fn page_cache_and_direct_io_serve_the_same_bytes() {
     for (physical, bytes) in served[2].iter().flatten() {
         let physical = u64::try_from(*physical).unwrap();
         let start = physical - physical % segment_size;
-        let file = std::fs::read(dir.path().join("commitlog").join(format!("{start:020}"))).unwrap();
+        let file =
+            std::fs::read(dir.path().join("commitlog").join(format!("{start:020}"))).unwrap();
         let at = usize::try_from(physical - start).unwrap();
-        assert_eq!(&file[at..at + bytes.len()], &bytes[..], "record at {physical}");
+        assert_eq!(
+            &file[at..at + bytes.len()],
+            &bytes[..],
+            "record at {physical}"
+        );
     }
 }
 
@@ -849,7 +860,9 @@ fn pulls_right_behind_direct_writes_never_see_stale_bytes() {
                     let message = store_message("W", 0, body.as_bytes(), None, None);
                     let handle = handle.clone();
                     // A few puts in flight, so that writes and reads overlap.
-                    puts.push(glommio::spawn_local(async move { handle.put(message).await }));
+                    puts.push(glommio::spawn_local(
+                        async move { handle.put(message).await },
+                    ));
                     if puts.len() >= 4 {
                         puts.remove(0).await.unwrap();
                     }
@@ -876,7 +889,10 @@ fn pulls_right_behind_direct_writes_never_see_stale_bytes() {
             for found in &result.messages {
                 let bytes = &result.body[found.body_start..found.body_start + found.size];
                 let Ok(Record::Message { record, .. }) = decode_record(bytes, true) else {
-                    panic!("stale or torn record at queue offset {}", found.queue_offset);
+                    panic!(
+                        "stale or torn record at queue offset {}",
+                        found.queue_offset
+                    );
                 };
                 let i = found.queue_offset;
                 let want = format!("tail-{i}-{}", "w".repeat((i as usize * 37) % 700));

@@ -5,32 +5,15 @@
 //! preallocated size and the misaligned-write refusal. Fails with the io_uring remedy text
 //! when io_uring is unavailable, never skips.
 
+mod common;
+
+use common::on_executor;
 use ferromq_uring::file::{DmaSegment, SegmentFile};
 use ferromq_uring::IoError;
 use std::path::PathBuf;
 
-fn on_executor<F, Fut>(f: F) -> Fut::Output
-where
-    F: FnOnce() -> Fut + Send + 'static,
-    Fut: std::future::Future + 'static,
-    Fut::Output: Send + 'static,
-{
-    glommio::LocalExecutorBuilder::default()
-        .spawn(f)
-        .expect(
-            "io_uring unavailable: needs Linux >= 5.8, RLIMIT_MEMLOCK >= 512 KiB (ulimit -l) \
-             and a seccomp profile that allows io_uring_setup",
-        )
-        .join()
-        .expect("executor thread")
-}
-
 fn segment_path(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("dma-segment");
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("{name}-{}", std::process::id()));
-    let _ = std::fs::remove_file(&path);
-    path
+    common::segment_path("dma-segment", name)
 }
 
 #[test]

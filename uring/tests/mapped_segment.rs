@@ -7,6 +7,9 @@
 //! cache; for the crash, this test binary runs itself as a child that writes, says so, and
 //! waits to be killed; the parent kills it with SIGKILL and reads the file.
 
+mod common;
+
+use common::on_executor;
 use ferromq_uring::file::{MappedSegment, PageCacheFile, SegmentFile};
 use ferromq_uring::IoError;
 use std::io::{BufRead, BufReader};
@@ -17,25 +20,8 @@ use std::time::{Duration, Instant};
 /// Set in the child's environment: the file it writes.
 const ENV_CHILD_PATH: &str = "FERROMQ_MAPPED_SEGMENT_CHILD";
 
-fn on_executor<F, Fut>(f: F) -> Fut::Output
-where
-    F: FnOnce() -> Fut + Send + 'static,
-    Fut: std::future::Future + 'static,
-    Fut::Output: Send + 'static,
-{
-    glommio::LocalExecutorBuilder::default()
-        .spawn(f)
-        .expect("io_uring unavailable")
-        .join()
-        .expect("executor thread")
-}
-
 fn segment_path(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("mapped-segment");
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("{name}-{}", std::process::id()));
-    let _ = std::fs::remove_file(&path);
-    path
+    common::segment_path("mapped-segment", name)
 }
 
 /// Blocks of a recognisable pattern, different per `seed`.
