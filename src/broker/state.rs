@@ -291,6 +291,8 @@ pub struct BrokerState {
     pub locks: LockTable,
     /// Messages stored and pulled, put latencies, TPS.
     pub stats: BrokerStats,
+    /// Transactions ended lately, by their first half's queue offset.
+    pub ended_transactions: super::transaction::EndedTransactions,
     /// Set when the topic table changed: the name servers should hear of it now, not at the
     /// next periodic registration (Java registers after every topic change).
     registration_due: AtomicBool,
@@ -329,6 +331,7 @@ impl BrokerState {
             outbounds: Mutex::new(HashMap::new()),
             locks,
             stats: BrokerStats::new(shards, now_ms()),
+            ended_transactions: super::transaction::EndedTransactions::default(),
             registration_due: AtomicBool::new(false),
         };
         state.add_system_topics();

@@ -220,6 +220,21 @@ async fn end(
     if let Some(remark) = prepared_problem(half, &record, &header) {
         return error(request, ResponseCode::SYSTEM_ERROR, remark);
     }
+    let first = half
+        .property(PREPARED_QUEUE_OFFSET)
+        .and_then(|offset| offset.parse::<i64>().ok())
+        .unwrap_or(record.queue_offset);
+    if !state.ended_transactions.end(first) {
+        // An answer to a second check of a transaction already ended: its half copy is
+        // marked done, nothing is delivered again.
+        tracing::info!(
+            msg_id = %header.msg_id,
+            first_half = first,
+            "transaction already ended; the repeated answer is ignored"
+        );
+        put_op(state, store, record.queue_offset, record.store_host).await;
+        return Some(RemotingCommand::success_to(request));
+    }
     if commit {
         let real_topic = half.property(REAL_TOPIC).unwrap_or_default().to_owned();
         let mut put = half.put(&record, &real_topic, half.real_queue());
@@ -232,12 +247,62 @@ async fn end(
         // As Java's CommitLog: a committed message with a delay level waits for it.
         super::schedule::redirect_delayed(&mut put, &state.config.store.message_delay_level);
         if let Err(failure) = store.put(put).await {
+            state.ended_transactions.forget(first);
             let remark = format!("cannot store the committed message: {failure}");
             return error(request, ResponseCode::SYSTEM_ERROR, remark);
         }
     }
     put_op(state, store, record.queue_offset, record.store_host).await;
     Some(RemotingCommand::success_to(request))
+}
+
+/// The transactions ended lately, each by the queue offset of its first half (a half
+/// checked is stored again, a copy naming the first in `TRAN_PREPARED_QUEUE_OFFSET`), so
+/// that a transaction is committed once even when its producer answers two checks: one
+/// answer came later than `transactionTimeOut`, the half was checked again, and both answers
+/// arrive. Java commits such a transaction twice. Only the last [`Self::REMEMBERED`] are kept,
+/// and none across a restart: past them a repeat is still possible (at least once).
+#[derive(Debug, Default)]
+pub struct EndedTransactions {
+    ended: std::sync::Mutex<(
+        std::collections::HashSet<i64>,
+        std::collections::VecDeque<i64>,
+    )>,
+}
+
+impl EndedTransactions {
+    /// How many ended transactions are remembered.
+    pub const REMEMBERED: usize = 65_536;
+
+    /// Marks the transaction of first half `first` ended; false if it already was.
+    fn end(&self, first: i64) -> bool {
+        let mut guard = self
+            .ended
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (set, order) = &mut *guard;
+        if !set.insert(first) {
+            return false;
+        }
+        order.push_back(first);
+        if order.len() > Self::REMEMBERED {
+            if let Some(oldest) = order.pop_front() {
+                set.remove(&oldest);
+            }
+        }
+        true
+    }
+
+    /// Forgets that `first` ended (its commit could not be stored: a later check retries).
+    fn forget(&self, first: i64) {
+        let mut guard = self
+            .ended
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (set, order) = &mut *guard;
+        set.remove(&first);
+        order.retain(|offset| *offset != first);
+    }
 }
 
 /// `checkPrepareMessage`: the half must be the one the producer names.
