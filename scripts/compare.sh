@@ -19,6 +19,8 @@
 #   ferromq-direct the same with commitLogPageCacheWrites=false: the CommitLog written with
 #                  O_DIRECT and ASYNC_FLUSH puts answered after the device write (ferromq
 #                  before issue 23), for before/after runs
+#   ferromq-copy   the same with pullMappedMemoryMax=0: pulls read into buffers, not sent
+#                  from mapped CommitLog windows
 #   java           the Java 4.9.8 kit's name server and broker (../shared/java-4.9.8, its
 #                  dependencies installed), fresh store, ports from --peer
 # or ferromq=NS:BROKER / java=NS:BROKER / ... with the ports inline (two ferromq sides).
@@ -40,7 +42,7 @@ while [[ "${1:-}" == --* ]]; do
     esac
 done
 if (($# < 4)); then
-    sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 fi
 workload="$1"
@@ -78,13 +80,14 @@ resolve() { # side label: prints the name server address, starting a broker if a
     local side="${1%%=*}" label="$2" ports=""
     [[ "$1" == *=* ]] && ports="${1#*=}"
     case "$side" in
-        ferromq | ferromq-direct)
+        ferromq | ferromq-direct | ferromq-copy)
             ports="${ports:-$ferromq_ports}"
             local ns="${ports%%:*}" broker="${ports##*:}"
             [[ -x target/release/ferromq ]] || { echo "no target/release/ferromq" >&2; exit 1; }
             {
                 echo "flushDiskType=$flush"
                 [[ "$side" == ferromq-direct ]] && echo "commitLogPageCacheWrites=false"
+                [[ "$side" == ferromq-copy ]] && echo "pullMappedMemoryMax=0"
             } > "$work/$label-ferromq.conf"
             target/release/ferromq standalone --data "$work/$label-data" \
                 -c "$work/$label-ferromq.conf" \

@@ -638,7 +638,15 @@ async fn pull_sample(
                 break;
             }
             for found in &result.messages {
-                check_pulled(topic, queue_id, at, found, &result.body, pulled, problems);
+                check_pulled(
+                    topic,
+                    queue_id,
+                    at,
+                    found,
+                    result.record(found),
+                    pulled,
+                    problems,
+                );
                 at += 1;
             }
         }
@@ -651,7 +659,7 @@ fn check_pulled(
     queue_id: i32,
     queue_offset: i64,
     found: &FoundMessage,
-    body: &[u8],
+    bytes: &[u8],
     pulled: &mut HashMap<Slot, Stored>,
     problems: &mut Vec<String>,
 ) {
@@ -663,7 +671,6 @@ fn check_pulled(
         ));
         return;
     }
-    let bytes = &body[found.body_start..found.body_start + found.size];
     match decode_record(bytes, true) {
         Ok(Record::Message { record, size }) => {
             let consistent = size == found.size

@@ -61,7 +61,7 @@ async fn pull_raw(
             other => panic!("unexpected {other:?} at {offset}"),
         }
         for found in &result.messages {
-            let bytes = &result.body[found.body_start..found.body_start + found.size];
+            let bytes = result.record(found);
             all.push((*found, bytes.to_vec()));
         }
         offset = result.next_begin_offset;
@@ -184,7 +184,7 @@ fn tag_filter_and_batch_limits_follow_java() {
                 .await
                 .unwrap();
             for found in &result.messages {
-                let bytes = &result.body[found.body_start..found.body_start + found.size];
+                let bytes = result.record(found);
                 let Ok(Record::Message { record, .. }) = decode_record(bytes, false) else {
                     panic!()
                 };
@@ -757,6 +757,15 @@ impl HeldThreads {
     }
 }
 
+/// The small store under ASYNC_FLUSH (the CommitLog in the page cache).
+fn async_flush_config(dir: &std::path::Path) -> ferromq::store::config::StoreConfig {
+    let mut config = small_store_config(dir);
+    config.flush_disk_type = ferromq::store::flush::FlushDiskType::AsyncFlush {
+        interval: std::time::Duration::from_millis(200),
+    };
+    config
+}
+
 /// (physical offset, stored bytes) of each record of a queue.
 type RawRecords = Vec<(i64, Vec<u8>)>;
 
@@ -767,10 +776,7 @@ type RawRecords = Vec<(i64, Vec<u8>)>;
 #[test]
 fn page_cache_and_direct_io_serve_the_same_bytes() {
     let dir = TempDir::on_disk("store-page-cache");
-    let mut config = small_store_config(dir.path());
-    config.flush_disk_type = ferromq::store::flush::FlushDiskType::AsyncFlush {
-        interval: std::time::Duration::from_millis(200),
-    };
+    let mut config = async_flush_config(dir.path());
     let queues = [("P", 0), ("P", 1), ("Q", 0)];
     // Per run, per queue: (physical offset, stored bytes) of each record.
     let mut served: Vec<Vec<RawRecords>> = Vec::new();
@@ -887,7 +893,7 @@ fn pulls_right_behind_direct_writes_never_see_stale_bytes() {
                 continue;
             }
             for found in &result.messages {
-                let bytes = &result.body[found.body_start..found.body_start + found.size];
+                let bytes = result.record(found);
                 let Ok(Record::Message { record, .. }) = decode_record(bytes, true) else {
                     panic!(
                         "stale or torn record at queue offset {}",
@@ -903,4 +909,144 @@ fn pulls_right_behind_direct_writes_never_see_stale_bytes() {
         writer.await;
         store.shutdown().await.unwrap();
     });
+}
+
+/// Drops `path`'s pages from the page cache (they are clean after a shutdown), so that the
+/// next read of it must come from the device.
+fn evict_from_page_cache(path: &std::path::Path) {
+    let file = std::fs::File::open(path).unwrap();
+    rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed).unwrap();
+}
+
+/// Pulls are answered with slices of mapped CommitLog windows (`pullMappedMemoryMax`): what
+/// they return equals, byte for byte, the segment files and what a pull read into buffers
+/// (`pullMappedMemoryMax=0`) returns, for data just written and for data read back from the
+/// device after a restart. However many answers are held, the windows mapped never exceed
+/// the budget (pulls past it read into buffers), and they are all unmapped once the reader
+/// and the answers are gone.
+#[test]
+fn mapped_windows_serve_the_files_bytes_within_their_budget() {
+    use ferromq::store::chunks::WINDOW_SIZE;
+    let dir = TempDir::on_disk("store-windows");
+    let mut config = async_flush_config(dir.path());
+    config.mapped_file_size_commit_log = 4 * WINDOW_SIZE;
+    config.consume_queue_units_per_file = 10_000;
+    config.pull_mapped_memory_max = 2 * WINDOW_SIZE;
+    let queues = [("M", 0), ("M", 1)];
+    const COUNT: usize = 3000;
+    let body_of = |i: usize| format!("m-{i}-{}", "q".repeat(6000 + i * 13 % 4000));
+    let segment_size = config.mapped_file_size_commit_log;
+    let mut files = HashMap::new();
+    let mut files_bytes = |physical: i64, len: usize| {
+        let physical = u64::try_from(physical).unwrap();
+        let start = physical - physical % segment_size;
+        let file = files.entry(start).or_insert_with(|| {
+            std::fs::read(dir.path().join("commitlog").join(format!("{start:020}"))).unwrap()
+        });
+        let at = usize::try_from(physical - start).unwrap();
+        file[at..at + len].to_vec()
+    };
+    // Per run, per queue: (physical offset, bytes) of every record; and the most mapped.
+    let run = |config: ferromq::store::config::StoreConfig, write: bool| {
+        ferromq_shards::testing::run_local(async move {
+            let store = LocalStore::open(config.clone()).await.unwrap();
+            let handle = store.handle().clone();
+            if write {
+                for i in 0..COUNT {
+                    let (topic, queue) = queues[i % queues.len()];
+                    let message = store_message(topic, queue, body_of(i).as_bytes(), None, None);
+                    handle.put(message).await.unwrap();
+                }
+            }
+            let shared = handle.shared().clone();
+            let reader = handle.reader();
+            let mut held = Vec::new();
+            let mut most_mapped = 0;
+            let mut served = Vec::new();
+            for (topic, queue) in queues {
+                until_dispatched(&reader, topic, queue, (COUNT / 2) as i64).await;
+                let mut records = Vec::new();
+                let mut offset = 0;
+                while offset < (COUNT / 2) as i64 {
+                    let result = reader
+                        .get_message(topic, queue, offset, 32, &NO_FILTER)
+                        .await
+                        .unwrap();
+                    assert_eq!(result.status, GetMessageStatus::Found, "at {offset}");
+                    for found in &result.messages {
+                        records.push((found.physical_offset, result.record(found).to_vec()));
+                    }
+                    offset = result.next_begin_offset;
+                    let mapped = shared.mapped_bytes();
+                    assert!(
+                        mapped <= config.pull_mapped_memory_max,
+                        "{mapped} bytes mapped, over the budget"
+                    );
+                    most_mapped = most_mapped.max(mapped);
+                    // Every answer is kept: the windows it points into stay mapped.
+                    held.push(result);
+                }
+                served.push(records);
+            }
+            drop(held);
+            drop(reader);
+            assert_eq!(shared.mapped_bytes(), 0, "windows left mapped");
+            store.shutdown().await.unwrap();
+            (served, most_mapped)
+        })
+    };
+    let (written, most_mapped) = run(config.clone(), true);
+    assert_eq!(
+        most_mapped, config.pull_mapped_memory_max,
+        "pulls came from windows"
+    );
+    for (index, records) in written.iter().enumerate() {
+        assert_eq!(records.len(), COUNT / 2);
+        for (n, (physical, bytes)) in records.iter().enumerate() {
+            let Ok(Record::Message { record, .. }) = decode_record(bytes, true) else {
+                panic!("not a record at {physical}");
+            };
+            assert_eq!(record.body, body_of(n * 2 + index).as_bytes());
+            assert_eq!(&files_bytes(*physical, bytes.len()), bytes, "at {physical}");
+        }
+    }
+    // Two readers (two net shards) share the budget: one that went through a whole queue
+    // keeps no more than its half, and the other still gets windows.
+    ferromq_shards::testing::run_local({
+        let config = config.clone();
+        async move {
+            let store = LocalStore::open(config.clone()).await.unwrap();
+            let handle = store.handle().clone();
+            let (first, second) = (handle.reader(), handle.reader());
+            for (reader, (topic, queue)) in [(&first, queues[0]), (&second, queues[1])] {
+                until_dispatched(reader, topic, queue, (COUNT / 2) as i64).await;
+                let mut offset = 0;
+                while offset < (COUNT / 2) as i64 {
+                    let result = reader
+                        .get_message(topic, queue, offset, 32, &NO_FILTER)
+                        .await
+                        .unwrap();
+                    offset = result.next_begin_offset;
+                }
+                assert_eq!(reader.mapped_windows(), 1, "{topic}/{queue}: not its share");
+            }
+            drop((first, second));
+            assert_eq!(handle.shared().mapped_bytes(), 0);
+            store.shutdown().await.unwrap();
+        }
+    });
+    // After a restart, out of the page cache: read in under the windows, or into buffers.
+    for budget in [config.pull_mapped_memory_max, 0] {
+        for entry in std::fs::read_dir(dir.path().join("commitlog")).unwrap() {
+            evict_from_page_cache(&entry.unwrap().path());
+        }
+        let mut config = config.clone();
+        config.pull_mapped_memory_max = budget;
+        let (again, most_mapped) = run(config, false);
+        assert_eq!(
+            again, written,
+            "budget {budget}: other bytes after a restart"
+        );
+        assert_eq!(most_mapped > 0, budget > 0);
+    }
 }

@@ -173,7 +173,7 @@ async fn pull_queue(reader: &StoreReader, topic: &str, queue_id: i32) -> Vec<Pul
             other => panic!("{topic}/{queue_id} @{offset}: {other:?}"),
         }
         for found in &result.messages {
-            let bytes = &result.body[found.body_start..found.body_start + found.size];
+            let bytes = result.record(found);
             let Ok(Record::Message { record, size }) = decode_record(bytes, true) else {
                 panic!(
                     "{topic}/{queue_id} @{}: not a whole record",

@@ -143,7 +143,7 @@ async fn assert_serves_manifest(reader: &StoreReader, manifest: &Value, java_log
         assert_eq!(found.size, size, "{at}");
         let start = usize::try_from(physical).unwrap();
         assert!(
-            result.body[found.body_start..found.body_start + size] == java_log[start..start + size],
+            result.record(&found)[..size] == java_log[start..start + size],
             "{at}: record bytes differ from the Java CommitLog"
         );
     }
@@ -256,7 +256,8 @@ async fn put_one(store: &LocalStore) -> (Appended, Vec<u8>) {
         .await
         .unwrap();
     assert_eq!(result.status, GetMessageStatus::Found);
-    let Ok(Record::Message { record, .. }) = decode_record(&result.body, true) else {
+    let stored = result.body_to_vec();
+    let Ok(Record::Message { record, .. }) = decode_record(&stored, true) else {
         panic!("the new message is not a record");
     };
     assert_eq!(record.body, body);
@@ -265,8 +266,8 @@ async fn put_one(store: &LocalStore) -> (Appended, Vec<u8>) {
         .query_by_key("FixStoreA", "k-ferromq", 32, 0, i64::MAX)
         .await
         .unwrap();
-    assert_eq!(found, vec![result.body.clone()]);
-    (appended, result.body)
+    assert_eq!(found, vec![result.body_to_vec()]);
+    (appended, result.body_to_vec())
 }
 
 /// After a clean shutdown: the store is laid out as Java lays it out, every byte the Java
@@ -470,7 +471,8 @@ fn java_crashed_store_recovers_every_acknowledged_message() {
                 .await
                 .unwrap();
             assert_eq!(result.status, GetMessageStatus::Found, "{at}");
-            let Ok(Record::Message { record, .. }) = decode_record(&result.body, true) else {
+            let stored = result.body_to_vec();
+            let Ok(Record::Message { record, .. }) = decode_record(&stored, true) else {
                 panic!("{at}: not a record");
             };
             let (_, physical) =
@@ -563,7 +565,7 @@ async fn assert_serves_manifest_prefix(reader: &StoreReader, manifest: &Value, j
             i64::try_from(start).unwrap()
         );
         assert!(
-            result.body[..size] == java_log[start..start + size],
+            result.body_to_vec()[..size] == java_log[start..start + size],
             "{topic}/{queue_id}@{queue_offset}: bytes differ"
         );
     }

@@ -705,7 +705,7 @@ impl BrokerHandler {
             group_sys_flag: None,
             forbidden_type: None,
         });
-        response.body = result.body;
+        response.body_parts = result.parts;
         Some(response)
     }
 

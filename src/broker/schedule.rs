@@ -235,10 +235,7 @@ impl Scheduler {
         }
         let delay = self.levels.delay_ms(level);
         for found in &result.messages {
-            let bytes = result
-                .body
-                .get(found.body_start..found.body_start + found.size)
-                .unwrap_or_default();
+            let bytes = result.record(found);
             let Ok(Record::Message { record, .. }) = decode_record(bytes, false) else {
                 // `lookMessageByOffset` found nothing: Java skips the unit.
                 tracing::error!(

@@ -515,10 +515,7 @@ impl<'a> Check<'a> {
             }
             for found in &result.messages {
                 self.ops_read += 1;
-                let bytes = result
-                    .body
-                    .get(found.body_start..found.body_start + found.size)
-                    .unwrap_or_default();
+                let bytes = result.record(found);
                 let Ok(Record::Message { record, .. }) = decode_record(bytes, false) else {
                     continue;
                 };
@@ -559,11 +556,8 @@ impl<'a> Check<'a> {
         let Some(found) = result.messages.first() else {
             return Ok(Err(result.next_begin_offset.max(offset)));
         };
-        let bytes = result
-            .body
-            .get(found.body_start..found.body_start + found.size)
-            .map(<[u8]>::to_vec);
-        Ok(bytes.and_then(Stored::decode).ok_or(offset + 1))
+        let bytes = result.record(found).to_vec();
+        Ok(Stored::decode(bytes).ok_or(offset + 1))
     }
 
     /// Checks or discards one open half (`needDiscard`, `putBackHalfMsgQueue`,

@@ -412,6 +412,9 @@ impl BrokerConfig {
                 "commitLogPageCacheWrites" => {
                     store.commit_log_page_cache_writes = parse_bool(&at, key, value)?;
                 }
+                "pullMappedMemoryMax" => {
+                    store.pull_mapped_memory_max = parse_value(&at, key, value, "a byte count")?;
+                }
                 "deleteCommitLogFilesInterval" => {
                     let ms: u64 = parse_value(&at, key, value, "milliseconds")?;
                     store.delete_commit_log_files_interval = Duration::from_millis(ms);
@@ -528,6 +531,10 @@ impl BrokerConfig {
             (
                 "commitLogPageCacheWrites",
                 store.commit_log_page_cache_writes.to_string(),
+            ),
+            (
+                "pullMappedMemoryMax",
+                store.pull_mapped_memory_max.to_string(),
             ),
             (
                 "flushIntervalConsumeQueue",

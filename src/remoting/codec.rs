@@ -119,17 +119,31 @@ pub const HEADER_SIZE_MAX: usize = 0x00FF_FFFF;
 /// a stand-in: the same code (SYSTEM_ERROR for a response), opaque and flags, no fields and
 /// no body, and a remark that says why.
 pub fn encode_frame(command: &RemotingCommand, out: &mut Vec<u8>) {
-    let start = out.len();
-    if !encode_frame_as_is(command, out) {
-        out.truncate(start);
-        let stand_in = oversized_stand_in(command);
-        let encoded = encode_frame_as_is(&stand_in, out);
-        assert!(encoded, "a stand-in frame is small");
+    if encode_frame_head(command, out) {
+        for part in &command.body_parts {
+            out.extend_from_slice(part);
+        }
     }
 }
 
-/// Appends `command` as one frame; `false` (and `out` partly written) when its header or
-/// frame is over what the length fields hold.
+/// Appends the frame of `command` to `out` but for its [`RemotingCommand::body_parts`],
+/// which the caller sends right after, as they are (the frame's length counts them);
+/// whether they go (`false`: a stand-in was written, see [`encode_frame`], and the parts
+/// are not sent).
+pub fn encode_frame_head(command: &RemotingCommand, out: &mut Vec<u8>) -> bool {
+    let start = out.len();
+    if encode_frame_as_is(command, out) {
+        return true;
+    }
+    out.truncate(start);
+    let stand_in = oversized_stand_in(command);
+    let encoded = encode_frame_as_is(&stand_in, out);
+    assert!(encoded, "a stand-in frame is small");
+    false
+}
+
+/// Appends `command` as one frame but for its body parts; `false` (and `out` partly
+/// written) when its header or frame is over what the length fields hold.
 fn encode_frame_as_is(command: &RemotingCommand, out: &mut Vec<u8>) -> bool {
     let start = out.len();
     out.extend_from_slice(&[0; 8]);
@@ -138,8 +152,9 @@ fn encode_frame_as_is(command: &RemotingCommand, out: &mut Vec<u8>) -> bool {
         SerializeType::RocketMq => serialize_rocketmq::encode_header(command, out),
     }
     let header_len = out.len() - start - 8;
+    let parts_len: usize = command.body_parts.iter().map(bytes::Bytes::len).sum();
     let Some(total) = (header_len <= HEADER_SIZE_MAX)
-        .then(|| u32::try_from(header_len + 4 + command.body.len()).ok())
+        .then(|| u32::try_from(header_len + 4 + command.body.len() + parts_len).ok())
         .flatten()
     else {
         return false;
@@ -168,6 +183,7 @@ fn oversized_stand_in(command: &RemotingCommand) -> RemotingCommand {
         )),
         ext_fields: None,
         body: Vec::new(),
+        body_parts: Vec::new(),
         ..command.clone()
     }
 }
@@ -259,6 +275,28 @@ mod tests {
         command.ext_fields = Some([("topic", "T")].into_iter().collect());
         command.body = b"body".to_vec();
         command
+    }
+
+    #[test]
+    fn body_parts_are_framed_as_body_bytes() {
+        for serialize_type in [SerializeType::Json, SerializeType::RocketMq] {
+            let whole = sample(serialize_type);
+            let mut split = whole.clone();
+            split.body = b"bo".to_vec();
+            split.body_parts = vec![
+                bytes::Bytes::from_static(b"d"),
+                bytes::Bytes::new(),
+                bytes::Bytes::from_static(b"y"),
+            ];
+            // The head counts the parts in the frame's length and leaves them out.
+            let mut head = Vec::new();
+            assert!(encode_frame_head(&split, &mut head));
+            let whole_frame = encode_to_vec(&whole);
+            assert_eq!(head.len() + 2, whole_frame.len());
+            assert_eq!(&head[..], &whole_frame[..head.len()]);
+            assert_eq!(encode_to_vec(&split), whole_frame);
+            assert_eq!(decode_frame(&whole_frame).unwrap(), whole);
+        }
     }
 
     #[test]

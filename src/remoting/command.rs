@@ -284,6 +284,9 @@ pub struct RemotingCommand {
     pub serialize_type: SerializeType,
     /// The body bytes, possibly empty.
     pub body: Vec<u8>,
+    /// More body, sent after `body` as it is, without being copied into the frame (a pull
+    /// answer's records, slices of the mapped CommitLog). Always empty in a decoded command.
+    pub body_parts: Vec<bytes::Bytes>,
 }
 
 impl RemotingCommand {
@@ -300,6 +303,7 @@ impl RemotingCommand {
             ext_fields: None,
             serialize_type: SerializeType::Json,
             body: Vec::new(),
+            body_parts: Vec::new(),
         }
     }
 
@@ -329,6 +333,7 @@ impl RemotingCommand {
             ext_fields: None,
             serialize_type: request.serialize_type,
             body: Vec::new(),
+            body_parts: Vec::new(),
         }
     }
 

@@ -95,6 +95,7 @@ pub fn decode_header(bytes: &[u8]) -> Result<RemotingCommand, DecodeError> {
         ext_fields,
         serialize_type: SerializeType::RocketMq,
         body: Vec::new(),
+        body_parts: Vec::new(),
     })
 }
 

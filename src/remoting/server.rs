@@ -13,7 +13,7 @@
 //! connection run at once; beyond that the reader stops reading. Connections stay on the
 //! shard that accepted them.
 
-use super::codec::{encode_frame, FrameDecoder};
+use super::codec::{encode_frame, encode_frame_head, FrameDecoder};
 use super::command::RemotingCommand;
 use crate::limits;
 use ferromq_shards::{ShardId, Shutdown};
@@ -69,7 +69,7 @@ pub trait RequestHandler: 'static {
 /// connection gone, a request is dropped (notifications are hints the peer also polls for).
 #[derive(Clone, Debug)]
 pub struct Outbound {
-    frames: futures::channel::mpsc::Sender<Vec<u8>>,
+    frames: futures::channel::mpsc::Sender<OutFrame>,
     serialize_type: super::SerializeType,
 }
 
@@ -79,8 +79,12 @@ impl Outbound {
     pub fn send_oneway(&self, mut request: RemotingCommand) -> bool {
         request.mark_oneway();
         request.serialize_type = self.serialize_type;
-        let mut frame = Vec::new();
-        encode_frame(&request, &mut frame);
+        let mut head = Vec::new();
+        encode_frame(&request, &mut head);
+        let frame = OutFrame {
+            head,
+            parts: Vec::new(),
+        };
         self.frames.clone().try_send(frame).is_ok()
     }
 
@@ -88,6 +92,26 @@ impl Outbound {
     #[must_use]
     pub fn is_closed(&self) -> bool {
         self.frames.is_closed()
+    }
+}
+
+/// One frame on its way out: the encoded head (and inline body), then body parts sent as
+/// they are.
+#[derive(Debug)]
+struct OutFrame {
+    head: Vec<u8>,
+    parts: Vec<bytes::Bytes>,
+}
+
+impl OutFrame {
+    fn of(command: RemotingCommand) -> OutFrame {
+        let mut head = Vec::new();
+        let parts = if encode_frame_head(&command, &mut head) {
+            command.body_parts
+        } else {
+            Vec::new()
+        };
+        OutFrame { head, parts }
     }
 }
 
@@ -190,9 +214,10 @@ async fn run_connection<H: RequestHandler>(
         return;
     }
     tracing::debug!(peer = %info.peer, connection = ?info.id, "connection opened");
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
     let (mut reader, writer) = futures_lite::io::split(stream);
-    let (responses, outbox) = futures::channel::mpsc::channel::<Vec<u8>>(REQUESTS_IN_FLIGHT_MAX);
-    let writing = glommio::spawn_local(write_responses(writer, outbox, info));
+    let (responses, outbox) = futures::channel::mpsc::channel::<OutFrame>(REQUESTS_IN_FLIGHT_MAX);
+    let writing = glommio::spawn_local(write_responses(fd, writer, outbox, info));
     let permits = Rc::new(glommio::sync::Semaphore::new(REQUESTS_IN_FLIGHT_MAX as u64));
     let mut decoder = FrameDecoder::new(config.frame_size_max);
     let mut chunk = vec![0u8; limits::READ_CHUNK_SIZE];
@@ -242,8 +267,7 @@ async fn run_connection<H: RequestHandler>(
                         let oneway = request.is_oneway();
                         let response = handler.handle(info, request).await;
                         if let (Some(response), false) = (response, oneway) {
-                            let mut frame = Vec::new();
-                            encode_frame(&response, &mut frame);
+                            let frame = OutFrame::of(response);
                             // The writer gone means the connection closed: nothing to do.
                             let _ = futures::SinkExt::send(&mut responses, frame).await;
                         }
@@ -271,18 +295,45 @@ async fn run_connection<H: RequestHandler>(
     tracing::debug!(peer = %info.peer, connection = ?info.id, "connection closed");
 }
 
-/// Writes response frames as they come, joining those already waiting into one write.
+/// Frames one gathering write takes at most, so that a long queue of answers does not
+/// hold all their parts at once.
+const FRAMES_PER_WRITE_MAX: usize = 256;
+
+/// Writes response frames as they come, joining those already waiting into one gathering
+/// write: heads side by side in one buffer, body parts (slices of mapped segments) pointed
+/// at where they are. `fd` is the socket under `writer`, which the connection holds open.
 async fn write_responses<W: futures_lite::AsyncWrite + Unpin>(
+    fd: std::os::fd::RawFd,
     mut writer: W,
-    mut outbox: futures::channel::mpsc::Receiver<Vec<u8>>,
+    mut outbox: futures::channel::mpsc::Receiver<OutFrame>,
     info: ConnectionInfo,
 ) {
     use futures::StreamExt;
-    while let Some(mut batch) = outbox.next().await {
-        while let Ok(more) = outbox.try_recv() {
-            batch.extend_from_slice(&more);
+    while let Some(first) = outbox.next().await {
+        let mut frames = vec![first];
+        while frames.len() < FRAMES_PER_WRITE_MAX {
+            match outbox.try_recv() {
+                Ok(more) => frames.push(more),
+                Err(_) => break,
+            }
         }
-        if let Err(error) = writer.write_all(&batch).await {
+        // A head that follows a frame without parts joins the buffer that frame's head went
+        // to, so small answers still leave as one buffer.
+        let mut target = 0;
+        for i in 1..frames.len() {
+            if frames[i - 1].parts.is_empty() {
+                let (before, after) = frames.split_at_mut(i);
+                before[target].head.append(&mut after[0].head);
+            } else {
+                target = i;
+            }
+        }
+        let slices: Vec<&[u8]> = frames
+            .iter()
+            .flat_map(|f| std::iter::once(&f.head[..]).chain(f.parts.iter().map(|p| &p[..])))
+            .filter(|s| !s.is_empty())
+            .collect();
+        if let Err(error) = ferromq_uring::net::write_all_gathered(fd, &mut writer, &slices).await {
             tracing::debug!(peer = %info.peer, %error, "write failed");
             return;
         }

@@ -69,6 +69,10 @@ pub struct StoreConfig {
     /// writes with O_DIRECT and answers after the device write. SYNC_FLUSH always writes
     /// direct (`O_DSYNC`).
     pub commit_log_page_cache_writes: bool,
+    /// `pullMappedMemoryMax` (ferromq's own key, default 512 MiB): the most bytes of
+    /// CommitLog windows the readers keep mapped at once, whose pages pull answers are sent
+    /// from without a copy; 0 reads every pull into a buffer (Java's `transferMsgByHeap`).
+    pub pull_mapped_memory_max: u64,
 }
 
 impl StoreConfig {
@@ -105,6 +109,7 @@ impl StoreConfig {
             clean_file_forcibly_enable: true,
             delete_commit_log_files_interval: Duration::from_millis(100),
             commit_log_page_cache_writes: true,
+            pull_mapped_memory_max: 512 << 20,
         }
     }
 

@@ -10,6 +10,7 @@
 //! the seam.
 
 pub mod checkpoint;
+pub mod chunks;
 pub mod commit_log;
 pub mod config;
 pub mod config_files;

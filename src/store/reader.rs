@@ -10,11 +10,13 @@
 //! data readable until the reader drops it, so a read in flight never fails for that. The
 //! reader drops its handles of deleted files when it sees the CommitLog's minimum move.
 
+use super::chunks::ChunkCache;
 use super::consume_queue::{CqUnit, UNIT_SIZE};
 use super::message::{decode_record, parse_properties, Record, MAGIC_CODE_V1, MAGIC_CODE_V2};
 use super::message_store::StoreHandle;
 use super::segment::{segment_name, segment_start};
 use super::shared::StoreShared;
+use bytes::Bytes;
 use ferromq_uring::file::PageCacheFile;
 use ferromq_uring::IoError;
 use std::cell::RefCell;
@@ -65,15 +67,17 @@ impl GetMessageStatus {
     }
 }
 
-/// One message of a pull result: where its record sits in [`GetMessageResult::body`].
+/// One message of a pull result: where its record sits in [`GetMessageResult::parts`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FoundMessage {
     /// Queue offset.
     pub queue_offset: i64,
     /// CommitLog offset.
     pub physical_offset: i64,
-    /// Start in the body.
-    pub body_start: usize,
+    /// The part it is in.
+    pub part: usize,
+    /// Start in that part.
+    pub start: usize,
     /// Record size.
     pub size: usize,
 }
@@ -89,12 +93,33 @@ pub struct GetMessageResult {
     pub min_offset: i64,
     /// Queue max offset.
     pub max_offset: i64,
-    /// The records found, back to back as stored.
-    pub body: Vec<u8>,
+    /// The records found, back to back as stored, in parts: records next to each other in
+    /// the CommitLog share one. Slices of mapped CommitLog windows or of a buffer read.
+    pub parts: Vec<Bytes>,
     /// Each record in `body`.
     pub messages: Vec<FoundMessage>,
     /// Whether the consumer is far enough behind to be sent to a slave.
     pub suggest_pulling_from_slave: bool,
+}
+
+impl GetMessageResult {
+    /// The stored record of `found`, one of [`GetMessageResult::messages`].
+    #[must_use]
+    pub fn record(&self, found: &FoundMessage) -> &[u8] {
+        &self.parts[found.part][found.start..found.start + found.size]
+    }
+
+    /// Bytes of all records.
+    #[must_use]
+    pub fn body_len(&self) -> usize {
+        self.parts.iter().map(Bytes::len).sum()
+    }
+
+    /// All records back to back in one buffer (a copy).
+    #[must_use]
+    pub fn body_to_vec(&self) -> Vec<u8> {
+        self.parts.concat()
+    }
 }
 
 /// What a pull may take (`maxMsgNums` and the filter by tags code).
@@ -132,6 +157,7 @@ pub struct StoreReader {
     shared: Arc<StoreShared>,
     handle: StoreHandle,
     files: RefCell<HashMap<PathBuf, Rc<PageCacheFile>>>,
+    chunks: ChunkCache,
     seen_min: std::cell::Cell<u64>,
 }
 
@@ -140,6 +166,7 @@ impl StoreReader {
     #[must_use]
     pub fn new(shared: Arc<StoreShared>, handle: StoreHandle) -> StoreReader {
         StoreReader {
+            chunks: ChunkCache::new(Arc::clone(&shared)),
             shared,
             handle,
             files: RefCell::new(HashMap::new()),
@@ -164,6 +191,12 @@ impl StoreReader {
             glommio::timer::sleep(DISPATCH_POLL).await;
         }
         true
+    }
+
+    /// CommitLog windows this reader holds mapped ([`super::chunks`]).
+    #[must_use]
+    pub fn mapped_windows(&self) -> usize {
+        self.chunks.len()
     }
 
     /// The queue's max offset (0 if unknown).
@@ -203,7 +236,7 @@ impl StoreReader {
             next_begin_offset: 0,
             min_offset,
             max_offset,
-            body: Vec::new(),
+            parts: Vec::new(),
             messages: Vec::new(),
             suggest_pulling_from_slave: false,
         };
@@ -341,19 +374,20 @@ impl StoreReader {
                 end = next_end;
                 run_end += 1;
             }
-            let span = self
-                .read_commit_log(
-                    first_offset,
-                    usize::try_from(end - first_offset).expect("fits"),
-                )
-                .await?;
+            let len = usize::try_from(end - first_offset).expect("fits");
+            let span = match self.chunks.span(first_offset, len).await? {
+                Some(span) => span,
+                None => Bytes::from(self.read_commit_log(first_offset, len).await?),
+            };
+            // Records of the run that touch go out as one part.
+            let mut part: Option<std::ops::Range<usize>> = None;
             for (queue_offset, unit) in &chosen[run_start..run_end] {
                 let size = usize::try_from(unit.size).expect("checked");
                 let from = usize::try_from(
                     u64::try_from(unit.physical_offset).expect("checked") - first_offset,
                 )
                 .expect("fits");
-                let Some(bytes) = span.get(from..from + size) else {
+                if from + size > span.len() {
                     // The segment ends before a committed record does: a damaged store.
                     let path = self
                         .shared
@@ -368,14 +402,30 @@ impl StoreReader {
                             format!("record at {} ends past the segment", unit.physical_offset),
                         ),
                     ));
+                }
+                let start = match &mut part {
+                    Some(range) if range.end == from => {
+                        let start = range.len();
+                        range.end = from + size;
+                        start
+                    }
+                    _ => {
+                        if let Some(range) = part.replace(from..from + size) {
+                            result.parts.push(span.slice(range));
+                        }
+                        0
+                    }
                 };
                 result.messages.push(FoundMessage {
                     queue_offset: *queue_offset,
                     physical_offset: unit.physical_offset,
-                    body_start: result.body.len(),
+                    part: result.parts.len(),
+                    start,
                     size,
                 });
-                result.body.extend_from_slice(bytes);
+            }
+            if let Some(range) = part {
+                result.parts.push(span.slice(range));
             }
             run_start = run_end;
         }
@@ -622,6 +672,7 @@ impl StoreReader {
         }
         self.seen_min.set(min);
         self.files.borrow_mut().retain(|path, _| path.exists());
+        self.chunks.forget_below(min);
     }
 }
 

@@ -62,6 +62,8 @@ pub struct StoreShared {
     disk_used_percent: AtomicU32,
     disk_full: AtomicBool,
     growth: Mutex<Vec<Weak<GrowthInner>>>,
+    mapped_bytes: AtomicU64,
+    mapping_readers: AtomicU64,
 }
 
 impl StoreShared {
@@ -78,6 +80,8 @@ impl StoreShared {
             disk_used_percent: AtomicU32::new(0),
             disk_full: AtomicBool::new(false),
             growth: Mutex::new(Vec::new()),
+            mapped_bytes: AtomicU64::new(0),
+            mapping_readers: AtomicU64::new(0),
         }
     }
 
@@ -151,6 +155,33 @@ impl StoreShared {
 
     pub(crate) fn set_dispatched_end(&self, end: u64) {
         self.dispatched_end.fetch_max(end, Ordering::AcqRel);
+    }
+
+    /// Bytes of CommitLog windows mapped for pulls right now, on every shard, answers in
+    /// flight included; never above `pullMappedMemoryMax`.
+    #[must_use]
+    pub fn mapped_bytes(&self) -> u64 {
+        self.mapped_bytes.load(Ordering::Acquire)
+    }
+
+    /// Takes `len` bytes of the mapping budget; whether they were free.
+    pub(crate) fn reserve_mapped(&self, len: u64) -> bool {
+        let max = self.config.pull_mapped_memory_max;
+        self.mapped_bytes
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                used.checked_add(len).filter(|&total| total <= max)
+            })
+            .is_ok()
+    }
+
+    /// Readers that map windows, now (each may hold its share of the budget).
+    pub(crate) fn mapping_readers(&self) -> &AtomicU64 {
+        &self.mapping_readers
+    }
+
+    /// Gives back what [`StoreShared::reserve_mapped`] took.
+    pub(crate) fn release_mapped(&self, len: u64) {
+        self.mapped_bytes.fetch_sub(len, Ordering::AcqRel);
     }
 
     /// First CommitLog offset still on disk.

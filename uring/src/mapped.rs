@@ -90,3 +90,134 @@ impl AsMut<[u8]> for MappedFile {
         &mut self.map
     }
 }
+
+/// A window of a file mapped shared and read-only: the page cache's pages of that range,
+/// read in place. Whoever writes the file (through its own mapping or with writes) writes
+/// those same pages, so a byte the writer has put there is a byte read here.
+///
+/// Touching a page that is not in the page cache makes the thread wait for the device, so
+/// an executor asks [`ReadWindow::is_resident`] first and, when it is not, has the range
+/// read in off the executor with [`ReadWindow::read_ahead_off_executor`].
+#[derive(Debug)]
+pub struct ReadWindow {
+    map: memmap2::Mmap,
+    file: Arc<std::fs::File>,
+    /// The window's first byte in the file.
+    offset: u64,
+    path: PathBuf,
+}
+
+impl ReadWindow {
+    /// Maps `len` bytes of `path` from `offset` (a multiple of the page size); a window past
+    /// the file's end is cut at it.
+    ///
+    /// # Errors
+    /// [`IoError::File`]: the file cannot be opened or mapped, or the window holds nothing.
+    pub fn open(path: &Path, offset: u64, len: usize) -> Result<ReadWindow, IoError> {
+        let error = |op| IoError::on(op, path);
+        let file = std::fs::File::open(path).map_err(error("open"))?;
+        let size = file.metadata().map_err(error("stat"))?.len();
+        let len = usize::try_from(size.saturating_sub(offset))
+            .unwrap_or(usize::MAX)
+            .min(len);
+        if len == 0 {
+            return Err(IoError::file(
+                "mmap",
+                path,
+                std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "window past the end"),
+            ));
+        }
+        // SAFETY: the mapping is read-only and sound while the file is not truncated under
+        // it. Store files are never truncated while the store runs (retention unlinks whole
+        // files, which keeps a mapped inode alive); recovery cuts a torn tail before any
+        // reader starts.
+        let map = unsafe {
+            memmap2::MmapOptions::new()
+                .offset(offset)
+                .len(len)
+                .map(&file)
+        }
+        .map_err(error("mmap"))?;
+        Ok(ReadWindow {
+            map,
+            file: Arc::new(file),
+            offset,
+            path: path.to_owned(),
+        })
+    }
+
+    /// The window's first byte in the file.
+    #[must_use]
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Whether every page of `range` (window-relative) is in the page cache, so that reading
+    /// it cannot wait for the device. A range outside the window is not.
+    #[must_use]
+    pub fn is_resident(&self, range: std::ops::Range<usize>) -> bool {
+        let page = page_size();
+        if range.end > self.map.len() || range.start >= range.end {
+            return range.start == range.end && range.end <= self.map.len();
+        }
+        let first = range.start / page * page;
+        let pages = (range.end - first).div_ceil(page);
+        let mut vector = vec![0u8; pages];
+        // SAFETY: `first` is page-aligned inside the mapping, the length stays inside it, and
+        // `vector` has one byte per page of that length, as mincore(2) requires.
+        let status = unsafe {
+            libc::mincore(
+                self.map.as_ptr().add(first).cast_mut().cast(),
+                range.end - first,
+                vector.as_mut_ptr(),
+            )
+        };
+        status == 0 && vector.iter().all(|v| v & 1 == 1)
+    }
+
+    /// Reads `range` (window-relative, cut at the window) into the page cache on the
+    /// executor's blocking thread (`readahead(2)`), while the executor goes on. Call from
+    /// inside a glommio executor.
+    ///
+    /// # Errors
+    /// [`IoError::File`].
+    pub async fn read_ahead_off_executor(
+        &self,
+        range: std::ops::Range<usize>,
+    ) -> Result<(), IoError> {
+        let end = range.end.min(self.map.len());
+        if range.start >= end {
+            return Ok(());
+        }
+        let file = Arc::clone(&self.file);
+        let offset = self.offset + range.start as u64;
+        let len = end - range.start;
+        glommio::executor()
+            .spawn_blocking(move || {
+                use std::os::fd::AsRawFd;
+                let offset = libc::off64_t::try_from(offset).map_err(std::io::Error::other)?;
+                // SAFETY: readahead(2) only reads the descriptor's file into the page cache;
+                // the descriptor is open for the call's length (the Arc holds it).
+                let status = unsafe { libc::readahead(file.as_raw_fd(), offset, len) };
+                if status == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            })
+            .await
+            .map_err(IoError::on("readahead", &self.path))
+    }
+}
+
+impl AsRef<[u8]> for ReadWindow {
+    fn as_ref(&self) -> &[u8] {
+        &self.map
+    }
+}
+
+/// The system page size.
+#[must_use]
+pub fn page_size() -> usize {
+    rustix::param::page_size()
+}

@@ -54,3 +54,68 @@ pub async fn connect(addr: SocketAddr, timeout: Duration) -> std::io::Result<Tcp
         .await
         .map_err(Into::into)
 }
+
+/// Most buffers one `sendmsg` takes (`IOV_MAX` on Linux).
+const IOV_MAX: usize = 1024;
+
+/// Writes every byte of `parts`, in order, to the connected socket `fd` with gathering
+/// sends (`sendmsg` of up to [`IOV_MAX`] buffers, never blocking), so that a response made of
+/// a header and slices of mapped segments leaves without being copied into one buffer first.
+/// When the socket's send buffer is full, the rest goes through `writer` (the same socket's
+/// write half), which waits on the reactor until the socket takes bytes again.
+///
+/// `fd` must be the descriptor under `writer`, open for as long as the call runs.
+///
+/// # Errors
+/// The socket's error; the connection is then of no further use.
+pub async fn write_all_gathered<W: futures_lite::AsyncWrite + Unpin>(
+    fd: std::os::fd::RawFd,
+    writer: &mut W,
+    parts: &[&[u8]],
+) -> std::io::Result<()> {
+    use futures_lite::AsyncWriteExt;
+    use rustix::net::{SendAncillaryBuffer, SendFlags};
+    use std::io::IoSlice;
+    // SAFETY: the caller keeps the socket open for the call (its write half is `writer`);
+    // the borrow does not outlive the call.
+    let socket = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    let mut index = 0;
+    let mut skip = 0;
+    while index < parts.len() {
+        if parts[index].len() == skip {
+            index += 1;
+            skip = 0;
+            continue;
+        }
+        let slices: Vec<IoSlice<'_>> = std::iter::once(&parts[index][skip..])
+            .chain(parts[index + 1..].iter().copied())
+            .take(IOV_MAX)
+            .map(IoSlice::new)
+            .collect();
+        let flags = SendFlags::DONTWAIT | SendFlags::NOSIGNAL;
+        let mut sent =
+            match rustix::net::sendmsg(socket, &slices, &mut SendAncillaryBuffer::default(), flags)
+            {
+                Ok(sent) => sent,
+                Err(rustix::io::Errno::AGAIN) => match writer.write(&parts[index][skip..]).await? {
+                    0 => return Err(std::io::ErrorKind::WriteZero.into()),
+                    written => written,
+                },
+                Err(rustix::io::Errno::INTR) => 0,
+                Err(errno) => return Err(errno.into()),
+            };
+        // Step over what went out.
+        while sent > 0 && index < parts.len() {
+            let left = parts[index].len() - skip;
+            if sent < left {
+                skip += sent;
+                sent = 0;
+            } else {
+                sent -= left;
+                index += 1;
+                skip = 0;
+            }
+        }
+    }
+    Ok(())
+}
