@@ -43,7 +43,7 @@ const DIRECT_BLOCK: u64 = 4096;
 /// A window a reader has not used for this long is let go.
 pub const WINDOW_IDLE: Duration = Duration::from_secs(2);
 /// Bytes read in past a span that was not in the page cache.
-pub const READ_AHEAD: usize = 1 << 20;
+pub const READ_AHEAD: usize = 4 << 20;
 
 /// A mapped window and the budget it holds.
 struct Window {

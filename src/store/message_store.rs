@@ -508,13 +508,8 @@ pub async fn run_writer(
     batches: mpsc::Sender<CommittedBatch>,
 ) -> Result<GroupCommitStats, StoreError> {
     let config = &shared.config;
-    let opener = CommitLogDirectory::new(
-        config.commit_log_dir(),
-        SegmentOptions {
-            page_cache: config.commit_log_in_page_cache(),
-            ..SegmentOptions::for_flush(config.flush_disk_type)
-        },
-    );
+    let opener =
+        CommitLogDirectory::new(config.commit_log_dir(), SegmentOptions::for_store(config));
     let log = CommitLog::open(
         opener,
         config.mapped_file_size_commit_log,

@@ -104,6 +104,17 @@ impl SegmentOptions {
             page_cache: !sync,
         }
     }
+
+    /// What a store with `config` opens: [`SegmentOptions::for_flush`], with the page cache
+    /// as `commitLogPageCacheWrites` says ([`crate::store::config::StoreConfig::commit_log_in_page_cache`], which
+    /// the readers follow too).
+    #[must_use]
+    pub fn for_store(config: &crate::store::config::StoreConfig) -> SegmentOptions {
+        SegmentOptions {
+            page_cache: config.commit_log_in_page_cache(),
+            ..SegmentOptions::for_flush(config.flush_disk_type)
+        }
+    }
 }
 
 /// A CommitLog segment as [`SegmentOptions`] opened it: written with direct I/O, or into the
