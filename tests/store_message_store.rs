@@ -776,7 +776,7 @@ type RawRecords = Vec<(i64, Vec<u8>)>;
 #[test]
 fn page_cache_and_direct_io_serve_the_same_bytes() {
     let dir = TempDir::on_disk("store-page-cache");
-    let mut config = async_flush_config(dir.path());
+    let config = async_flush_config(dir.path());
     let queues = [("P", 0), ("P", 1), ("Q", 0)];
     // Per run, per queue: (physical offset, stored bytes) of each record.
     let mut served: Vec<Vec<RawRecords>> = Vec::new();
