@@ -18,6 +18,7 @@ use super::segment::{segment_name, segment_start};
 use super::shared::StoreShared;
 use bytes::Bytes;
 use ferromq_uring::file::PageCacheFile;
+use ferromq_uring::mapped::ReadWindow;
 use ferromq_uring::IoError;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -157,6 +158,7 @@ pub struct StoreReader {
     shared: Arc<StoreShared>,
     handle: StoreHandle,
     files: RefCell<HashMap<PathBuf, Rc<PageCacheFile>>>,
+    queue_maps: RefCell<HashMap<PathBuf, Rc<ReadWindow>>>,
     chunks: ChunkCache,
     seen_min: std::cell::Cell<u64>,
 }
@@ -170,6 +172,7 @@ impl StoreReader {
             shared,
             handle,
             files: RefCell::new(HashMap::new()),
+            queue_maps: RefCell::new(HashMap::new()),
             seen_min: std::cell::Cell::new(0),
         }
     }
@@ -280,17 +283,14 @@ impl StoreReader {
         let units_wanted = usize::try_from(in_file_end - offset)
             .unwrap_or(0)
             .min(scan_units);
-        let file = match self.file(slot.path).await {
-            Ok(file) => file,
-            Err(_) => {
-                result.status = GetMessageStatus::OffsetFoundNull;
-                result.next_begin_offset = slot.file_first + units_per_file;
-                return Ok(());
-            }
+        let Some(bytes) = self
+            .read_queue_file(slot.path, slot.position, units_wanted * UNIT_SIZE)
+            .await?
+        else {
+            result.status = GetMessageStatus::OffsetFoundNull;
+            result.next_begin_offset = slot.file_first + units_per_file;
+            return Ok(());
         };
-        let bytes = file
-            .read_at(slot.position, units_wanted * UNIT_SIZE)
-            .await?;
         let max_physical = self.shared.committed_end();
         let min_physical = self.shared.min_physical_offset();
         let memory = memory_budget(config.access_message_in_memory_max_ratio);
@@ -606,10 +606,12 @@ impl StoreReader {
             return Ok(None);
         }
         let slot = self.queue_slot(topic, queue_id, queue_offset);
-        let Ok(file) = self.file(slot.path).await else {
+        let Some(bytes) = self
+            .read_queue_file(slot.path, slot.position, UNIT_SIZE)
+            .await?
+        else {
             return Ok(None);
         };
-        let bytes = file.read_at(slot.position, UNIT_SIZE).await?;
         Ok(CqUnit::decode(&bytes).filter(CqUnit::is_written))
     }
 
@@ -638,6 +640,53 @@ impl StoreReader {
             .join(segment_name(start));
         let file = self.file(path).await?;
         file.read_at(offset - start, len).await
+    }
+
+    /// `len` bytes of a ConsumeQueue file at `position` (fewer at its end); `None` when the
+    /// file cannot be opened. The units come straight from a read-only mapping of the file
+    /// when its pages are in the page cache (dispatch wrote them through its own mapping): no
+    /// I/O, no wait on the ring; else, or with `pullMappedMemoryMax=0`, they are read.
+    ///
+    /// # Errors
+    /// [`IoError`] reading a file that opened.
+    async fn read_queue_file(
+        &self,
+        path: PathBuf,
+        position: u64,
+        len: usize,
+    ) -> Result<Option<Vec<u8>>, IoError> {
+        if self.shared.config.pull_mapped_memory_max > 0 {
+            if let Some(map) = self.queue_map(&path) {
+                let bytes: &[u8] = map.as_ref().as_ref();
+                let start = usize::try_from(position)
+                    .unwrap_or(usize::MAX)
+                    .min(bytes.len());
+                let end = start.saturating_add(len);
+                // A mapping shorter than asked (a file that grew) falls back to the read.
+                if end <= bytes.len() && map.is_resident(start..end) {
+                    return Ok(Some(bytes[start..end].to_vec()));
+                }
+            }
+        }
+        let Ok(file) = self.file(path).await else {
+            return Ok(None);
+        };
+        file.read_at(position, len).await.map(Some)
+    }
+
+    /// A read-only mapping of a whole ConsumeQueue file, `None` if it cannot be mapped.
+    fn queue_map(&self, path: &PathBuf) -> Option<Rc<ReadWindow>> {
+        self.forget_deleted_files();
+        if let Some(map) = self.queue_maps.borrow().get(path) {
+            return Some(Rc::clone(map));
+        }
+        let map = Rc::new(ReadWindow::open(path, 0, usize::MAX).ok()?);
+        let mut maps = self.queue_maps.borrow_mut();
+        if maps.len() >= OPEN_FILES_MAX {
+            maps.clear();
+        }
+        maps.insert(path.clone(), Rc::clone(&map));
+        Some(map)
     }
 
     /// A CommitLog or ConsumeQueue file, read through the page cache.
@@ -672,6 +721,7 @@ impl StoreReader {
         }
         self.seen_min.set(min);
         self.files.borrow_mut().retain(|path, _| path.exists());
+        self.queue_maps.borrow_mut().retain(|path, _| path.exists());
         self.chunks.forget_below(min);
     }
 }
