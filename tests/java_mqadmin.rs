@@ -451,12 +451,13 @@ fn mqadmin_inspection_commands_print_what_the_java_broker_prints() {
 
     // getBrokerConfig: each key ferromq shows is one Java shows too (or a ferromq
     // setting of its own), with the same value for the same configuration.
-    const FERROMQ_ONLY: [&str; 8] = [
+    const FERROMQ_ONLY: [&str; 9] = [
         "bindAddress",
         "commitLogPageCacheWrites",
         "diskSpaceCleanForciblyRatio",
         "diskSpaceWarningLevelRatio",
         "frameMaxLength",
+        "pullMappedMemoryMax",
         "rebalanceLockMaxLiveTime",
         "serverMaxConnections",
         "shards",
@@ -479,11 +480,20 @@ fn mqadmin_inspection_commands_print_what_the_java_broker_prints() {
             java_value.is_some(),
             "getBrokerConfig shows {key}, Java does not"
         );
+        let port: u16 = ferro.masks[0]
+            .0
+            .rsplit(':')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
         if key == "listenPort" {
-            assert_eq!(
-                value,
-                &ferro.masks[0].0.rsplit(':').next().unwrap().to_owned()
-            );
+            assert_eq!(value, &port.to_string());
+            continue;
+        }
+        if key == "haListenPort" {
+            // Each broker's own listenPort + 1, as 4.9 sets it.
+            assert_eq!(value, &(port + 1).to_string());
             continue;
         }
         assert_eq!(Some(value), java_value, "getBrokerConfig {key}");

@@ -19,6 +19,7 @@
 
 pub mod admin;
 pub mod batch;
+pub mod ha;
 pub mod long_poll;
 pub mod processor;
 pub mod register;
@@ -160,6 +161,15 @@ pub fn start(config: BrokerConfig, shutdown: Shutdown) -> Result<BrokerHandle, B
         ))),
     });
     let first_net = placement.owner_of(Role::Net);
+    // Slaves are served off the writer's core when there is a net shard elsewhere.
+    let ha_net = placement
+        .shards_with(Role::Net)
+        .find(|id| {
+            placement
+                .shard(*id)
+                .is_some_and(|spec| !spec.roles.contains(Role::Writer))
+        })
+        .unwrap_or(first_net);
     let ready: Arc<OnceLock<Result<(), String>>> = Arc::new(OnceLock::new());
     let bound: Arc<server::BoundAddr> = Arc::new(OnceLock::new());
     let shard_state = Arc::clone(&state);
@@ -210,7 +220,15 @@ pub fn start(config: BrokerConfig, shutdown: Shutdown) -> Result<BrokerHandle, B
                 if ctx.roles.contains(Role::Net) {
                     let store_ready = wait_for(&ready).await;
                     if store_ready.is_ok() {
-                        serve_net(&ctx, ctx.id == first_net, &state, &handle, &bound).await;
+                        let ha = (ctx.id == ha_net).then(|| wait_for(&bound));
+                        let net = serve_net(&ctx, ctx.id == first_net, &state, &handle, &bound);
+                        match ha {
+                            Some(bound) => {
+                                let ha = serve_ha(&ctx, &state, &handle, bound);
+                                futures::future::join(net, ha).await;
+                            }
+                            None => net.await,
+                        }
                     } else {
                         let _ = bound.set(Err("the store did not open".to_owned()));
                     }
@@ -378,6 +396,43 @@ async fn run_control_role(
     let _ = retention.await;
     let _ = schedule.await;
     let _ = transactions.await;
+}
+
+/// Serves slaves on `listenPort + 1` (4.9's HA port) once the broker's port is known,
+/// until shutdown. A port that cannot be bound leaves the broker without slaves, with an
+/// error line.
+async fn serve_ha(
+    ctx: &ferromq_shards::ShardContext<()>,
+    state: &Arc<BrokerState>,
+    handle: &StoreHandle,
+    bound: impl std::future::Future<Output = Result<SocketAddr, String>>,
+) {
+    let Ok(addr) = bound.await else {
+        return;
+    };
+    let Some(port) = addr.port().checked_add(1) else {
+        return;
+    };
+    let ha_addr = SocketAddr::new(addr.ip(), port);
+    // Not shared (no SO_REUSEPORT): a port another process listens on is an error here.
+    let listener = match ferromq_uring::net::bind_exclusive_listener(ha_addr) {
+        Ok(listener) => listener,
+        Err(error) => {
+            tracing::error!(ha = %ha_addr, %error, "no HA port: slaves cannot connect");
+            return;
+        }
+    };
+    // Not "listening addr=": that line names the broker's own port to whoever reads the log.
+    tracing::info!(ha = %ha_addr, "slaves are served here");
+    ha::serve(
+        listener,
+        Rc::new(handle.reader()),
+        Arc::clone(handle.shared()),
+        state.config.ha,
+        Arc::clone(&state.slaves),
+        ctx.shutdown.clone(),
+    )
+    .await;
 }
 
 /// Binds (the first net shard picks the port; the others join it) and serves.

@@ -293,6 +293,8 @@ pub struct BrokerState {
     pub stats: BrokerStats,
     /// Transactions ended lately, by their first half's queue offset.
     pub ended_transactions: super::transaction::EndedTransactions,
+    /// The slaves this master feeds over the HA link.
+    pub slaves: Arc<super::ha::SlaveProgress>,
     /// Set when the topic table changed: the name servers should hear of it now, not at the
     /// next periodic registration (Java registers after every topic change).
     registration_due: AtomicBool,
@@ -332,6 +334,7 @@ impl BrokerState {
             locks,
             stats: BrokerStats::new(shards, now_ms()),
             ended_transactions: super::transaction::EndedTransactions::default(),
+            slaves: Arc::default(),
             registration_due: AtomicBool::new(false),
         };
         state.add_system_topics();

@@ -55,6 +55,9 @@ pub struct BrokerConfig {
     pub listen_port: u16,
     /// `brokerRole`.
     pub broker_role: BrokerRole,
+    /// `haSendHeartbeatInterval`, `haHousekeepingInterval`, `haTransferBatchSize`: the HA
+    /// link on `listenPort + 1` (4.9's port, whatever `haListenPort` says).
+    pub ha: crate::broker::ha::HaConfig,
     /// `brokerPermission` (6: read and write).
     pub broker_permission: i32,
     /// `autoCreateTopicEnable` (true).
@@ -137,6 +140,7 @@ impl Default for BrokerConfig {
             bind_address: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             listen_port: 10911,
             broker_role: BrokerRole::AsyncMaster,
+            ha: crate::broker::ha::HaConfig::default(),
             broker_permission: 6,
             auto_create_topic_enable: true,
             default_topic_queue_nums: 8,
@@ -235,6 +239,21 @@ impl BrokerConfig {
                 }
                 "brokerIP2" | "haListenPort" | "haMasterAddress" => {
                     tracing::debug!(key, "replication keys are read but not used yet");
+                }
+                "haSendHeartbeatInterval" => {
+                    self.ha.heartbeat_interval = millis(&at, key, value)?;
+                }
+                "haHousekeepingInterval" => {
+                    self.ha.housekeeping_interval = millis(&at, key, value)?;
+                }
+                "haTransferBatchSize" => {
+                    self.ha.transfer_batch_size =
+                        parse_value(&at, key, value, "a byte count from 1 to 2^31 - 1")?;
+                    if self.ha.transfer_batch_size == 0
+                        || i32::try_from(self.ha.transfer_batch_size).is_err()
+                    {
+                        return Err(bad(&at, key, value, "a byte count from 1 to 2^31 - 1"));
+                    }
                 }
                 "bindAddress" => {
                     self.bind_address = parse_value(&at, key, value, "an IP address")?;
@@ -463,6 +482,13 @@ impl BrokerConfig {
             ("bindAddress", self.bind_address.to_string()),
             ("listenPort", listen_port.to_string()),
             ("brokerRole", self.broker_role.java_name().to_owned()),
+            ("haListenPort", listen_port.saturating_add(1).to_string()),
+            ("haSendHeartbeatInterval", ms(self.ha.heartbeat_interval)),
+            ("haHousekeepingInterval", ms(self.ha.housekeeping_interval)),
+            (
+                "haTransferBatchSize",
+                self.ha.transfer_batch_size.to_string(),
+            ),
             ("brokerPermission", self.broker_permission.to_string()),
             (
                 "autoCreateTopicEnable",

@@ -150,18 +150,7 @@ pub async fn serve<H: RequestHandler>(
     let next_seq = Cell::new(0u64);
     let open = Rc::new(Cell::new(0usize));
     let gate = glommio::sync::Gate::new();
-    loop {
-        let accepted = match select(Box::pin(listener.accept()), Box::pin(shutdown.wait())).await {
-            Either::Left((accepted, _)) => accepted,
-            Either::Right(_) => break,
-        };
-        let stream = match accepted {
-            Ok(stream) => stream,
-            Err(error) => {
-                tracing::warn!(%shard, %error, "accept failed");
-                continue;
-            }
-        };
+    while let Some(stream) = accept(&listener, &shutdown).await {
         if open.get() >= config.connections_max {
             tracing::warn!(%shard, max = config.connections_max, "connection limit reached");
             drop(stream);
@@ -195,6 +184,21 @@ pub async fn serve<H: RequestHandler>(
     }
     if let Err(error) = gate.close().await {
         tracing::warn!(%shard, %error, "closing connections");
+    }
+}
+
+/// The next connection `listener` accepts (a failed accept is logged and skipped), or
+/// `None` once `shutdown` triggers.
+pub async fn accept(listener: &TcpListener, shutdown: &Shutdown) -> Option<TcpStream> {
+    loop {
+        let accepted = match select(Box::pin(listener.accept()), Box::pin(shutdown.wait())).await {
+            Either::Left((accepted, _)) => accepted,
+            Either::Right(_) => return None,
+        };
+        match accepted {
+            Ok(stream) => return Some(stream),
+            Err(error) => tracing::warn!(%error, "accept failed"),
+        }
     }
 }
 

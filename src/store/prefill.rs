@@ -106,8 +106,8 @@ impl SegmentOptions {
     }
 
     /// What a store with `config` opens: [`SegmentOptions::for_flush`], with the page cache
-    /// as `commitLogPageCacheWrites` says ([`crate::store::config::StoreConfig::commit_log_in_page_cache`], which
-    /// the readers follow too).
+    /// as `commitLogPageCacheWrites` says (`StoreConfig::commit_log_in_page_cache`, which the
+    /// readers follow too).
     #[must_use]
     pub fn for_store(config: &crate::store::config::StoreConfig) -> SegmentOptions {
         SegmentOptions {

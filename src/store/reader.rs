@@ -630,6 +630,20 @@ impl StoreReader {
         }
     }
 
+    /// `len` CommitLog bytes from `offset` (below the committed end, inside one segment), as
+    /// a pull reads them: a slice of a mapped window, else read into a buffer; fewer at the
+    /// segment's end.
+    ///
+    /// # Errors
+    /// [`IoError`] reading the segment.
+    pub async fn commit_log_bytes(&self, offset: u64, len: usize) -> Result<Bytes, IoError> {
+        self.forget_deleted_files();
+        match self.chunks.span(offset, len).await? {
+            Some(span) => Ok(span),
+            None => Ok(Bytes::from(self.read_commit_log(offset, len).await?)),
+        }
+    }
+
     async fn read_commit_log(&self, offset: u64, len: usize) -> Result<Vec<u8>, IoError> {
         let size = self.shared.config.mapped_file_size_commit_log;
         let start = segment_start(offset, size);

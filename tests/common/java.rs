@@ -292,7 +292,20 @@ impl Standalone {
 
     /// Starts over an existing `data` directory inside `dir`.
     pub fn start_in(dir: TempDir, data: PathBuf, config: &str) -> Standalone {
+        Self::start_in_on(dir, data, config, 0)
+    }
+
+    /// [`Standalone::start`] with the broker on `broker_port` (its HA port is the next one).
+    pub fn start_on(config: &str, broker_port: u16) -> Standalone {
+        let dir = TempDir::on_disk("java-standalone");
+        let data = dir.path().join("data");
+        Self::start_in_on(dir, data, config, broker_port)
+    }
+
+    /// [`Standalone::start_in`] with the broker on `broker_port` (0: any).
+    pub fn start_in_on(dir: TempDir, data: PathBuf, config: &str, broker_port: u16) -> Standalone {
         std::fs::create_dir_all(&data).unwrap();
+        let broker_listen = format!("127.0.0.1:{broker_port}");
         let conf = dir.path().join("broker.conf");
         std::fs::write(&conf, format!("{config}\n")).unwrap();
         let args = [
@@ -303,7 +316,7 @@ impl Standalone {
             "--namesrv-listen",
             "127.0.0.1:0",
             "--broker-listen",
-            "127.0.0.1:0",
+            &broker_listen,
         ];
         let (mut child, namesrv, log, early) = spawn_server("standalone", &args);
         let ready = early

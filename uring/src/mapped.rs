@@ -127,10 +127,9 @@ impl ReadWindow {
                 std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "window past the end"),
             ));
         }
-        // SAFETY: the mapping is read-only and sound while the file is not truncated under
-        // it. Store files are never truncated while the store runs (retention unlinks whole
-        // files, which keeps a mapped inode alive); recovery cuts a torn tail before any
-        // reader starts.
+        // Store files are never truncated while the store runs: retention unlinks whole files
+        // (a mapped inode lives on) and recovery cuts a torn tail before any reader starts.
+        // SAFETY: read-only, and sound while the file is not truncated under it (see above).
         let map = unsafe {
             memmap2::MmapOptions::new()
                 .offset(offset)

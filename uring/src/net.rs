@@ -21,6 +21,23 @@ pub fn bind_listener(addr: SocketAddr) -> Result<TcpListener, IoError> {
     })
 }
 
+/// Binds a listener on `addr` that no other socket may share (no `SO_REUSEPORT`): for a
+/// port that must be this process's alone, such as the HA port, where a connection that
+/// reached another process's listener would be a stranger speaking another protocol.
+///
+/// # Errors
+/// [`IoError::Bind`] naming the address, e.g. when something listens there already.
+pub fn bind_exclusive_listener(addr: SocketAddr) -> Result<TcpListener, IoError> {
+    use std::os::fd::{FromRawFd, IntoRawFd};
+    let listener = std::net::TcpListener::bind(addr).map_err(|source| IoError::Bind {
+        addr,
+        source,
+    })?;
+    // SAFETY: the descriptor is a bound, listening TCP socket whose ownership moves into
+    // the glommio listener (`into_raw_fd` gave it up).
+    Ok(unsafe { TcpListener::from_raw_fd(listener.into_raw_fd()) })
+}
+
 /// Prepares an accepted or connected stream: no Nagle delay (RocketMQ frames are small and
 /// latency-bound) and a read timeout after which an idle connection is dropped.
 ///

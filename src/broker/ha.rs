@@ -1,0 +1,337 @@
+//! The master half of classic HA (4.9's `HAService` and `HAConnection`, `reference/ha.md`
+//! §2): a slave connects to `listenPort + 1`, reports the CommitLog offset it needs as 8
+//! bytes, and is sent the CommitLog's bytes from there in frames of an 8-byte offset, a
+//! 4-byte size and that many bytes: at most `haTransferBatchSize` bytes, never across two
+//! segments, a frame of size 0 when nothing was sent for `haSendHeartbeatInterval`.
+//!
+//! Rules:
+//! - A slave that reports 0 (it is empty) starts at the beginning of the master's last
+//!   segment, as Java's; nothing is sent before the first report.
+//! - Only committed bytes go out (below the writer's committed end); they are read as a
+//!   pull reads them, from mapped windows or the page cache, on the net shard that serves
+//!   the slave, never on the writer.
+//! - A slave's later reports are its acknowledgements: the last whole 8-byte group read
+//!   counts (Java reads into a buffer and takes the last group at a multiple of 8).
+//! - Either side silent for `haHousekeepingInterval` closes the connection; so does a
+//!   negative offset.
+
+use crate::store::reader::StoreReader;
+use crate::store::segment::segment_start;
+use crate::store::shared::StoreShared;
+use ferromq_shards::Shutdown;
+use ferromq_uring::net::{prepare_stream, TcpListener, TcpStream};
+use futures::future::{select, Either};
+use futures_lite::AsyncReadExt;
+use std::cell::Cell;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Header of a data frame: offset (8) and body size (4) (`TRANSFER_HEADER_SIZE`).
+pub const TRANSFER_HEADER_SIZE: usize = 12;
+
+/// Longest the sender waits for new data before it looks again (Java's transfer thread
+/// waits 100 ms when a put does not wake it).
+const IDLE_LOOK: Duration = Duration::from_millis(100);
+
+/// The HA keys (`haSendHeartbeatInterval`, `haHousekeepingInterval`, `haTransferBatchSize`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HaConfig {
+    /// `haSendHeartbeatInterval` (5 s): an empty frame after this long without one.
+    pub heartbeat_interval: Duration,
+    /// `haHousekeepingInterval` (20 s): a connection silent this long is closed.
+    pub housekeeping_interval: Duration,
+    /// `haTransferBatchSize` (32 KiB): most bytes in one frame.
+    pub transfer_batch_size: usize,
+}
+
+impl Default for HaConfig {
+    fn default() -> Self {
+        HaConfig {
+            heartbeat_interval: Duration::from_secs(5),
+            housekeeping_interval: Duration::from_secs(20),
+            transfer_batch_size: 32 * 1024,
+        }
+    }
+}
+
+/// What the master knows of its slaves, for every shard: how many are connected and the
+/// highest offset one acknowledged (`push2SlaveMaxOffset`).
+#[derive(Debug, Default)]
+pub struct SlaveProgress {
+    connected: AtomicUsize,
+    acked: AtomicI64,
+}
+
+impl SlaveProgress {
+    /// Slaves connected now.
+    #[must_use]
+    pub fn connected(&self) -> usize {
+        self.connected.load(Ordering::Acquire)
+    }
+
+    /// The highest CommitLog offset a slave has acknowledged (0 before any).
+    #[must_use]
+    pub fn acked(&self) -> i64 {
+        self.acked.load(Ordering::Acquire)
+    }
+}
+
+/// Accepts slaves on `listener` until `shutdown`, serving each on its own task.
+pub async fn serve(
+    listener: TcpListener,
+    reader: Rc<StoreReader>,
+    shared: Arc<StoreShared>,
+    config: HaConfig,
+    progress: Arc<SlaveProgress>,
+    shutdown: Shutdown,
+) {
+    while let Some(stream) = crate::remoting::server::accept(&listener, &shutdown).await {
+        let Ok(peer) = stream.peer_addr() else {
+            continue;
+        };
+        tracing::info!(%peer, "slave connected");
+        let slave = Slave {
+            reader: Rc::clone(&reader),
+            shared: Arc::clone(&shared),
+            config,
+            progress: Arc::clone(&progress),
+            peer,
+        };
+        let shutdown = shutdown.clone();
+        glommio::spawn_local(async move {
+            slave.progress.connected.fetch_add(1, Ordering::AcqRel);
+            let outcome = select(Box::pin(slave.run(stream)), Box::pin(shutdown.wait())).await;
+            slave.progress.connected.fetch_sub(1, Ordering::AcqRel);
+            if let Either::Left((Err(reason), _)) = outcome {
+                tracing::info!(peer = %slave.peer, %reason, "slave connection closed");
+            }
+        })
+        .detach();
+    }
+}
+
+/// One slave's connection.
+struct Slave {
+    reader: Rc<StoreReader>,
+    shared: Arc<StoreShared>,
+    config: HaConfig,
+    progress: Arc<SlaveProgress>,
+    peer: SocketAddr,
+}
+
+/// What the read side saw: the first report (where to start) and the latest.
+#[derive(Default)]
+struct Reports {
+    first: Cell<Option<i64>>,
+    closed: Cell<Option<String>>,
+}
+
+impl Slave {
+    async fn run(&self, stream: TcpStream) -> Result<(), String> {
+        prepare_stream(&stream, Some(self.config.housekeeping_interval))
+            .map_err(|e| e.to_string())?;
+        // A slave that stops reading is a silent one too.
+        stream
+            .set_write_timeout(Some(self.config.housekeeping_interval))
+            .map_err(|e| e.to_string())?;
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+        let (mut rx, mut tx) = futures_lite::io::split(stream);
+        let reports = Rc::new(Reports::default());
+        let reading = {
+            let reports = Rc::clone(&reports);
+            let progress = Arc::clone(&self.progress);
+            glommio::spawn_local(async move {
+                let reason = read_reports(&mut rx, &reports, &progress).await;
+                reports.closed.set(Some(reason));
+            })
+        };
+        let outcome = self.send(fd, &mut tx, &reports).await;
+        drop(reading);
+        outcome
+    }
+
+    /// Sends frames from the slave's first report on, until the connection fails or the
+    /// read side closed it.
+    async fn send<W: futures_lite::AsyncWrite + Unpin>(
+        &self,
+        fd: std::os::fd::RawFd,
+        tx: &mut W,
+        reports: &Reports,
+    ) -> Result<(), String> {
+        let segment_size = self.shared.config.mapped_file_size_commit_log;
+        let growth = self.shared.subscribe();
+        let first = loop {
+            if let Some(reason) = reports.closed.take() {
+                return Err(reason);
+            }
+            if let Some(first) = reports.first.get() {
+                break u64::try_from(first).unwrap_or(0);
+            }
+            glommio::timer::sleep(Duration::from_millis(10)).await;
+        };
+        let mut next = if first == 0 {
+            let max = self.shared.committed_end();
+            segment_start(max, segment_size)
+        } else {
+            first
+        };
+        tracing::info!(peer = %self.peer, reported = first, from = next, "slave transfer starts");
+        let mut last_sent = Instant::now();
+        loop {
+            if let Some(reason) = reports.closed.take() {
+                return Err(reason);
+            }
+            let end = self.shared.committed_end();
+            if next < end {
+                let segment_end = segment_start(next, segment_size) + segment_size;
+                let batch = self.config.transfer_batch_size as u64;
+                let chunk_end = end.min(next + batch).min(segment_end);
+                let len = usize::try_from(chunk_end - next).expect("a batch fits");
+                let body = self
+                    .reader
+                    .commit_log_bytes(next, len)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if body.len() != len {
+                    return Err(format!(
+                        "the CommitLog at {next} holds {} bytes, not {len}",
+                        body.len()
+                    ));
+                }
+                let header = frame_header(next, len);
+                ferromq_uring::net::write_all_gathered(fd, tx, &[&header, &body])
+                    .await
+                    .map_err(|e| e.to_string())?;
+                next = chunk_end;
+                last_sent = Instant::now();
+                continue;
+            }
+            if last_sent.elapsed() >= self.config.heartbeat_interval {
+                let header = frame_header(next, 0);
+                ferromq_uring::net::write_all_gathered(fd, tx, &[&header])
+                    .await
+                    .map_err(|e| e.to_string())?;
+                last_sent = Instant::now();
+            }
+            let until_heartbeat = self
+                .config
+                .heartbeat_interval
+                .saturating_sub(last_sent.elapsed());
+            let _ = select(
+                Box::pin(growth.next()),
+                Box::pin(glommio::timer::sleep(until_heartbeat.min(IDLE_LOOK))),
+            )
+            .await;
+        }
+    }
+}
+
+/// A data frame's header: the offset of its first byte and its size.
+#[must_use]
+pub fn frame_header(offset: u64, size: usize) -> [u8; TRANSFER_HEADER_SIZE] {
+    let mut header = [0u8; TRANSFER_HEADER_SIZE];
+    header[..8].copy_from_slice(&offset.to_be_bytes());
+    let size = i32::try_from(size).expect("a batch fits an int");
+    header[8..].copy_from_slice(&size.to_be_bytes());
+    header
+}
+
+/// Reads a slave's 8-byte reports until the connection ends; why it ended.
+async fn read_reports<R: futures_lite::AsyncRead + Unpin>(
+    rx: &mut R,
+    reports: &Reports,
+    progress: &SlaveProgress,
+) -> String {
+    let mut buffer = vec![0u8; 64 * 1024];
+    // Bytes of a report not complete yet (fewer than 8).
+    let mut carry: Vec<u8> = Vec::with_capacity(16);
+    loop {
+        let n = match rx.read(&mut buffer).await {
+            Ok(0) => return "the slave closed the connection".to_owned(),
+            Ok(n) => n,
+            Err(error) if error.kind() == std::io::ErrorKind::TimedOut => {
+                return "nothing read for haHousekeepingInterval".to_owned();
+            }
+            Err(error) => return format!("read failed: {error}"),
+        };
+        carry.extend_from_slice(&buffer[..n]);
+        let whole = carry.len() / 8 * 8;
+        if whole == 0 {
+            continue;
+        }
+        let last: [u8; 8] = carry[whole - 8..whole].try_into().expect("8 bytes");
+        carry.drain(..whole);
+        let offset = i64::from_be_bytes(last);
+        if offset < 0 {
+            return format!("the slave reported offset {offset}");
+        }
+        if reports.first.get().is_none() {
+            reports.first.set(Some(offset));
+        }
+        progress.acked.fetch_max(offset, Ordering::AcqRel);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Gives its chunks one read at a time, then the end.
+    struct Chunks(Vec<Vec<u8>>);
+
+    impl futures_lite::AsyncRead for Chunks {
+        fn poll_read(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &mut [u8],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            if self.0.is_empty() {
+                return std::task::Poll::Ready(Ok(0));
+            }
+            let chunk = self.0.remove(0);
+            buf[..chunk.len()].copy_from_slice(&chunk);
+            std::task::Poll::Ready(Ok(chunk.len()))
+        }
+    }
+
+    #[test]
+    fn reports_count_whole_eight_byte_groups_the_last_one_winning() {
+        let report = |v: i64| v.to_be_bytes().to_vec();
+        let stream = [report(100), report(200), report(300), report(400)].concat();
+        // Cut across reports: 5 | 3+8+2 | 6+8.
+        let chunks = vec![
+            stream[..5].to_vec(),
+            stream[5..18].to_vec(),
+            stream[18..].to_vec(),
+        ];
+        let reports = Reports::default();
+        let progress = SlaveProgress::default();
+        let mut rx = Chunks(chunks);
+        let end = futures_lite::future::block_on(read_reports(&mut rx, &reports, &progress));
+        assert_eq!(end, "the slave closed the connection");
+        // The first whole group read (after the second chunk: 100 and 200, the last is 200).
+        assert_eq!(reports.first.get(), Some(200));
+        assert_eq!(progress.acked(), 400);
+    }
+
+    #[test]
+    fn a_negative_report_ends_the_connection() {
+        let reports = Reports::default();
+        let progress = SlaveProgress::default();
+        let mut rx = Chunks(vec![(-1i64).to_be_bytes().to_vec()]);
+        let end = futures_lite::future::block_on(read_reports(&mut rx, &reports, &progress));
+        assert!(end.contains("-1"), "{end}");
+        assert_eq!(reports.first.get(), None);
+    }
+
+    #[test]
+    fn a_frame_header_is_offset_then_size_big_endian() {
+        assert_eq!(
+            frame_header(0x0102_0304_0506_0708, 0x1122),
+            [1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0x11, 0x22]
+        );
+    }
+}
