@@ -29,10 +29,8 @@ pub fn bind_listener(addr: SocketAddr) -> Result<TcpListener, IoError> {
 /// [`IoError::Bind`] naming the address, e.g. when something listens there already.
 pub fn bind_exclusive_listener(addr: SocketAddr) -> Result<TcpListener, IoError> {
     use std::os::fd::{FromRawFd, IntoRawFd};
-    let listener = std::net::TcpListener::bind(addr).map_err(|source| IoError::Bind {
-        addr,
-        source,
-    })?;
+    let listener =
+        std::net::TcpListener::bind(addr).map_err(|source| IoError::Bind { addr, source })?;
     // SAFETY: the descriptor is a bound, listening TCP socket whose ownership moves into
     // the glommio listener (`into_raw_fd` gave it up).
     Ok(unsafe { TcpListener::from_raw_fd(listener.into_raw_fd()) })
