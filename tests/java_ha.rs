@@ -64,8 +64,13 @@ fn produce(namesrv: &str, first: usize, count: usize) {
     });
 }
 
-/// (queue offset, body) of every message of queue 0 a broker serves.
+/// (queue offset, body) of every message of queue 0 of [`TOPIC`] a broker serves.
 fn pull_queue(broker: &str) -> Vec<(i64, Vec<u8>)> {
+    pull_queue_of(broker, TOPIC)
+}
+
+/// (queue offset, body) of every message of queue 0 of `topic` a broker serves.
+fn pull_queue_of(broker: &str, topic: &str) -> Vec<(i64, Vec<u8>)> {
     runtime().block_on(async {
         let client = connect(broker.parse().unwrap(), SerializeType::Json).await;
         let mut offset = 0;
@@ -73,7 +78,7 @@ fn pull_queue(broker: &str) -> Vec<(i64, Vec<u8>)> {
         loop {
             let request = RemotingCommand::request_with_header(
                 RequestCode::PULL_MESSAGE,
-                &pull_header("ha_copy_reader", TOPIC, 0, offset),
+                &pull_header("ha_copy_reader", topic, 0, offset),
             );
             let response = client
                 .request_timeout(request, Duration::from_secs(10))
@@ -192,4 +197,111 @@ fn a_java_slave_copies_a_ferromq_masters_commit_log_byte_for_byte() {
         std::thread::sleep(Duration::from_millis(300));
     }
     slave.stop();
+}
+
+/// The CommitLog offset in an offset message id (`offsetMsgId`: address, port, offset).
+fn physical_of(offset_msg_id: &str) -> u64 {
+    u64::from_str_radix(&offset_msg_id[offset_msg_id.len() - 16..], 16).unwrap()
+}
+
+/// The record at `physical` in a CommitLog directory of `SEGMENT`-byte files, if there is one.
+fn record_body_at(dir: &Path, physical: u64) -> Option<Vec<u8>> {
+    let start = physical - physical % SEGMENT;
+    let file = std::fs::read(dir.join(format!("{start:020}"))).ok()?;
+    let at = usize::try_from(physical - start).ok()?;
+    match decode_record(file.get(at..)?, true) {
+        Ok(Record::Message { record, .. }) => Some(record.body.to_vec()),
+        _ => None,
+    }
+}
+
+/// SYNC_MASTER: with no slave a put is answered SLAVE_NOT_AVAILABLE (stored all the same);
+/// with a Java slave attached each put is answered SEND_OK only once the slave holds it (its
+/// CommitLog has the record when the answer arrives); once the slave is killed, puts are
+/// answered SLAVE_NOT_AVAILABLE again, never SEND_OK, and every one of them is stored.
+#[test]
+fn a_sync_master_answers_once_the_java_slave_holds_the_message() {
+    use common::send_request;
+    use ferromq::remoting::headers::SendMessageResponseHeader;
+    use ferromq::remoting::ResponseCode;
+    let port = java_broker_port();
+    let master = Standalone::start_on(
+        &format!(
+            "brokerName=broker-sync\nbrokerRole=SYNC_MASTER\nmappedFileSizeCommitLog={SEGMENT}"
+        ),
+        port,
+    );
+    let rt = runtime();
+    let client = rt.block_on(connect(master.broker, SerializeType::Json));
+    let send = |i: usize| -> (i32, SendMessageResponseHeader) {
+        rt.block_on(async {
+            let body = format!("sync-{i:05}");
+            let request = send_request("HaSync", 0, body.as_bytes(), "WAIT\u{1}true\u{2}");
+            let response = client
+                .request_timeout(request, Duration::from_secs(10))
+                .await
+                .unwrap();
+            (response.code, response.decode_header().unwrap())
+        })
+    };
+    let (code, _) = send(0);
+    assert_eq!(code, ResponseCode::SLAVE_NOT_AVAILABLE.0, "no slave yet");
+
+    let dir = TempDir::on_disk("java-ha-sync");
+    let store = dir.path().join("slave-store");
+    let slave = JavaServer::broker(
+        dir.path(),
+        master.namesrv.port(),
+        &store,
+        &format!(
+            "brokerName=broker-sync\nbrokerId=1\nbrokerRole=SLAVE\n\
+             haMasterAddress=127.0.0.1:{}\nmappedFileSizeCommitLog={SEGMENT}",
+            port + 1
+        ),
+    );
+    let slave_log = commit_log_dir(&store);
+    // The slave counts once it has reported (within haSendHeartbeatInterval).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut i = 1;
+    loop {
+        let (code, _) = send(i);
+        i += 1;
+        if code == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the slave never counted: {code}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for _ in 0..200 {
+        let (code, header) = send(i);
+        assert_eq!(code, 0, "message {i}");
+        let body = record_body_at(&slave_log, physical_of(&header.msg_id));
+        assert_eq!(
+            body.as_deref(),
+            Some(format!("sync-{i:05}").as_bytes()),
+            "message {i} answered before the slave held it"
+        );
+        i += 1;
+    }
+    let mut slave = slave;
+    slave.child.kill().unwrap();
+    let _ = slave.child.wait();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (code, _) = send(i);
+        i += 1;
+        assert_ne!(code, 0, "SEND_OK with the slave dead");
+        assert!(
+            code == ResponseCode::FLUSH_SLAVE_TIMEOUT.0
+                || code == ResponseCode::SLAVE_NOT_AVAILABLE.0,
+            "{code}"
+        );
+        if code == ResponseCode::SLAVE_NOT_AVAILABLE.0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never SLAVE_NOT_AVAILABLE");
+    }
+    // Every put was stored, whatever its answer said of the slave.
+    let stored = pull_queue_of(&master.broker_addr(), "HaSync");
+    assert_eq!(stored.len(), i, "stored on the master");
 }

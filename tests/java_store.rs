@@ -35,14 +35,14 @@
 mod common;
 
 use common::java::{run_java, JavaServer, Serialize, Standalone};
-use common::{connect, pull_header, TempDir};
+use common::{connect, pull_header, send_request, TempDir};
 use ferromq::config::fastjson::parse_lenient;
 use ferromq::remoting::client::RemotingClient;
 use ferromq::remoting::headers::{
     CreateTopicRequestHeader, GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader,
     OffsetResponseHeader, PullMessageResponseHeader, QueryConsumerOffsetRequestHeader,
-    QueryConsumerOffsetResponseHeader, QueryMessageRequestHeader, SendMessageRequestHeaderV2,
-    SendMessageResponseHeader, UpdateConsumerOffsetRequestHeader,
+    QueryConsumerOffsetResponseHeader, QueryMessageRequestHeader, SendMessageResponseHeader,
+    UpdateConsumerOffsetRequestHeader,
 };
 use ferromq::remoting::{RemotingCommand, RequestCode, SerializeType};
 use ferromq::store::message::{decode_record, parse_properties, properties_to_string, Record};
@@ -683,35 +683,6 @@ async fn create_custom_configs(broker: SocketAddr) {
         "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: {:?}",
         response.remark
     );
-}
-
-/// A SEND_MESSAGE_V2 of `body` to `topic`/`queue` with `properties`.
-fn send_request(topic: &str, queue: i32, body: &[u8], properties: &str) -> RemotingCommand {
-    let header = SendMessageRequestHeaderV2 {
-        a: "StoreRustProducer".into(),
-        b: topic.into(),
-        c: "TBW102".into(),
-        d: 8,
-        e: queue,
-        f: 0,
-        g: i64::try_from(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_millis(),
-        )
-        .unwrap(),
-        h: 0,
-        i: Some(properties.into()),
-        j: Some(0),
-        k: Some(false),
-        l: None,
-        m: Some(false),
-        n: None,
-    };
-    let mut request = RemotingCommand::request_with_header(RequestCode::SEND_MESSAGE_V2, &header);
-    request.body = body.to_vec();
-    request
 }
 
 /// Sends one message and returns its queue offset.

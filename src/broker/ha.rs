@@ -20,13 +20,15 @@ use crate::store::segment::segment_start;
 use crate::store::shared::StoreShared;
 use ferromq_shards::Shutdown;
 use ferromq_uring::net::{prepare_stream, TcpListener, TcpStream};
+use futures::channel::oneshot;
 use futures::future::{select, Either};
 use futures_lite::AsyncReadExt;
 use std::cell::Cell;
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Header of a data frame: offset (8) and body size (4) (`TRANSFER_HEADER_SIZE`).
@@ -45,6 +47,11 @@ pub struct HaConfig {
     pub housekeeping_interval: Duration,
     /// `haTransferBatchSize` (32 KiB): most bytes in one frame.
     pub transfer_batch_size: usize,
+    /// `slaveTimeout` (3 s): how long a SYNC_MASTER put waits for a slave (4.9.8 waits this
+    /// long, not `syncFlushTimeout`).
+    pub slave_timeout: Duration,
+    /// `haSlaveFallbehindMax` (256 MiB): a slave this far behind a put does not count.
+    pub slave_fall_behind_max: i64,
 }
 
 impl Default for HaConfig {
@@ -53,19 +60,92 @@ impl Default for HaConfig {
             heartbeat_interval: Duration::from_secs(5),
             housekeeping_interval: Duration::from_secs(20),
             transfer_batch_size: 32 * 1024,
+            slave_timeout: Duration::from_secs(3),
+            slave_fall_behind_max: 256 << 20,
         }
     }
 }
 
-/// What the master knows of its slaves, for every shard: how many are connected and the
-/// highest offset one acknowledged (`push2SlaveMaxOffset`).
+/// What the master knows of its slaves, for every shard: how many are connected, the
+/// highest offset one acknowledged (`push2SlaveMaxOffset`), and the SYNC_MASTER puts waiting
+/// for an acknowledgement.
 #[derive(Debug, Default)]
 pub struct SlaveProgress {
     connected: AtomicUsize,
     acked: AtomicI64,
+    /// Puts waiting, by the CommitLog offset a slave must acknowledge.
+    waiting: Mutex<BTreeMap<i64, Vec<oneshot::Sender<()>>>>,
+}
+
+/// Why a SYNC_MASTER put was not replicated in time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplicaStatus {
+    /// A slave acknowledged the put's end.
+    Acked,
+    /// No slave, or every slave too far behind (`SLAVE_NOT_AVAILABLE`).
+    NoSlave,
+    /// No acknowledgement within the wait (`FLUSH_SLAVE_TIMEOUT`).
+    TimedOut,
 }
 
 impl SlaveProgress {
+    /// Waits until a slave acknowledged `end` (a put's end offset), at most `timeout`; first
+    /// refuses when no slave is connected or the best one is `fall_behind_max` or more behind
+    /// `end` (4.9's `isSlaveOK`).
+    pub async fn replicated(
+        &self,
+        end: i64,
+        fall_behind_max: i64,
+        timeout: Duration,
+    ) -> ReplicaStatus {
+        if self.connected() == 0 || end - self.acked() >= fall_behind_max {
+            return ReplicaStatus::NoSlave;
+        }
+        let (wake, woken) = oneshot::channel();
+        self.lock_waiting().entry(end).or_default().push(wake);
+        // An acknowledgement between the check and the registration is not missed.
+        self.wake_acked(self.acked());
+        match glommio::timer::timeout(timeout, async {
+            let _ = woken.await;
+            Ok(())
+        })
+        .await
+        {
+            Ok(()) => ReplicaStatus::Acked,
+            Err(_) => {
+                // A slave that never acknowledges must not make the waiting list grow.
+                let mut waiting = self.lock_waiting();
+                if let Some(list) = waiting.get_mut(&end) {
+                    list.retain(|wake| !wake.is_canceled());
+                    if list.is_empty() {
+                        waiting.remove(&end);
+                    }
+                }
+                ReplicaStatus::TimedOut
+            }
+        }
+    }
+
+    fn lock_waiting(&self) -> std::sync::MutexGuard<'_, BTreeMap<i64, Vec<oneshot::Sender<()>>>> {
+        self.waiting.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Takes an acknowledgement of `offset`, waking the puts it covers.
+    fn ack(&self, offset: i64) {
+        self.acked.fetch_max(offset, Ordering::AcqRel);
+        self.wake_acked(self.acked());
+    }
+
+    fn wake_acked(&self, acked: i64) {
+        let mut waiting = self.lock_waiting();
+        let later = waiting.split_off(&(acked + 1));
+        let covered = std::mem::replace(&mut *waiting, later);
+        drop(waiting);
+        for wake in covered.into_values().flatten() {
+            let _ = wake.send(());
+        }
+    }
+
     /// Slaves connected now.
     #[must_use]
     pub fn connected(&self) -> usize {
@@ -271,7 +351,7 @@ async fn read_reports<R: futures_lite::AsyncRead + Unpin>(
         if reports.first.get().is_none() {
             reports.first.set(Some(offset));
         }
-        progress.acked.fetch_max(offset, Ordering::AcqRel);
+        progress.ack(offset);
     }
 }
 

@@ -4,6 +4,7 @@
 
 use super::admin::{self, error, Response};
 use super::batch::{decode_batch, merge_properties, BatchDecodeError};
+use super::ha::ReplicaStatus;
 use super::long_poll::LongPoll;
 use super::schedule::redirect_delayed;
 use super::send_back;
@@ -12,6 +13,7 @@ use super::state::{
     PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX,
 };
 use super::transaction;
+use crate::config::broker::BrokerRole;
 use crate::remoting::header::read_strict;
 use crate::remoting::headers::{
     CreateTopicRequestHeader, GetConsumerListByGroupRequestHeader,
@@ -56,6 +58,14 @@ const TRANSACTION_COMMIT_TYPE: i32 = 0x2 << 2;
 const PROPERTY_CLUSTER: &str = "CLUSTER";
 /// `MessageConst.PROPERTY_WAIT_STORE_MSG_OK`: the client's flush wish, not stored.
 const PROPERTY_WAIT_STORE_MSG_OK: &str = "WAIT";
+
+/// Whether a send's properties ask to wait for the store (`isWaitStoreMsgOK`: anything but
+/// `WAIT=false`, absent included).
+fn waits_for_store(properties: &str) -> bool {
+    !crate::store::message::parse_properties(properties.as_bytes())
+        .iter()
+        .any(|(key, value)| key == PROPERTY_WAIT_STORE_MSG_OK && value == "false")
+}
 
 /// Longest wait of a request that reports max offsets for dispatch to publish what was
 /// committed when it came (read-your-writes); past it, what is published is answered.
@@ -267,14 +277,43 @@ impl BrokerHandler {
         let stored = self.puts.put(message).await;
         self.record_put(started, stored.as_ref().map(std::slice::from_ref));
         match stored {
-            Ok(appended) => Some(self.send_response(
-                request,
-                offset_msg_id(self.store_host, physical_i64(appended.physical_offset)),
-                queue_id,
-                appended.queue_offset,
-            )),
+            Ok(appended) => {
+                let mut response = self.send_response(
+                    request,
+                    offset_msg_id(self.store_host, physical_i64(appended.physical_offset)),
+                    queue_id,
+                    appended.queue_offset,
+                );
+                let end = physical_i64(appended.physical_offset + appended.size as u64);
+                self.replicate(raw_properties, end, &mut response).await;
+                Some(response)
+            }
             Err(failure) => self.put_failed(request, &failure),
         }
+    }
+
+    /// SYNC_MASTER (4.9's `submitReplicaRequest`): a put whose `WAIT` is not `false` is
+    /// answered once a slave acknowledged its end; SLAVE_NOT_AVAILABLE without a slave close
+    /// enough, FLUSH_SLAVE_TIMEOUT after `slaveTimeout`. The message is stored either way.
+    async fn replicate(&self, properties: &str, end: i64, response: &mut RemotingCommand) {
+        let config = &self.state.config;
+        if config.broker_role != BrokerRole::SyncMaster || !waits_for_store(properties) {
+            return;
+        }
+        let status = self
+            .state
+            .slaves
+            .replicated(
+                end,
+                config.ha.slave_fall_behind_max,
+                config.ha.slave_timeout,
+            )
+            .await;
+        response.code = match status {
+            ReplicaStatus::Acked => return,
+            ReplicaStatus::NoSlave => ResponseCode::SLAVE_NOT_AVAILABLE.0,
+            ReplicaStatus::TimedOut => ResponseCode::FLUSH_SLAVE_TIMEOUT.0,
+        };
     }
 
     /// SEND_BATCH_MESSAGE (`asyncSendBatchMessage`): the header's checks as for one message,
@@ -339,12 +378,17 @@ impl BrokerHandler {
             .iter()
             .map(|record| offset_msg_id(self.store_host, physical_i64(record.physical_offset)))
             .collect();
-        Some(self.send_response(
+        let mut response = self.send_response(
             request,
             ids.join(","),
             queue_id,
             first_queue_offset.unwrap_or(0),
-        ))
+        );
+        if let Some(last) = stored.last() {
+            let end = physical_i64(last.physical_offset + last.size as u64);
+            self.replicate(header_properties, end, &mut response).await;
+        }
+        Some(response)
     }
 
     /// `AbstractSendMessageProcessor.msgCheck` and the queue choice, shared by the single and

@@ -246,6 +246,10 @@ impl BrokerConfig {
                 "haHousekeepingInterval" => {
                     self.ha.housekeeping_interval = millis(&at, key, value)?;
                 }
+                "slaveTimeout" => self.ha.slave_timeout = millis(&at, key, value)?,
+                "haSlaveFallbehindMax" => {
+                    self.ha.slave_fall_behind_max = parse_value(&at, key, value, "a byte count")?;
+                }
                 "haTransferBatchSize" => {
                     self.ha.transfer_batch_size =
                         parse_value(&at, key, value, "a byte count from 1 to 2^31 - 1")?;
@@ -488,6 +492,11 @@ impl BrokerConfig {
             (
                 "haTransferBatchSize",
                 self.ha.transfer_batch_size.to_string(),
+            ),
+            ("slaveTimeout", ms(self.ha.slave_timeout)),
+            (
+                "haSlaveFallbehindMax",
+                self.ha.slave_fall_behind_max.to_string(),
             ),
             ("brokerPermission", self.broker_permission.to_string()),
             (

@@ -380,3 +380,40 @@ pub fn pull_header(
         broker_name: None,
     }
 }
+
+/// A SEND_MESSAGE_V2 of `body` to `topic`/`queue` with `properties`.
+pub fn send_request(
+    topic: &str,
+    queue: i32,
+    body: &[u8],
+    properties: &str,
+) -> ferromq::remoting::RemotingCommand {
+    let header = ferromq::remoting::headers::SendMessageRequestHeaderV2 {
+        a: "StoreRustProducer".into(),
+        b: topic.into(),
+        c: "TBW102".into(),
+        d: 8,
+        e: queue,
+        f: 0,
+        g: i64::try_from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis(),
+        )
+        .unwrap(),
+        h: 0,
+        i: Some(properties.into()),
+        j: Some(0),
+        k: Some(false),
+        l: None,
+        m: Some(false),
+        n: None,
+    };
+    let mut request = ferromq::remoting::RemotingCommand::request_with_header(
+        ferromq::remoting::RequestCode::SEND_MESSAGE_V2,
+        &header,
+    );
+    request.body = body.to_vec();
+    request
+}
