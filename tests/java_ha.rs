@@ -44,6 +44,28 @@ fn segments(dir: &Path) -> Vec<(String, Vec<u8>)> {
     files
 }
 
+/// The kit's broker as the slave (`brokerId=1`) of `broker_name`, whose master listens on
+/// `master_port` (HA on the next port), its store in `dir`; and its CommitLog directory.
+fn java_slave(
+    dir: &TempDir,
+    master: &Standalone,
+    broker_name: &str,
+    master_port: u16,
+) -> (JavaServer, PathBuf) {
+    let store = dir.path().join("slave-store");
+    let slave = JavaServer::broker(
+        dir.path(),
+        master.namesrv.port(),
+        &store,
+        &format!(
+            "brokerName={broker_name}\nbrokerId=1\nbrokerRole=SLAVE\n\
+             haMasterAddress=127.0.0.1:{}\nmappedFileSizeCommitLog={SEGMENT}",
+            master_port + 1
+        ),
+    );
+    (slave, commit_log_dir(&store))
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -113,20 +135,9 @@ fn a_java_slave_copies_a_ferromq_masters_commit_log_byte_for_byte() {
     let namesrv = master.namesrv_addr();
     produce(&namesrv, 0, 1000);
     let dir = TempDir::on_disk("java-ha");
-    let store = dir.path().join("slave-store");
-    let slave = JavaServer::broker(
-        dir.path(),
-        master.namesrv.port(),
-        &store,
-        &format!(
-            "brokerName=broker-ha\nbrokerId=1\nbrokerRole=SLAVE\n\
-             haMasterAddress=127.0.0.1:{}\nmappedFileSizeCommitLog={SEGMENT}",
-            port + 1
-        ),
-    );
+    let (slave, slave_log) = java_slave(&dir, &master, "broker-ha", port);
     // The slave reports 0 (empty) within haSendHeartbeatInterval; the master then sends
     // from the start of its last segment, here the first.
-    let slave_log = commit_log_dir(&store);
     let deadline = Instant::now() + Duration::from_secs(60);
     while segments(&slave_log).is_empty() {
         assert!(Instant::now() < deadline, "the slave never got a byte");
@@ -248,18 +259,7 @@ fn a_sync_master_answers_once_the_java_slave_holds_the_message() {
     assert_eq!(code, ResponseCode::SLAVE_NOT_AVAILABLE.0, "no slave yet");
 
     let dir = TempDir::on_disk("java-ha-sync");
-    let store = dir.path().join("slave-store");
-    let slave = JavaServer::broker(
-        dir.path(),
-        master.namesrv.port(),
-        &store,
-        &format!(
-            "brokerName=broker-sync\nbrokerId=1\nbrokerRole=SLAVE\n\
-             haMasterAddress=127.0.0.1:{}\nmappedFileSizeCommitLog={SEGMENT}",
-            port + 1
-        ),
-    );
-    let slave_log = commit_log_dir(&store);
+    let (slave, slave_log) = java_slave(&dir, &master, "broker-sync", port);
     // The slave counts once it has reported (within haSendHeartbeatInterval).
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut i = 1;
