@@ -911,6 +911,28 @@ fn pulls_right_behind_direct_writes_never_see_stale_bytes() {
     });
 }
 
+/// Waits until `count` messages of a queue are dispatched, then pulls them from offset 0 in
+/// pulls of 32, each answer (FOUND) handed to `each`.
+async fn pull_through(
+    reader: &ferromq::store::reader::StoreReader,
+    topic: &str,
+    queue_id: i32,
+    count: i64,
+    mut each: impl FnMut(ferromq::store::reader::GetMessageResult),
+) {
+    until_dispatched(reader, topic, queue_id, count).await;
+    let mut offset = 0;
+    while offset < count {
+        let result = reader
+            .get_message(topic, queue_id, offset, 32, &NO_FILTER)
+            .await
+            .unwrap();
+        assert_eq!(result.status, GetMessageStatus::Found, "at {offset}");
+        offset = result.next_begin_offset;
+        each(result);
+    }
+}
+
 /// Drops `path`'s pages from the page cache (they are clean after a shutdown), so that the
 /// next read of it must come from the device.
 fn evict_from_page_cache(path: &std::path::Path) {
@@ -964,19 +986,11 @@ fn mapped_windows_serve_the_files_bytes_within_their_budget() {
             let mut most_mapped = 0;
             let mut served = Vec::new();
             for (topic, queue) in queues {
-                until_dispatched(&reader, topic, queue, (COUNT / 2) as i64).await;
                 let mut records = Vec::new();
-                let mut offset = 0;
-                while offset < (COUNT / 2) as i64 {
-                    let result = reader
-                        .get_message(topic, queue, offset, 32, &NO_FILTER)
-                        .await
-                        .unwrap();
-                    assert_eq!(result.status, GetMessageStatus::Found, "at {offset}");
+                pull_through(&reader, topic, queue, (COUNT / 2) as i64, |result| {
                     for found in &result.messages {
                         records.push((found.physical_offset, result.record(found).to_vec()));
                     }
-                    offset = result.next_begin_offset;
                     let mapped = shared.mapped_bytes();
                     assert!(
                         mapped <= config.pull_mapped_memory_max,
@@ -985,7 +999,8 @@ fn mapped_windows_serve_the_files_bytes_within_their_budget() {
                     most_mapped = most_mapped.max(mapped);
                     // Every answer is kept: the windows it points into stay mapped.
                     held.push(result);
-                }
+                })
+                .await;
                 served.push(records);
             }
             drop(held);
@@ -1019,15 +1034,7 @@ fn mapped_windows_serve_the_files_bytes_within_their_budget() {
             let handle = store.handle().clone();
             let (first, second) = (handle.reader(), handle.reader());
             for (reader, (topic, queue)) in [(&first, queues[0]), (&second, queues[1])] {
-                until_dispatched(reader, topic, queue, (COUNT / 2) as i64).await;
-                let mut offset = 0;
-                while offset < (COUNT / 2) as i64 {
-                    let result = reader
-                        .get_message(topic, queue, offset, 32, &NO_FILTER)
-                        .await
-                        .unwrap();
-                    offset = result.next_begin_offset;
-                }
+                pull_through(reader, topic, queue, (COUNT / 2) as i64, drop).await;
                 assert_eq!(reader.mapped_windows(), 1, "{topic}/{queue}: not its share");
             }
             drop((first, second));

@@ -38,7 +38,8 @@ pub const TRANSFER_HEADER_SIZE: usize = 12;
 /// waits 100 ms when a put does not wake it).
 const IDLE_LOOK: Duration = Duration::from_millis(100);
 
-/// The HA keys (`haSendHeartbeatInterval`, `haHousekeepingInterval`, `haTransferBatchSize`).
+/// The HA keys (`haSendHeartbeatInterval`, `haHousekeepingInterval`, `haTransferBatchSize`,
+/// `slaveTimeout`, `haSlaveFallbehindMax`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HaConfig {
     /// `haSendHeartbeatInterval` (5 s): an empty frame after this long without one.
@@ -202,7 +203,8 @@ struct Slave {
     peer: SocketAddr,
 }
 
-/// What the read side saw: the first report (where to start) and the latest.
+/// What the read side tells the sender: the first report (where to start) and, once the
+/// connection ended, why.
 #[derive(Default)]
 struct Reports {
     first: Cell<Option<i64>>,

@@ -13,7 +13,7 @@
 //! connection run at once; beyond that the reader stops reading. Connections stay on the
 //! shard that accepted them.
 
-use super::codec::{encode_frame, encode_frame_head, FrameDecoder};
+use super::codec::{encode_frame_head, FrameDecoder};
 use super::command::RemotingCommand;
 use crate::limits;
 use ferromq_shards::{ShardId, Shutdown};
@@ -79,13 +79,7 @@ impl Outbound {
     pub fn send_oneway(&self, mut request: RemotingCommand) -> bool {
         request.mark_oneway();
         request.serialize_type = self.serialize_type;
-        let mut head = Vec::new();
-        encode_frame(&request, &mut head);
-        let frame = OutFrame {
-            head,
-            parts: Vec::new(),
-        };
-        self.frames.clone().try_send(frame).is_ok()
+        self.frames.clone().try_send(OutFrame::of(request)).is_ok()
     }
 
     /// Whether the connection is gone.

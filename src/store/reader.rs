@@ -97,7 +97,7 @@ pub struct GetMessageResult {
     /// The records found, back to back as stored, in parts: records next to each other in
     /// the CommitLog share one. Slices of mapped CommitLog windows or of a buffer read.
     pub parts: Vec<Bytes>,
-    /// Each record in `body`.
+    /// Each record in `parts`.
     pub messages: Vec<FoundMessage>,
     /// Whether the consumer is far enough behind to be sent to a slave.
     pub suggest_pulling_from_slave: bool,
@@ -108,12 +108,6 @@ impl GetMessageResult {
     #[must_use]
     pub fn record(&self, found: &FoundMessage) -> &[u8] {
         &self.parts[found.part][found.start..found.start + found.size]
-    }
-
-    /// Bytes of all records.
-    #[must_use]
-    pub fn body_len(&self) -> usize {
-        self.parts.iter().map(Bytes::len).sum()
     }
 
     /// All records back to back in one buffer (a copy).
@@ -375,10 +369,7 @@ impl StoreReader {
                 run_end += 1;
             }
             let len = usize::try_from(end - first_offset).expect("fits");
-            let span = match self.chunks.span(first_offset, len).await? {
-                Some(span) => span,
-                None => Bytes::from(self.read_commit_log(first_offset, len).await?),
-            };
+            let span = self.commit_log_bytes(first_offset, len).await?;
             // Records of the run that touch go out as one part.
             let mut part: Option<std::ops::Range<usize>> = None;
             for (queue_offset, unit) in &chosen[run_start..run_end] {
