@@ -93,9 +93,14 @@ fn pull_queue(broker: &str) -> Vec<(i64, Vec<u8>)> {
 
 /// (queue offset, body) of every message of queue 0 of `topic` a broker serves.
 fn pull_queue_of(broker: &str, topic: &str) -> Vec<(i64, Vec<u8>)> {
+    pull_queue_from(broker, topic, 0)
+}
+
+/// (queue offset, body) of every message of queue 0 of `topic` from `first` on.
+fn pull_queue_from(broker: &str, topic: &str, first: i64) -> Vec<(i64, Vec<u8>)> {
     runtime().block_on(async {
         let client = connect(broker.parse().unwrap(), SerializeType::Json).await;
-        let mut offset = 0;
+        let mut offset = first;
         let mut all = Vec::new();
         loop {
             let request = RemotingCommand::request_with_header(
@@ -107,6 +112,10 @@ fn pull_queue_of(broker: &str, topic: &str) -> Vec<(i64, Vec<u8>)> {
                 .await
                 .unwrap();
             if response.code != 0 {
+                eprintln!(
+                    "{broker}: pull at {offset} answered {} {:?}",
+                    response.code, response.remark
+                );
                 return all;
             }
             let header: PullMessageResponseHeader = response.decode_header().unwrap();
@@ -304,4 +313,148 @@ fn a_sync_master_answers_once_the_java_slave_holds_the_message() {
     // Every put was stored, whatever its answer said of the slave.
     let stored = pull_queue_of(&master.broker_addr(), "HaSync");
     assert_eq!(stored.len(), i, "stored on the master");
+}
+
+/// A ferromq slave (`brokerId=1`) of `broker_name`, registered with `namesrv`, following the
+/// HA address `ha` (or, with `None`, the one the name server tells it); its CommitLog
+/// directory.
+fn ferromq_slave(
+    store: &Path,
+    namesrv: &str,
+    broker_name: &str,
+    ha: Option<&str>,
+) -> (common::BrokerProcess, PathBuf) {
+    let ha_line = ha
+        .map(|a| format!("haMasterAddress={a}\n"))
+        .unwrap_or_default();
+    let slave = common::BrokerProcess::start(
+        store,
+        &format!(
+            "namesrvAddr={namesrv}\nbrokerName={broker_name}\nbrokerId=1\nbrokerRole=SLAVE\n\
+             {ha_line}mappedFileSizeCommitLog={SEGMENT}"
+        ),
+    );
+    (slave, store.join("commitlog"))
+}
+
+/// Whether the slave's CommitLog is the master's from where the slave began (an empty slave
+/// starts at the master's last segment): each of its files is the master's of that name, it
+/// has the master's last written one, and any master file past it is an empty one made
+/// ahead (Java's `AllocateMappedFileService`).
+fn same_log(master: &[(String, Vec<u8>)], slave: &[(String, Vec<u8>)]) -> Result<(), String> {
+    let Some(last) = slave.last() else {
+        return Err("the slave holds no segment".to_owned());
+    };
+    for (name, bytes) in slave {
+        let Some((_, theirs)) = master.iter().find(|(n, _)| n == name) else {
+            return Err(format!("the master has no segment {name}"));
+        };
+        if theirs != bytes {
+            let at = theirs.iter().zip(bytes).position(|(a, b)| a != b);
+            return Err(format!("segment {name} differs first at {at:?}"));
+        }
+    }
+    let later = master.iter().filter(|(name, _)| name > &last.0);
+    if let Some((name, _)) = later
+        .clone()
+        .find(|(_, bytes)| bytes.iter().any(|&b| b != 0))
+    {
+        return Err(format!("the slave lacks the master's segment {name}"));
+    }
+    Ok(())
+}
+
+/// Waits (bounded) until the slave's CommitLog is the master's ([`same_log`]).
+fn wait_same_log(master_log: &Path, slave_log: &Path, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let outcome = same_log(&segments(master_log), &segments(slave_log));
+        match outcome {
+            Ok(()) => return,
+            Err(why) if Instant::now() >= deadline => {
+                panic!("the slave's CommitLog is not the master's: {why}")
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(300)),
+        }
+    }
+}
+
+/// What the slave serves of queue 0 is the tail of what the master serves, at the same
+/// queue offsets, and holds every message stored since the slave began.
+fn wait_same_queue(master: &str, slave: &str, at_least: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let from_master = pull_queue(master);
+        let from_slave = pull_queue_from_min(slave, TOPIC);
+        let tail = from_master.len().saturating_sub(from_slave.len());
+        if from_slave.len() >= at_least && from_master[tail..] == from_slave[..] {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the slave serves {} messages of queue 0, the master {} (first {:?} and {:?})",
+            from_slave.len(),
+            from_master.len(),
+            from_slave.first().map(|m| m.0),
+            from_master.get(tail).map(|m| m.0)
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+/// [`pull_queue_of`] from the queue's min offset (a slave that began at the master's last
+/// segment has no message below it).
+fn pull_queue_from_min(broker: &str, topic: &str) -> Vec<(i64, Vec<u8>)> {
+    use ferromq::remoting::headers::{GetMinOffsetRequestHeader, OffsetResponseHeader};
+    let min = runtime().block_on(async {
+        let client = connect(broker.parse().unwrap(), SerializeType::Json).await;
+        let request = RemotingCommand::request_with_header(
+            RequestCode::GET_MIN_OFFSET,
+            &GetMinOffsetRequestHeader {
+                topic: topic.into(),
+                queue_id: 0,
+            },
+        );
+        let response = client.request(request).await.unwrap();
+        let header: OffsetResponseHeader = response.decode_header().unwrap();
+        header.offset
+    });
+    pull_queue_from(broker, topic, min)
+}
+
+/// A ferromq slave behind a ferromq master that already has several segments: it starts at
+/// the master's last one, takes what follows across rolls, and ends with the master's
+/// CommitLog byte for byte and the same queue; it refuses sends as Java's slave does
+/// (SERVICE_NOT_AVAILABLE).
+#[test]
+fn a_ferromq_slave_copies_a_ferromq_masters_commit_log_byte_for_byte() {
+    use ferromq::remoting::ResponseCode;
+    let port = java_broker_port();
+    let master = Standalone::start_on(
+        &format!("brokerName=broker-fs\nmappedFileSizeCommitLog={SEGMENT}"),
+        port,
+    );
+    let namesrv = master.namesrv_addr();
+    // About 10 MB: the master is in its third segment when the slave starts.
+    produce(&namesrv, 0, 10_000);
+    let dir = TempDir::on_disk("ferromq-slave");
+    let (slave, slave_log) = ferromq_slave(&dir.path().join("slave"), &namesrv, "broker-fs", None);
+    produce(&namesrv, 10_000, 6_000);
+    let master_log = commit_log_dir(&master.data);
+    wait_same_log(&master_log, &slave_log, Duration::from_secs(60));
+    let slave_files = segments(&slave_log);
+    assert!(
+        slave_files.len() >= 2 && slave_files[0].0 != "00000000000000000000",
+        "the slave began at the master's last segment and rolled: {:?}",
+        slave_files.iter().map(|f| &f.0).collect::<Vec<_>>()
+    );
+    wait_same_queue(&master.broker_addr(), &slave.addr.to_string(), 500);
+    // A slave takes no sends.
+    let rt = runtime();
+    let code = rt.block_on(async {
+        let client = connect(slave.addr, SerializeType::Json).await;
+        let request = common::send_request(TOPIC, 0, b"to the slave", "");
+        client.request(request).await.unwrap().code
+    });
+    assert_eq!(code, ResponseCode::SERVICE_NOT_AVAILABLE.0);
 }

@@ -113,6 +113,19 @@ pub fn all_consumer_offsets(state: &BrokerState, request: &RemotingCommand) -> R
     with_body(request, state.offsets_json())
 }
 
+/// GET_ALL_DELAY_OFFSET (45): `delayOffset.json` as last written (every
+/// `flushDelayOffsetInterval`; Java answers from memory), for slaves.
+#[must_use]
+pub fn all_delay_offsets(state: &BrokerState, request: &RemotingCommand) -> Response {
+    let path = state.config.store.config_dir().join("delayOffset.json");
+    let accept = |bytes: &[u8]| crate::store::config_files::DelayOffsetTable::parse(bytes).is_ok();
+    match crate::config::persist::read_with_backup(&path, accept) {
+        Ok(Some(bytes)) => with_body(request, bytes),
+        Ok(None) => with_body(request, "{\"offsetTable\":{}}".to_owned()),
+        Err(e) => error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    }
+}
+
 /// GET_BROKER_CONFIG (26): the settings as properties text (the runtime configuration,
 /// [`BrokerConfig::java_properties`](crate::config::broker::BrokerConfig::java_properties)),
 /// with the configuration's version in the header.

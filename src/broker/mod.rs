@@ -20,6 +20,7 @@
 pub mod admin;
 pub mod batch;
 pub mod ha;
+pub mod ha_slave;
 pub mod long_poll;
 pub mod processor;
 pub mod register;
@@ -29,7 +30,7 @@ pub mod state;
 pub mod stats;
 pub mod transaction;
 
-use crate::config::broker::BrokerConfig;
+use crate::config::broker::{BrokerConfig, BrokerRole};
 use crate::remoting::server::{self, ServerConfig};
 use crate::store::message_store::{
     create_abort_file, recover_store, run_writer, StoreChannels, StoreHandle, StoreLock,
@@ -344,7 +345,10 @@ async fn run_control_role(
     let schedule_shutdown = shutdown.clone();
     let schedule_ready = Arc::clone(&ready);
     let schedule = glommio::spawn_local(async move {
-        if wait_for(&schedule_ready).await.is_ok() {
+        // A slave delivers no delayed message and checks no transaction: its master does
+        // (4.9 starts both on masters only).
+        let master = schedule_state.config.broker_role != BrokerRole::Slave;
+        if master && wait_for(&schedule_ready).await.is_ok() {
             schedule::run_schedule(schedule_state, schedule_handle, schedule_shutdown).await;
         }
     })
@@ -353,7 +357,8 @@ async fn run_control_role(
     let transaction_handle = handle.clone();
     let transaction_shutdown = shutdown.clone();
     let transactions = glommio::spawn_local(async move {
-        if wait_for(&ready).await.is_ok() {
+        let master = transaction_state.config.broker_role != BrokerRole::Slave;
+        if master && wait_for(&ready).await.is_ok() {
             let check =
                 transaction::run_check(transaction_state, transaction_handle, transaction_shutdown);
             check.await;
@@ -424,15 +429,26 @@ async fn serve_ha(
     };
     // Not "listening addr=": that line names the broker's own port to whoever reads the log.
     tracing::info!(ha = %ha_addr, "slaves are served here");
-    ha::serve(
+    let serve = ha::serve(
         listener,
         Rc::new(handle.reader()),
         Arc::clone(handle.shared()),
         state.config.ha,
         Arc::clone(&state.slaves),
         ctx.shutdown.clone(),
-    )
-    .await;
+    );
+    if state.config.broker_role == BrokerRole::Slave {
+        let follow = ha_slave::follow(
+            handle.clone(),
+            state.config.ha,
+            state.config.ha_master_address.clone(),
+            Arc::clone(&state.master),
+            ctx.shutdown.clone(),
+        );
+        futures::future::join(serve, follow).await;
+    } else {
+        serve.await;
+    }
 }
 
 /// Binds (the first net shard picks the port; the others join it) and serves.

@@ -153,6 +153,7 @@ impl BrokerHandler {
             RequestCode::GET_ALL_CONSUMER_OFFSET => {
                 admin::all_consumer_offsets(&self.state, &request)
             }
+            RequestCode::GET_ALL_DELAY_OFFSET => admin::all_delay_offsets(&self.state, &request),
             RequestCode::GET_BROKER_CONFIG => admin::broker_config(&self.state, &request),
             RequestCode::UPDATE_BROKER_CONFIG => {
                 admin::update_broker_config(&self.state, &request).await
@@ -553,6 +554,8 @@ impl BrokerHandler {
             StoreError::DiskFull { .. }
             | StoreError::NotWritable
             | StoreError::ShuttingDown
+            | StoreError::Diverged(_)
+            | StoreError::Slave
             | StoreError::Io(_) => {
                 let used = f64::from(self.store.shared().disk_used_percent()) / 100.0;
                 let remark = format!(

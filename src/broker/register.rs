@@ -9,9 +9,12 @@
 //! registration is slow, rare network work that has no place on a shard.
 
 use super::state::{BrokerState, PERM_READ, PERM_WRITE};
+use crate::config::broker::BrokerRole;
 use crate::remoting::body::{DataVersion, TopicConfigSerializeWrapper};
 use crate::remoting::client::{connect_tokio, ClientConfig, RemotingClient};
-use crate::remoting::headers::{RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader};
+use crate::remoting::headers::{
+    RegisterBrokerRequestHeader, RegisterBrokerResponseHeader, UnregisterBrokerRequestHeader,
+};
 use crate::remoting::{RemotingCommand, RequestCode, ResponseCode};
 use ferromq_shards::Shutdown;
 use std::collections::HashMap;
@@ -55,6 +58,8 @@ async fn run(state: &BrokerState, addr: SocketAddr, shutdown: &Shutdown) {
     let announced = SocketAddr::new(state.config.broker_ip1, addr.port());
     let period = state.config.register_name_server_period;
     let mut connections = Connections::default();
+    let slave = state.config.broker_role == BrokerRole::Slave;
+    let mut next_sync = Instant::now() + SLAVE_SYNC_DELAY;
     loop {
         for namesrv in &state.config.namesrv_addr {
             if let Err(error) = register(state, announced, namesrv, &mut connections).await {
@@ -72,7 +77,70 @@ async fn run(state: &BrokerState, addr: SocketAddr, shutdown: &Shutdown) {
             if state.take_registration_due() {
                 break;
             }
+            if slave && Instant::now() >= next_sync {
+                next_sync = Instant::now() + SLAVE_SYNC_PERIOD;
+                sync_from_master(state, &mut connections).await;
+            }
             tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// A slave first takes its master's tables this long after start (4.9: 3 s)...
+const SLAVE_SYNC_DELAY: Duration = Duration::from_secs(3);
+/// ...and again this often (4.9's `syncAll` every 10 s).
+const SLAVE_SYNC_PERIOD: Duration = Duration::from_secs(10);
+
+/// A slave's `SlaveSynchronize.syncAll`: the master's topics, consumer offsets, delay
+/// offsets and subscription groups (`reference/ha.md` §4), from the master the name server
+/// named. A failure is logged and waits for the next round.
+async fn sync_from_master(state: &BrokerState, connections: &mut Connections) {
+    let Some(master) = state.master.master() else {
+        return;
+    };
+    let mut bodies = Vec::new();
+    for code in [
+        RequestCode::GET_ALL_TOPIC_CONFIG,
+        RequestCode::GET_ALL_CONSUMER_OFFSET,
+        RequestCode::GET_ALL_DELAY_OFFSET,
+        RequestCode::GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+    ] {
+        match connections
+            .request(&master, RemotingCommand::request(code))
+            .await
+        {
+            Ok(response) if response.code == ResponseCode::SUCCESS.0 => bodies.push(response.body),
+            Ok(response) => {
+                let remark = response.remark.unwrap_or_default();
+                tracing::warn!(
+                    master,
+                    code = code.0,
+                    answer = response.code,
+                    remark,
+                    "slave sync"
+                );
+                return;
+            }
+            Err(error) => {
+                tracing::warn!(master, code = code.0, %error, "slave sync failed");
+                return;
+            }
+        }
+    }
+    let [topics, offsets, delay, groups] = <[Vec<u8>; 4]>::try_from(bodies).expect("four bodies");
+    match state.take_masters_tables(&topics, &offsets, &groups) {
+        Ok(changed) if !changed.is_empty() => {
+            tracing::info!(master, ?changed, "slave: took the master's tables");
+        }
+        Ok(_) => {}
+        Err(problem) => tracing::warn!(master, problem, "slave sync: bad table"),
+    }
+    // Kept for the day this broker is a master again; the scheduler does not run on a slave.
+    if crate::store::config_files::DelayOffsetTable::parse(&delay).is_ok() {
+        let path = state.config.store.config_dir().join("delayOffset.json");
+        let version = crate::config::persist::next_snapshot_version();
+        if let Err(error) = crate::config::persist::write_snapshot(&path, version, &delay) {
+            tracing::warn!(%error, "slave sync: cannot write delayOffset.json");
         }
     }
 }
@@ -162,6 +230,13 @@ async fn register(
             response.code,
             response.remark.unwrap_or_default()
         ));
+    }
+    if config.broker_role == BrokerRole::Slave {
+        if let Ok(answer) = response.decode_header::<RegisterBrokerResponseHeader>() {
+            state
+                .master
+                .learned(answer.master_addr, answer.ha_server_addr);
+        }
     }
     tracing::debug!(namesrv, "registered");
     Ok(())

@@ -45,9 +45,11 @@ fn group_not_exist(request: &RemotingCommand, group: &str) -> Response {
 fn put_status_name(failure: &StoreError) -> &'static str {
     match failure {
         StoreError::TooLarge { .. } | StoreError::Illegal(_) => "MESSAGE_ILLEGAL",
-        StoreError::DiskFull { .. } | StoreError::NotWritable | StoreError::ShuttingDown => {
-            "SERVICE_NOT_AVAILABLE"
-        }
+        StoreError::DiskFull { .. }
+        | StoreError::NotWritable
+        | StoreError::ShuttingDown
+        | StoreError::Diverged(_)
+        | StoreError::Slave => "SERVICE_NOT_AVAILABLE",
         StoreError::Io(_) | StoreError::Layout(_) => "UNKNOWN_ERROR",
     }
 }

@@ -196,6 +196,23 @@ where
         })
     }
 
+    /// Takes a master's table whole when its version differs from this one's (a slave's
+    /// `syncTopicConfig` / `syncSubscriptionGroupConfig`); the file to write, if it did.
+    fn replace_if_other_version(&self, incoming: VersionedTable<T>) -> Option<TableFile> {
+        let mut table = lock(&self.table);
+        if table.data_version == incoming.data_version {
+            return None;
+        }
+        *table = incoming;
+        self.snapshot
+            .store(Arc::new(table.entries.iter().cloned().collect()));
+        Some(TableFile {
+            path: self.path.clone(),
+            version: next_snapshot_version(),
+            bytes: table.to_json().into_bytes(),
+        })
+    }
+
     fn entries(&self) -> (DataVersion, Vec<(String, T)>) {
         let table = lock(&self.table);
         (table.data_version, table.entries.clone())
@@ -295,6 +312,8 @@ pub struct BrokerState {
     pub ended_transactions: super::transaction::EndedTransactions,
     /// The slaves this master feeds over the HA link.
     pub slaves: Arc<super::ha::SlaveProgress>,
+    /// For a slave: its master's addresses, as the name server told them.
+    pub master: Arc<super::ha_slave::MasterAddrs>,
     /// Set when the topic table changed: the name servers should hear of it now, not at the
     /// next periodic registration (Java registers after every topic change).
     registration_due: AtomicBool,
@@ -335,6 +354,7 @@ impl BrokerState {
             stats: BrokerStats::new(shards, now_ms()),
             ended_transactions: super::transaction::EndedTransactions::default(),
             slaves: Arc::default(),
+            master: Arc::default(),
             registration_due: AtomicBool::new(false),
         };
         state.add_system_topics();
@@ -660,6 +680,68 @@ impl BrokerState {
             .entry(format!("{topic}@{group}"))
             .or_default()
             .insert(queue_id, offset);
+    }
+
+    /// A slave takes its master's tables (4.9's `SlaveSynchronize.syncAll`, from
+    /// GET_ALL_TOPIC_CONFIG, GET_ALL_CONSUMER_OFFSET and GET_ALL_SUBSCRIPTIONGROUP_CONFIG
+    /// bodies): topics and groups whole when the master's version differs, offsets merged
+    /// in (each group's queues as the master has them); each written to its file here,
+    /// blocking (call off the shards). Returns what changed, for the log.
+    ///
+    /// # Errors
+    /// Which body is not such a table; the others are still taken.
+    pub fn take_masters_tables(
+        &self,
+        topics: &[u8],
+        offsets: &[u8],
+        groups: &[u8],
+    ) -> Result<Vec<&'static str>, String> {
+        let mut changed = Vec::new();
+        let mut problems = Vec::new();
+        match VersionedTable::<TopicConfig>::parse(topics) {
+            Ok(table) => {
+                if let Some(file) = self.topics.replace_if_other_version(table) {
+                    file.write_now();
+                    changed.push("topics");
+                }
+            }
+            Err(e) => problems.push(format!("topics: {e}")),
+        }
+        match VersionedTable::<SubscriptionGroupConfig>::parse(groups) {
+            Ok(table) => {
+                if let Some(file) = self.groups.replace_if_other_version(table) {
+                    file.write_now();
+                    changed.push("subscription groups");
+                }
+            }
+            Err(e) => problems.push(format!("subscription groups: {e}")),
+        }
+        match ConsumerOffsetTable::parse(offsets) {
+            Ok(table) => {
+                let mut mine = lock(&self.offsets);
+                let mut moved = false;
+                for (key, queues) in table.offset_table {
+                    let queues: BTreeMap<i32, i64> = queues.into_iter().collect();
+                    if mine.get(&key) != Some(&queues) {
+                        mine.insert(key, queues);
+                        moved = true;
+                    }
+                }
+                drop(mine);
+                if moved {
+                    if let Err(e) = self.persist_offsets() {
+                        problems.push(format!("consumer offsets not written: {e}"));
+                    }
+                    changed.push("consumer offsets");
+                }
+            }
+            Err(e) => problems.push(format!("consumer offsets: {e}")),
+        }
+        if problems.is_empty() {
+            Ok(changed)
+        } else {
+            Err(problems.join("; "))
+        }
     }
 
     /// `consumerOffset.json` as Java writes it.

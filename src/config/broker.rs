@@ -58,6 +58,9 @@ pub struct BrokerConfig {
     /// `haSendHeartbeatInterval`, `haHousekeepingInterval`, `haTransferBatchSize`: the HA
     /// link on `listenPort + 1` (4.9's port, whatever `haListenPort` says).
     pub ha: crate::broker::ha::HaConfig,
+    /// `haMasterAddress` (none): a slave's master's HA address, `host:port`; without it
+    /// the slave takes the one REGISTER_BROKER answers with.
+    pub ha_master_address: Option<String>,
     /// `brokerPermission` (6: read and write).
     pub broker_permission: i32,
     /// `autoCreateTopicEnable` (true).
@@ -140,6 +143,7 @@ impl Default for BrokerConfig {
             bind_address: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             listen_port: 10911,
             broker_role: BrokerRole::AsyncMaster,
+            ha_master_address: None,
             ha: crate::broker::ha::HaConfig::default(),
             broker_permission: 6,
             auto_create_topic_enable: true,
@@ -237,7 +241,12 @@ impl BrokerConfig {
                 "brokerIP1" => {
                     self.broker_ip1 = parse_value(&at, key, value, "an IP address")?;
                 }
-                "brokerIP2" | "haListenPort" | "haMasterAddress" => {
+                "haMasterAddress" => {
+                    // Java takes an address of at least 6 characters and ignores the rest.
+                    let value = value.trim();
+                    self.ha_master_address = (value.len() >= 6).then(|| value.to_owned());
+                }
+                "brokerIP2" | "haListenPort" => {
                     tracing::debug!(key, "replication keys are read but not used yet");
                 }
                 "haSendHeartbeatInterval" => {
@@ -278,6 +287,7 @@ impl BrokerConfig {
                             return Err(bad(&at, key, value, "ASYNC_MASTER, SYNC_MASTER or SLAVE"))
                         }
                     };
+                    self.store.slave = self.broker_role == BrokerRole::Slave;
                 }
                 "brokerPermission" => {
                     self.broker_permission = parse_value(&at, key, value, "permission bits")?;
@@ -634,6 +644,9 @@ impl BrokerConfig {
         ];
         if let Some(path) = &store.store_path_commit_log {
             all.push(("storePathCommitLog", path.display().to_string()));
+        }
+        if let Some(address) = &self.ha_master_address {
+            all.push(("haMasterAddress", address.clone()));
         }
         if let Some(placement) = &self.shards {
             all.push(("shards", placement.to_string()));

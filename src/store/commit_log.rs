@@ -273,6 +273,52 @@ impl<O: SegmentOpener> CommitLog<O> {
         Ok(())
     }
 
+    /// Appends bytes a master replicated (a slave's CommitLog is a copy of its master's, cut
+    /// anywhere, even inside a record), which must start where this log ends: an empty log
+    /// first moves to `offset`, a segment's start, as Java's slave starts from its master's
+    /// last segment. A log that ends at a segment's end rolls first. Queue offsets are not
+    /// tracked: a slave takes no puts, and recovery counts them again from the records.
+    ///
+    /// # Errors
+    /// [`StoreError::Diverged`] if the bytes do not continue this log or run past the
+    /// segment's end; [`StoreError::NotWritable`] once poisoned; the I/O error of opening a
+    /// segment.
+    pub async fn append_replica(
+        &mut self,
+        offset: u64,
+        bytes: &[u8],
+    ) -> Result<Appended, StoreError> {
+        if self.writer.is_poisoned() {
+            return Err(StoreError::NotWritable);
+        }
+        if self.writer.write_offset() == 0 && offset != 0 {
+            self.writer.restart_empty_at(offset).await?;
+        }
+        let end = self.writer.write_offset();
+        if offset != end {
+            return Err(StoreError::Diverged(format!(
+                "{} bytes sent for offset {offset}, but this CommitLog ends at {end}",
+                bytes.len()
+            )));
+        }
+        if self.writer.remaining() == 0 {
+            self.writer.roll().await?;
+        }
+        let len = u64::try_from(bytes.len()).expect("fits u64");
+        if len > self.writer.remaining() {
+            return Err(StoreError::Diverged(format!(
+                "{len} bytes sent for offset {offset} run past the segment's end at {}",
+                offset + self.writer.remaining()
+            )));
+        }
+        self.writer.append(bytes)?;
+        Ok(Appended {
+            physical_offset: offset,
+            size: bytes.len(),
+            queue_offset: 0,
+        })
+    }
+
     /// Makes sure `size` bytes of records fit the current segment: if they do not, closes
     /// it with a blank record and rolls to the next.
     ///

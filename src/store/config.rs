@@ -73,6 +73,9 @@ pub struct StoreConfig {
     /// CommitLog windows the readers keep mapped at once, whose pages pull answers are sent
     /// from without a copy; 0 reads every pull into a buffer (Java's `transferMsgByHeap`).
     pub pull_mapped_memory_max: u64,
+    /// Whether the broker is a slave (`brokerRole=SLAVE`): the store refuses puts and
+    /// takes only the bytes its master replicates (Java's `checkStoreStatus`).
+    pub slave: bool,
 }
 
 impl StoreConfig {
@@ -110,6 +113,7 @@ impl StoreConfig {
             delete_commit_log_files_interval: Duration::from_millis(100),
             commit_log_page_cache_writes: true,
             pull_mapped_memory_max: 512 << 20,
+            slave: false,
         }
     }
 

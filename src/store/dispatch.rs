@@ -161,10 +161,21 @@ pub struct DispatchEntry {
     pub topic: String,
     /// CommitLog offset.
     pub physical_offset: i64,
+    /// Record size.
+    pub size: usize,
     /// Store time, ms.
     pub store_timestamp: i64,
     /// Index keys: `UNIQ_KEY`, then each `KEYS` token (none for rolled-back records).
     pub index_keys: Vec<String>,
+}
+
+impl DispatchEntry {
+    /// CommitLog offset of the record's end.
+    #[must_use]
+    pub fn end(&self) -> i64 {
+        self.physical_offset
+            .saturating_add(i64::try_from(self.size).unwrap_or(i64::MAX))
+    }
 }
 
 /// The entry of a record (`CommitLogDispatcherBuildConsumeQueue` and
@@ -209,6 +220,7 @@ pub fn dispatch_entry(meta: &RecordMeta<'_>, delay_levels: &DelayLevels) -> Disp
         queue,
         topic: meta.topic.to_owned(),
         physical_offset: meta.physical_offset,
+        size: meta.size,
         store_timestamp: meta.store_timestamp,
         index_keys,
     }

@@ -17,6 +17,7 @@
 
 pub use super::commit_log::PutMessage;
 use super::commit_log::{Appended, CommitLog, JobExtent, SegmentOpener, StoreError};
+use super::dispatch::DispatchEntry;
 use super::message::body_crc32;
 use super::reput::TopicDrop;
 use super::segment_writer::WriteOutcome;
@@ -82,6 +83,19 @@ pub enum PutRequest {
         body_crcs: Vec<i32>,
         /// Where the answers go.
         reply: ManyPutAnswers,
+    },
+    /// Bytes a master replicated, to append at `offset` (a slave's end; see
+    /// [`CommitLog::append_replica`]), with the entries of the records they complete.
+    /// Answered, with the span appended, once they are written as a put would be.
+    Replica {
+        /// Where they go.
+        offset: u64,
+        /// The CommitLog's bytes, as the master sent them.
+        bytes: Vec<u8>,
+        /// The dispatch entries of the records that end in them, in order.
+        entries: Vec<DispatchEntry>,
+        /// Where the answer goes.
+        reply: oneshot::Sender<PutResult>,
     },
     /// A topic deleted (`DELETE_TOPIC_IN_BROKER`): its queues start again at offset 0, and
     /// dispatch drops its ConsumeQueues once it has dispatched every record appended before.
@@ -178,6 +192,10 @@ pub trait CommitObserver {
         let _ = drop.done.send(());
         std::future::ready(())
     }
+
+    /// Replicated bytes were appended (if the log was empty and moved, it now starts at
+    /// `start`): `entries` are the records they complete, to dispatch once committed.
+    fn replicated(&mut self, _start: u64, _entries: Vec<DispatchEntry>) {}
 
     /// Everything appended below `end` is committed, told before its puts are answered, so
     /// that a reader asked after an answer finds the committed end past the answered record.
@@ -412,6 +430,21 @@ where
                 .await;
             Err(0)
         }
+        PutRequest::Replica {
+            offset,
+            bytes,
+            entries,
+            reply,
+        } => match log.append_replica(offset, &bytes).await {
+            Ok(appended) => {
+                observer.replicated(offset, entries);
+                Ok((Reply::One(reply), appended))
+            }
+            Err(error) => {
+                let _ = reply.send(Err(error));
+                Err(1)
+            }
+        },
         PutRequest::One { message, reply } => {
             match append_one(log, observer, &message, None, now).await {
                 Ok(appended) => Ok((Reply::One(reply), appended)),

@@ -431,6 +431,9 @@ struct StoreObserver {
 
 impl CommitObserver for StoreObserver {
     fn admit(&mut self, _message: &PutMessage) -> Result<(), StoreError> {
+        if self.shared.config.slave {
+            return Err(StoreError::Slave);
+        }
         match self.shared.disk_full() {
             Some(used_percent) => Err(StoreError::DiskFull { used_percent }),
             None => Ok(()),
@@ -452,6 +455,16 @@ impl CommitObserver for StoreObserver {
         self.pending.push(entry);
     }
 
+    fn replicated(&mut self, start: u64, entries: Vec<DispatchEntry>) {
+        let empty = self.shared.committed_end() == 0 && self.shared.min_physical_offset() == 0;
+        if empty && start > 0 {
+            // An empty slave's log moved to its master's last segment: it begins there.
+            self.shared.set_min_physical_offset(start);
+            self.shared.set_committed_end(start);
+        }
+        self.pending.extend(entries);
+    }
+
     fn committing(&mut self, end: u64) {
         self.shared.set_committed_end(end);
     }
@@ -459,11 +472,12 @@ impl CommitObserver for StoreObserver {
     async fn committed(&mut self, end: u64) {
         self.shared.set_committed_end(end);
         // Entries are in CommitLog order; those past `end` were appended while the write
-        // ran and belong to the next one.
+        // ran and belong to the next one. (A replica's end may fall inside a record, whose
+        // entry waits for the commit that covers its end.)
         let end_offset = i64::try_from(end).unwrap_or(i64::MAX);
         let committed = self
             .pending
-            .partition_point(|entry| entry.physical_offset < end_offset);
+            .partition_point(|entry| entry.end() <= end_offset);
         let dropped = self.drops.partition_point(|drop| drop.at <= end);
         let batch = CommittedBatch {
             entries: self.pending.drain(..committed).collect(),
@@ -577,6 +591,29 @@ impl StoreHandle {
         let (reply, answer) = oneshot::channel();
         self.send_put(PutRequest::batch(messages, reply)).await?;
         answer.await.map_err(|_| StoreError::ShuttingDown)?
+    }
+
+    /// Hands the writer bytes a master replicated at `offset` (this slave's end), with the
+    /// dispatch entries of the records they complete. The answer, their span, comes once
+    /// they are written, as a put's would; requests are taken in the order they are sent.
+    ///
+    /// # Errors
+    /// [`StoreError::ShuttingDown`].
+    pub async fn replicate(
+        &self,
+        offset: u64,
+        bytes: Vec<u8>,
+        entries: Vec<DispatchEntry>,
+    ) -> Result<oneshot::Receiver<super::flush::PutResult>, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        let request = PutRequest::Replica {
+            offset,
+            bytes,
+            entries,
+            reply,
+        };
+        self.send_put(request).await?;
+        Ok(answer)
     }
 
     /// A [`PutCoalescer`] for the calling shard, which must be on a glommio executor: its puts

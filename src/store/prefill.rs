@@ -317,6 +317,16 @@ impl SegmentOpener for CommitLogDirectory {
             self.last_big_job.set(Some(Instant::now()));
         }
     }
+
+    async fn discard(&self, start: u64) -> Result<(), IoError> {
+        let path = self.dir.join(segment_name(start));
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(error) => return Err(IoError::file("delete", &path, error)),
+        }
+        ferromq_uring::file::sync_dir_off_executor(&self.dir).await
+    }
 }
 
 /// `<dir>.prefill`, beside the CommitLog directory.

@@ -160,7 +160,9 @@ impl Reput {
             let writer = match self.writers.get_mut(&key) {
                 Some(writer) => writer,
                 None => {
-                    let writer = self.open_writer(&request.topic, request.queue_id).await?;
+                    let writer = self
+                        .open_writer(&request.topic, request.queue_id, request.queue_offset)
+                        .await?;
                     self.writers.entry(key.clone()).or_insert(writer)
                 }
             };
@@ -383,18 +385,31 @@ impl Reput {
         Ok(())
     }
 
+    /// The writer of a queue whose next unit goes at `first`. A queue with no units whose
+    /// first is not 0 (a slave that began at its master's last segment) starts at the file
+    /// that holds `first`, its units before `first` blank, and its min offset is `first`
+    /// (Java's `fillPreBlank` and `minLogicOffset`).
     async fn open_writer(
         &self,
         topic: &str,
         queue_id: i32,
+        first: i64,
     ) -> Result<ConsumeQueueWriter<QueueDirectory>, StoreError> {
         let config = &self.shared.config;
         let dir = QueueDirectory::make(config.queue_dir(topic, queue_id))?;
-        let max = self
+        let units = config.consume_queue_units_per_file;
+        let mut max = self
             .shared
             .queue(topic, queue_id)
             .map_or(0, |state| state.max_offset());
-        ConsumeQueueWriter::open(dir, config.consume_queue_units_per_file, max).await
+        if max == 0 && first > 0 {
+            let per_file = i64::try_from(units).unwrap_or(i64::MAX);
+            max = first - first % per_file;
+            self.shared
+                .queue_or_insert(topic, queue_id)
+                .set_min_offset(first);
+        }
+        ConsumeQueueWriter::open(dir, units, max).await
     }
 }
 

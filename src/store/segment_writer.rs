@@ -51,6 +51,13 @@ pub trait SegmentOpener {
     /// The writer starts a job of `bytes`: a hint of the load for whoever prepares segments
     /// ahead of it.
     fn writing(&self, _bytes: u64) {}
+
+    /// Deletes the segment starting at `start`, which holds nothing: a slave's empty log
+    /// that starts where its master's last segment does instead. Openers whose files are
+    /// not named by offset (tests) need not do anything.
+    fn discard(&self, _start: u64) -> impl Future<Output = Result<(), IoError>> {
+        std::future::ready(Ok(()))
+    }
 }
 
 /// Why an append, write or flush failed.
@@ -71,6 +78,13 @@ pub enum StoreError {
     /// The store is shutting down.
     #[error("the message store is shutting down")]
     ShuttingDown,
+    /// The broker is a slave: it takes no puts, only its master's bytes.
+    #[error("the store is a slave's: puts go to the master")]
+    Slave,
+    /// Replicated bytes that do not continue this CommitLog: a slave whose log is not a
+    /// copy of its master's.
+    #[error("the CommitLog diverged from the master's: {0}")]
+    Diverged(String),
     /// The record does not fit in one segment.
     #[error("message of {size} bytes does not fit a {segment_size}-byte CommitLog segment")]
     TooLarge {
@@ -373,6 +387,48 @@ impl<O: SegmentOpener> SegmentWriter<O> {
     /// [`StoreError::NotWritable`] once poisoned.
     pub fn append(&mut self, bytes: &[u8]) -> Result<(), StoreError> {
         self.append_with(bytes.len(), |tail| tail.copy_from_slice(bytes))
+    }
+
+    /// Moves an empty writer (nothing ever appended, nothing in flight) to `start`, a
+    /// segment's start: the segment it was at is deleted. A slave that starts empty takes
+    /// its master's CommitLog from the master's last segment on, as Java's does.
+    ///
+    /// # Errors
+    /// [`StoreError::Diverged`] if anything was appended or `start` is not a segment's
+    /// start; the I/O error of opening the new segment (the writer is then poisoned) or of
+    /// deleting the old one.
+    pub async fn restart_empty_at(&mut self, start: u64) -> Result<(), StoreError> {
+        if self.poisoned {
+            return Err(StoreError::NotWritable);
+        }
+        let empty = self.write_offset == 0 && self.issued_offset == 0 && self.in_flight == 0;
+        if !empty || !self.sealed.is_empty() || !start.is_multiple_of(self.segment_size) {
+            return Err(StoreError::Diverged(format!(
+                "cannot start an empty CommitLog at {start}: it holds {} bytes, and \
+                 segments start at multiples of {}",
+                self.write_offset, self.segment_size
+            )));
+        }
+        let next = match self.opener.open(start, self.segment_size).await {
+            Ok(next) => next,
+            Err(error) => {
+                self.poisoned = true;
+                return Err(error.into());
+            }
+        };
+        let previous = self.current_start;
+        self.tail = Tail::new(&next, self.tail.capacity());
+        self.current = Rc::new(next);
+        self.unsynced.clear();
+        self.current_start = start;
+        self.tail_start = start;
+        self.write_offset = start;
+        self.written_offset = start;
+        self.flushed_offset = start;
+        self.issued_offset = start;
+        self.held_block = None;
+        self.opener.discard(previous).await?;
+        Ok(())
     }
 
     /// Bytes the tail holds before it moves to a bigger buffer.

@@ -70,6 +70,19 @@ pub async fn connect(addr: SocketAddr, timeout: Duration) -> std::io::Result<Tcp
         .map_err(Into::into)
 }
 
+/// Shuts down both directions of the connected socket `fd` (`shutdown(SHUT_RDWR)`): a read
+/// another task has pending on it ends, and so does the peer's. The descriptor stays open.
+///
+/// `fd` must be an open socket for the call.
+///
+/// # Errors
+/// The socket's error (`ENOTCONN` once the peer is gone, which callers may ignore).
+pub fn shutdown_both(fd: std::os::fd::RawFd) -> std::io::Result<()> {
+    // SAFETY: the caller keeps the socket open for the call; the borrow ends with it.
+    let socket = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    rustix::net::shutdown(socket, rustix::net::Shutdown::Both).map_err(Into::into)
+}
+
 /// Most buffers one `sendmsg` takes (`IOV_MAX` on Linux).
 const IOV_MAX: usize = 1024;
 
