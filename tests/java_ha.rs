@@ -458,3 +458,219 @@ fn a_ferromq_slave_copies_a_ferromq_masters_commit_log_byte_for_byte() {
     });
     assert_eq!(code, ResponseCode::SERVICE_NOT_AVAILABLE.0);
 }
+
+/// A Java 4.9.8 master (its own name server) and a ferromq slave that learns the master's
+/// HA address from the name server: the slave's CommitLog is the master's byte for byte
+/// across a roll, and it serves queue 0 as the master does.
+#[test]
+fn a_ferromq_slave_copies_a_java_masters_commit_log_byte_for_byte() {
+    let dir = TempDir::on_disk("java-master");
+    let namesrv = JavaServer::namesrv(dir.path());
+    let master_store = dir.path().join("master-store");
+    let master = JavaServer::broker(
+        dir.path(),
+        namesrv.port,
+        &master_store,
+        &format!(
+            "brokerName=broker-jm\nbrokerIP1=127.0.0.1\nbrokerIP2=127.0.0.1\n\
+             mappedFileSizeCommitLog={SEGMENT}"
+        ),
+    );
+    let ns = namesrv.addr();
+    let (slave, slave_log) = ferromq_slave(&dir.path().join("slave"), &ns, "broker-jm", None);
+    produce(&ns, 0, 6_000);
+    wait_same_log(
+        &master_store.join("commitlog"),
+        &slave_log,
+        Duration::from_secs(90),
+    );
+    assert!(segments(&slave_log).len() >= 2, "the run rolls");
+    wait_same_queue(&master.addr(), &slave.addr.to_string(), 1_000);
+    master.stop();
+}
+
+/// Consumers (the Java 4.9.8 client) keep reading when the master is killed: from the
+/// ferromq slave, which holds everything the master stored; and once the master is back
+/// they read what is sent to it. No message is missed; repeats are reported.
+#[test]
+fn java_consumers_read_from_the_slave_while_the_master_is_down() {
+    use common::java::{spawn_java, Serialize};
+    let namesrv = common::NamesrvProcess::start("");
+    let ns = namesrv.addr.to_string();
+    let port = java_broker_port();
+    let dir = TempDir::on_disk("ha-failover");
+    let master_store = dir.path().join("master");
+    let master_conf =
+        format!("namesrvAddr={ns}\nbrokerName=broker-fo\nmappedFileSizeCommitLog={SEGMENT}");
+    let listen = format!("127.0.0.1:{port}");
+    let mut master = common::BrokerProcess::start_on(&master_store, &master_conf, &listen);
+    let (slave, slave_log) = ferromq_slave(&dir.path().join("slave"), &ns, "broker-fo", None);
+    produce(&ns, 0, 2_000);
+    wait_same_log(
+        &master_store.join("commitlog"),
+        &slave_log,
+        Duration::from_secs(60),
+    );
+    // The slave knows the topic (its sync) and serves every message.
+    wait_same_queue(&master.addr.to_string(), &slave.addr.to_string(), 500);
+    common::kill(&mut master.child);
+    let mut reader = spawn_java(
+        "SlaveRead",
+        &[&ns, TOPIC, "ha_failover_cg", "2000", "3000"],
+        Serialize::Json,
+    );
+    let line = reader.wait_for_line("PHASE1", Duration::from_secs(150));
+    eprintln!("while the master is down: {line}");
+    let master = common::BrokerProcess::start_on(&master_store, &master_conf, &listen);
+    wait_routed(&ns, TOPIC, &master.addr.to_string());
+    produce(&ns, 2_000, 1_000);
+    let out = reader.finish(Duration::from_secs(150));
+    out.assert_passed("SlaveRead across a master kill");
+    eprintln!(
+        "distinct {} repeats {}",
+        out.figure("distinct"),
+        out.figure("repeats")
+    );
+    drop(master);
+}
+
+/// Waits (bounded) until the name server routes `topic` to `broker`.
+fn wait_routed(namesrv: &str, topic: &str, broker: &str) {
+    use ferromq::remoting::headers::GetRouteInfoRequestHeader;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    runtime().block_on(async {
+        let client = connect(namesrv.parse().unwrap(), SerializeType::Json).await;
+        loop {
+            let request = RemotingCommand::request_with_header(
+                RequestCode::GET_ROUTEINFO_BY_TOPIC,
+                &GetRouteInfoRequestHeader {
+                    topic: topic.into(),
+                    accept_standard_json_only: None,
+                },
+            );
+            let routed = client.request(request).await.is_ok_and(|response| {
+                response.code == 0 && String::from_utf8_lossy(&response.body).contains(broker)
+            });
+            if routed {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{topic} never routed to {broker}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+}
+
+/// A TCP relay from `listen` to `target` that cuts each connection after about `cut`
+/// bytes from the target (a different amount each time, inside frames), until `stop`.
+fn cutting_relay(target: std::net::SocketAddr, cut: usize) -> (std::net::SocketAddr, Relay) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let cuts = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (cuts2, stop2) = (cuts.clone(), stop.clone());
+    listener.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        let mut round = 0usize;
+        while !stop2.load(std::sync::atomic::Ordering::Acquire) {
+            let Ok((mut slave, _)) = listener.accept() else {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            };
+            slave.set_nonblocking(false).unwrap();
+            let Ok(mut master) = std::net::TcpStream::connect(target) else {
+                continue;
+            };
+            round += 1;
+            let limit = cut + round * 7_919 % cut;
+            let (mut slave_rx, mut master_tx) =
+                (slave.try_clone().unwrap(), master.try_clone().unwrap());
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = slave_rx.read(&mut buf) {
+                    if n == 0 || master_tx.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+            });
+            let cuts = cuts2.clone();
+            std::thread::spawn(move || {
+                let mut buf = vec![0u8; 7_777];
+                let mut relayed = 0usize;
+                loop {
+                    let Ok(n) = master.read(&mut buf) else { break };
+                    if n == 0 {
+                        break;
+                    }
+                    let take = n.min(limit - relayed);
+                    if slave.write_all(&buf[..take]).is_err() {
+                        break;
+                    }
+                    relayed += take;
+                    if relayed >= limit {
+                        cuts.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+                        break;
+                    }
+                }
+                let _ = slave.shutdown(std::net::Shutdown::Both);
+                let _ = master.shutdown(std::net::Shutdown::Both);
+            });
+        }
+    });
+    (addr, Relay { cuts, stop })
+}
+
+/// The relay's counters; stops it on drop.
+struct Relay {
+    cuts: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Release);
+    }
+}
+
+/// A ferromq slave whose HA connection is cut mid-frame again and again, then killed with
+/// kill -9 under load and started again over its store, ends with the master's CommitLog
+/// byte for byte and the same queue: reconnects resume at its end, a record split across
+/// connections is whole once, and recovery keeps what it had written.
+#[test]
+fn a_ferromq_slave_survives_cut_connections_and_kill_9() {
+    let port = java_broker_port();
+    let master = Standalone::start_on(
+        &format!("brokerName=broker-cut\nmappedFileSizeCommitLog={SEGMENT}"),
+        port,
+    );
+    let namesrv = master.namesrv_addr();
+    let ha: std::net::SocketAddr = format!("127.0.0.1:{}", port + 1).parse().unwrap();
+    let (relay_addr, relay) = cutting_relay(ha, 300_000);
+    let dir = TempDir::on_disk("ferromq-slave-cut");
+    let store = dir.path().join("slave");
+    let relay_text = relay_addr.to_string();
+    let (slave, slave_log) = ferromq_slave(&store, &namesrv, "broker-cut", Some(&relay_text));
+    produce(&namesrv, 0, 3_000);
+    let master_log = commit_log_dir(&master.data);
+    wait_same_log(&master_log, &slave_log, Duration::from_secs(90));
+    let cuts = relay.cuts.load(std::sync::atomic::Ordering::Acquire);
+    assert!(cuts >= 3, "the relay cut {cuts} connections");
+    drop(relay);
+    // kill -9 while the master is being written to, then start again over the store.
+    let producing = std::thread::spawn({
+        let namesrv = namesrv.clone();
+        move || produce(&namesrv, 3_000, 3_000)
+    });
+    std::thread::sleep(Duration::from_millis(700));
+    let mut slave = slave;
+    common::kill(&mut slave.child);
+    producing.join().unwrap();
+    let direct = ha.to_string();
+    let (slave, slave_log) = ferromq_slave(&store, &namesrv, "broker-cut", Some(&direct));
+    wait_same_log(&master_log, &slave_log, Duration::from_secs(90));
+    wait_same_queue(&master.broker_addr(), &slave.addr.to_string(), 1_000);
+    eprintln!("connections cut mid-stream: {cuts}");
+}

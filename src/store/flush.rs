@@ -193,9 +193,9 @@ pub trait CommitObserver {
         std::future::ready(())
     }
 
-    /// Replicated bytes were appended (if the log was empty and moved, it now starts at
-    /// `start`): `entries` are the records they complete, to dispatch once committed.
-    fn replicated(&mut self, _start: u64, _entries: Vec<DispatchEntry>) {}
+    /// Replicated bytes were appended (`moved_to`: the log was empty and now starts there):
+    /// `entries` are the records they complete, to dispatch once committed.
+    fn replicated(&mut self, _moved_to: Option<u64>, _entries: Vec<DispatchEntry>) {}
 
     /// Everything appended below `end` is committed, told before its puts are answered, so
     /// that a reader asked after an answer finds the committed end past the answered record.
@@ -435,16 +435,19 @@ where
             bytes,
             entries,
             reply,
-        } => match log.append_replica(offset, &bytes).await {
-            Ok(appended) => {
-                observer.replicated(offset, entries);
-                Ok((Reply::One(reply), appended))
+        } => {
+            let moves = log.write_offset() == 0 && offset != 0;
+            match log.append_replica(offset, &bytes).await {
+                Ok(appended) => {
+                    observer.replicated(moves.then_some(offset), entries);
+                    Ok((Reply::One(reply), appended))
+                }
+                Err(error) => {
+                    let _ = reply.send(Err(error));
+                    Err(1)
+                }
             }
-            Err(error) => {
-                let _ = reply.send(Err(error));
-                Err(1)
-            }
-        },
+        }
         PutRequest::One { message, reply } => {
             match append_one(log, observer, &message, None, now).await {
                 Ok(appended) => Ok((Reply::One(reply), appended)),

@@ -455,9 +455,8 @@ impl CommitObserver for StoreObserver {
         self.pending.push(entry);
     }
 
-    fn replicated(&mut self, start: u64, entries: Vec<DispatchEntry>) {
-        let empty = self.shared.committed_end() == 0 && self.shared.min_physical_offset() == 0;
-        if empty && start > 0 {
+    fn replicated(&mut self, moved_to: Option<u64>, entries: Vec<DispatchEntry>) {
+        if let Some(start) = moved_to {
             // An empty slave's log moved to its master's last segment: it begins there.
             self.shared.set_min_physical_offset(start);
             self.shared.set_committed_end(start);
