@@ -600,8 +600,7 @@ fn cutting_relay(target: std::net::SocketAddr, cut: usize) -> (std::net::SocketA
             std::thread::spawn(move || {
                 let mut buf = vec![0u8; 7_777];
                 let mut relayed = 0usize;
-                loop {
-                    let Ok(n) = master.read(&mut buf) else { break };
+                while let Ok(n) = master.read(&mut buf) {
                     if n == 0 {
                         break;
                     }
