@@ -1040,3 +1040,24 @@ fn a_deleted_topic_made_again_starts_empty() {
         );
     });
 }
+
+/// 33,000 connections opened and dropped one after another (more than the 32,767 wakers a
+/// glommio task may hold): each is accepted, and the broker answers at the end.
+#[test]
+fn more_connections_than_a_task_has_wakers_come_and_go_and_the_broker_answers() {
+    let dir = TempDir::new("broker-churn");
+    let broker = BrokerProcess::start(&dir.path().join("store"), "");
+    let started = std::time::Instant::now();
+    for i in 0..33_000 {
+        let stream = std::net::TcpStream::connect(broker.addr)
+            .unwrap_or_else(|e| panic!("connection {i} refused: {e}"));
+        drop(stream);
+    }
+    eprintln!("33,000 connections in {:?}", started.elapsed());
+    let code = runtime().block_on(async {
+        let client = connect(broker.addr, SerializeType::Json).await;
+        let request = RemotingCommand::request(RequestCode::GET_ALL_TOPIC_CONFIG);
+        client.request(request).await.map(|r| r.code)
+    });
+    assert_eq!(code.ok(), Some(0), "the broker answers after the churn");
+}

@@ -673,3 +673,124 @@ fn a_ferromq_slave_survives_cut_connections_and_kill_9() {
     wait_same_queue(&master.broker_addr(), &slave.addr.to_string(), 1_000);
     eprintln!("connections cut mid-stream: {cuts}");
 }
+
+/// SYNC_MASTER with a ferromq slave, the master killed with kill -9 under load at a
+/// different moment in each of 3 rounds and started again over its store: every put
+/// answered SEND_OK is in the slave's CommitLog (the crash drill's count, with the slave as
+/// the witness).
+#[test]
+fn every_send_ok_of_a_killed_sync_master_is_on_its_ferromq_slave() {
+    use common::send_request;
+    use ferromq::remoting::headers::SendMessageResponseHeader;
+    let namesrv = common::NamesrvProcess::start("");
+    let ns = namesrv.addr.to_string();
+    let port = java_broker_port();
+    let dir = TempDir::on_disk("ha-drill");
+    let master_store = dir.path().join("master");
+    let conf = format!(
+        "namesrvAddr={ns}\nbrokerName=broker-drill\nbrokerRole=SYNC_MASTER\n\
+         mappedFileSizeCommitLog={SEGMENT}"
+    );
+    let listen = format!("127.0.0.1:{port}");
+    let ha = format!("127.0.0.1:{}", port + 1);
+    let (_slave, slave_log) =
+        ferromq_slave(&dir.path().join("slave"), &ns, "broker-drill", Some(&ha));
+    let mut total_acked = 0;
+    for round in 0..3u64 {
+        let mut master = common::BrokerProcess::start_on(&master_store, &conf, &listen);
+        let addr = master.addr;
+        // Senders: each sends in turn until the master dies, keeping what was SEND_OK.
+        let senders: Vec<_> = (0..4)
+            .map(|sender| {
+                std::thread::spawn(move || {
+                    let rt = runtime();
+                    rt.block_on(async {
+                        let client = connect(addr, SerializeType::Json).await;
+                        let mut acked = Vec::new();
+                        let deadline = Instant::now() + Duration::from_secs(60);
+                        for i in 0.. {
+                            if Instant::now() > deadline {
+                                break;
+                            }
+                            let body = format!("drill-{round}-{sender}-{i:06}");
+                            let request = send_request(
+                                "HaDrill",
+                                sender,
+                                body.as_bytes(),
+                                "WAIT\u{1}true\u{2}",
+                            );
+                            let answer = client
+                                .request_timeout(request, Duration::from_secs(10))
+                                .await;
+                            let Ok(response) = answer else { break };
+                            if response.code == 0 {
+                                let header: SendMessageResponseHeader =
+                                    response.decode_header().unwrap();
+                                acked.push((physical_of(&header.msg_id), body));
+                            } else {
+                                // Before the slave reconnected: SLAVE_NOT_AVAILABLE.
+                                tokio::time::sleep(Duration::from_millis(20)).await;
+                            }
+                        }
+                        acked
+                    })
+                })
+            })
+            .collect();
+        // Wait for SEND_OKs to flow (the slave is back), then kill at a round's own moment.
+        std::thread::sleep(Duration::from_millis(6_000 + 700 * round));
+        common::kill(&mut master.child);
+        let acked: Vec<(u64, String)> = senders
+            .into_iter()
+            .flat_map(|sender| sender.join().unwrap())
+            .collect();
+        assert!(
+            !acked.is_empty(),
+            "round {round}: no put was answered SEND_OK"
+        );
+        for (physical, body) in &acked {
+            assert_eq!(
+                record_body_at(&slave_log, *physical).as_deref(),
+                Some(body.as_bytes()),
+                "round {round}: {body} was answered SEND_OK but is not on the slave"
+            );
+        }
+        eprintln!("round {round}: {} SEND_OK, all on the slave", acked.len());
+        total_acked += acked.len();
+    }
+    eprintln!("{total_acked} SEND_OK over 3 kills, all on the slave");
+    let mut slave = _slave;
+    assert!(
+        slave.child.try_wait().unwrap().is_none(),
+        "the slave died during the drill"
+    );
+}
+
+/// A ferromq slave fed in frames of 512 bytes (`haTransferBatchSize`): 20,000 and more
+/// frames, each written and reported, more wake-ups of the slave's HA task than a glommio
+/// task has wakers (32,767). A task that also polled a pending accept at each wake-up kept
+/// a waker per poll and crashed the slave; the copy must be whole.
+#[test]
+fn a_ferromq_slave_takes_tens_of_thousands_of_small_frames() {
+    let port = java_broker_port();
+    let master = Standalone::start_on(
+        &format!(
+            "brokerName=broker-small\nhaTransferBatchSize=512\nmappedFileSizeCommitLog={SEGMENT}"
+        ),
+        port,
+    );
+    let namesrv = master.namesrv_addr();
+    let dir = TempDir::on_disk("ferromq-slave-small");
+    let (mut slave, slave_log) =
+        ferromq_slave(&dir.path().join("slave"), &namesrv, "broker-small", None);
+    produce(&namesrv, 0, 12_000);
+    wait_same_log(
+        &commit_log_dir(&master.data),
+        &slave_log,
+        Duration::from_secs(120),
+    );
+    assert!(
+        slave.child.try_wait().unwrap().is_none(),
+        "the slave died taking small frames"
+    );
+}

@@ -254,6 +254,20 @@ impl Slave {
             }
             glommio::timer::sleep(Duration::from_millis(10)).await;
         };
+        let end = self.shared.committed_end();
+        if first > end {
+            // A slave that holds more than this master cannot be a copy of it (this master
+            // lost data, or the slave followed another): nothing sent would be right.
+            tracing::error!(
+                peer = %self.peer,
+                slave_offset = first,
+                master_offset = end,
+                "slave ahead of this master: its CommitLog diverged; not serving it"
+            );
+            return Err(format!(
+                "the slave is at {first}, past this master's end {end}"
+            ));
+        }
         let mut next = if first == 0 {
             let max = self.shared.committed_end();
             segment_start(max, segment_size)

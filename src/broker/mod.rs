@@ -221,14 +221,21 @@ pub fn start(config: BrokerConfig, shutdown: Shutdown) -> Result<BrokerHandle, B
                 if ctx.roles.contains(Role::Net) {
                     let store_ready = wait_for(&ready).await;
                     if store_ready.is_ok() {
-                        let ha = (ctx.id == ha_net).then(|| wait_for(&bound));
-                        let net = serve_net(&ctx, ctx.id == first_net, &state, &handle, &bound);
-                        match ha {
-                            Some(bound) => {
-                                let ha = serve_ha(&ctx, &state, &handle, bound);
-                                futures::future::join(net, ha).await;
-                            }
-                            None => net.await,
+                        // Its own task: a task that polls a pending accept again and again
+                        // piles up wakers in glommio's accept (one per poll), so no accept
+                        // loop shares a task with one that wakes often.
+                        let ha = (ctx.id == ha_net).then(|| {
+                            let bound = Arc::clone(&bound);
+                            glommio::spawn_local(serve_ha(
+                                ctx.shutdown.clone(),
+                                Arc::clone(&state),
+                                handle.clone(),
+                                async move { wait_for(&bound).await },
+                            ))
+                        });
+                        serve_net(&ctx, ctx.id == first_net, &state, &handle, &bound).await;
+                        if let Some(ha) = ha {
+                            ha.await;
                         }
                     } else {
                         let _ = bound.set(Err("the store did not open".to_owned()));
@@ -407,9 +414,9 @@ async fn run_control_role(
 /// until shutdown. A port that cannot be bound leaves the broker without slaves, with an
 /// error line.
 async fn serve_ha(
-    ctx: &ferromq_shards::ShardContext<()>,
-    state: &Arc<BrokerState>,
-    handle: &StoreHandle,
+    shutdown: Shutdown,
+    state: Arc<BrokerState>,
+    handle: StoreHandle,
     bound: impl std::future::Future<Output = Result<SocketAddr, String>>,
 ) {
     let Ok(addr) = bound.await else {
@@ -435,17 +442,18 @@ async fn serve_ha(
         Arc::clone(handle.shared()),
         state.config.ha,
         Arc::clone(&state.slaves),
-        ctx.shutdown.clone(),
+        shutdown.clone(),
     );
     if state.config.broker_role == BrokerRole::Slave {
-        let follow = ha_slave::follow(
+        let follow = glommio::spawn_local(ha_slave::follow(
             handle.clone(),
             state.config.ha,
             state.config.ha_master_address.clone(),
             Arc::clone(&state.master),
-            ctx.shutdown.clone(),
-        );
-        futures::future::join(serve, follow).await;
+            shutdown.clone(),
+        ));
+        serve.await;
+        follow.await;
     } else {
         serve.await;
     }
@@ -512,12 +520,15 @@ async fn serve_net(
         server_config.clone(),
         ctx.shutdown.clone(),
     );
-    match vip {
-        Some(vip) => {
-            let vip = server::serve(ctx.id, vip, handler, server_config, ctx.shutdown.clone());
-            futures::future::join(main, vip).await;
-        }
-        None => main.await,
+    // Each accept loop on its own task (see `serve_ha`): joined, every connection accepted
+    // on one port would leave a waker behind in the other's pending accept.
+    let vip = vip.map(|vip| {
+        let serve = server::serve(ctx.id, vip, handler, server_config, ctx.shutdown.clone());
+        glommio::spawn_local(serve)
+    });
+    main.await;
+    if let Some(vip) = vip {
+        vip.await;
     }
     drop(notifier);
 }
