@@ -25,7 +25,9 @@
 #                  dependencies installed), fresh store, ports from --peer
 # or ferromq=NS:BROKER / java=NS:BROKER / ... with the ports inline (two ferromq sides).
 # FLUSH=SYNC_FLUSH in the environment runs every broker started here with that flushDiskType
-# (default ASYNC_FLUSH).
+# (default ASYNC_FLUSH). HA=SYNC_MASTER (or ASYNC_MASTER) makes each ferromq or java side a
+# broker group: the master in that role and a slave of the same kind (brokerId=1, listening
+# on the broker port + 10), given a few seconds to connect before the run.
 #
 #   scripts/compare.sh produce "--threads 16 --duration 10 --size 1024" ferromq rocketmq-rust
 #   scripts/compare.sh e2e "--rate 5000 --duration 20" 127.0.0.1:9876 10.0.0.2:9876 3
@@ -51,6 +53,7 @@ side_a="$3"
 side_b="$4"
 rounds="${5:-2}"
 flush="${FLUSH:-ASYNC_FLUSH}"
+ha="${HA:-}"
 case "$workload" in
     produce | consume | e2e) ;;
     *) echo "WORKLOAD must be produce, consume or e2e, not $workload" >&2; exit 2 ;;
@@ -88,6 +91,7 @@ resolve() { # side label: prints the name server address, starting a broker if a
                 echo "flushDiskType=$flush"
                 [[ "$side" == ferromq-direct ]] && echo "commitLogPageCacheWrites=false"
                 [[ "$side" == ferromq-copy ]] && echo "pullMappedMemoryMax=0"
+                [[ -n "$ha" ]] && printf 'brokerName=broker-a\nbrokerRole=%s\n' "$ha"
             } > "$work/$label-ferromq.conf"
             target/release/ferromq standalone --data "$work/$label-data" \
                 -c "$work/$label-ferromq.conf" \
@@ -95,6 +99,22 @@ resolve() { # side label: prints the name server address, starting a broker if a
                 > /dev/null 2> "$work/$label-ferromq.log" &
             pids+=("$!")
             wait_port "$ns" >&2 && wait_port "$broker" >&2
+            if [[ -n "$ha" ]]; then
+                cat > "$work/$label-slave.conf" <<CONF
+namesrvAddr=127.0.0.1:$ns
+brokerIP1=127.0.0.1
+brokerName=broker-a
+brokerId=1
+brokerRole=SLAVE
+flushDiskType=$flush
+CONF
+                target/release/ferromq broker -c "$work/$label-slave.conf" \
+                    --listen "127.0.0.1:$((broker + 10))" --store "$work/$label-slave" \
+                    > /dev/null 2> "$work/$label-slave.log" &
+                pids+=("$!")
+                wait_port "$((broker + 10))" >&2
+                sleep 6
+            fi
             echo "127.0.0.1:$ns"
             ;;
         java)
@@ -109,7 +129,7 @@ resolve() { # side label: prints the name server address, starting a broker if a
 brokerClusterName=DefaultCluster
 brokerName=broker-a
 brokerId=0
-brokerRole=ASYNC_MASTER
+brokerRole=${ha:-ASYNC_MASTER}
 flushDiskType=$flush
 namesrvAddr=127.0.0.1:$ns
 listenPort=$broker
@@ -125,6 +145,23 @@ CONF
                 ((SECONDS <= deadline)) || { echo "the Java broker did not start" >&2; exit 1; }
                 sleep 0.5
             done
+            if [[ -n "$ha" ]]; then
+                mkdir -p "$work/$label-java-slave"
+                sed -e "s/^brokerId=0/brokerId=1/" -e "s/^brokerRole=.*/brokerRole=SLAVE/" \
+                    -e "s/^listenPort=.*/listenPort=$((broker + 10))/" \
+                    -e "s#^storePathRootDir=.*#storePathRootDir=$work/$label-java-slave-store#" \
+                    "$work/$label-java.conf" > "$work/$label-java-slave.conf"
+                echo "haMasterAddress=127.0.0.1:$((broker + 1))" >> "$work/$label-java-slave.conf"
+                bash "$kit/bin/broker" "$work/$label-java-slave.conf" "$work/$label-java-slave" \
+                    > "$work/$label-java-slave.log" 2>&1 &
+                pids+=("$!")
+                deadline=$((SECONDS + 60))
+                until grep -q "boot success" "$work/$label-java-slave.log"; do
+                    ((SECONDS <= deadline)) || { echo "the Java slave did not start" >&2; exit 1; }
+                    sleep 0.5
+                done
+                sleep 6
+            fi
             echo "127.0.0.1:$ns"
             ;;
         rocketmq-rust)
