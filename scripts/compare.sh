@@ -81,6 +81,9 @@ wait_port() { # port: bounded wait until something listens on 127.0.0.1:port
 
 resolve() { # side label: prints the name server address, starting a broker if asked
     local side="${1%%=*}" label="$2" ports=""
+    # HA_A / HA_B set the group of one side only (SYNC_MASTER against ASYNC_MASTER).
+    local ha_var="HA_${label^^}"
+    local ha="${!ha_var:-$ha}"
     [[ "$1" == *=* ]] && ports="${1#*=}"
     case "$side" in
         ferromq | ferromq-direct | ferromq-copy)
