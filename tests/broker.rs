@@ -1061,3 +1061,48 @@ fn more_connections_than_a_task_has_wakers_come_and_go_and_the_broker_answers() 
     });
     assert_eq!(code.ok(), Some(0), "the broker answers after the churn");
 }
+
+/// suggestWhichBrokerId as 4.9.8 computes it: 0 (the master) without `slaveReadEnable`;
+/// with it, the group's `whichBrokerWhenConsumeSlowly` (1) when the pull reads what is no
+/// longer in memory (`accessMessageInMemoryMaxRatio=0`: the CommitLog's end is past even the
+/// newest record's start, as in Java), else the group's `brokerId` (0).
+#[test]
+fn pulls_suggest_the_slave_for_old_messages_only_with_slave_read_enable() {
+    let suggested = |config: &str| -> (i64, i64) {
+        let dir = TempDir::new("broker-suggest");
+        let broker = BrokerProcess::start(&dir.path().join("store"), config);
+        runtime().block_on(async {
+            let client = connect(broker.addr, SerializeType::Json).await;
+            for i in 0..100 {
+                let answer = send(&client, "Suggest", 0, format!("m{i}").as_bytes()).await;
+                assert_eq!(answer.code, 0);
+            }
+            let mut suggestions = Vec::new();
+            // The oldest, then the newest.
+            for offset in [0, 99] {
+                let mut answer = None;
+                for _ in 0..100 {
+                    let response = client.request(pull_request("Suggest", 0, offset, 0)).await;
+                    let response = response.unwrap();
+                    if response.code == 0 {
+                        answer = Some(response);
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                let header: PullMessageResponseHeader = answer
+                    .expect("a pull finds messages")
+                    .decode_header()
+                    .unwrap();
+                suggestions.push(header.suggest_which_broker_id);
+            }
+            (suggestions[0], suggestions[1])
+        })
+    };
+    assert_eq!(suggested("accessMessageInMemoryMaxRatio=0"), (0, 0));
+    assert_eq!(
+        suggested("slaveReadEnable=true\naccessMessageInMemoryMaxRatio=0"),
+        (1, 1)
+    );
+    assert_eq!(suggested("slaveReadEnable=true"), (0, 0));
+}

@@ -663,8 +663,9 @@ impl BrokerHandler {
             );
         }
         let max = usize::try_from(header.max_msg_nums).unwrap_or(0).max(1);
+        let route = (group.broker_id, group.which_broker_when_consume_slowly);
         let mut answer = self
-            .pull_once(request, &header, max, codes.as_deref())
+            .pull_once(request, &header, max, codes.as_deref(), route)
             .await;
         let not_found = answer
             .as_ref()
@@ -684,18 +685,21 @@ impl BrokerHandler {
             let timer = glommio::timer::sleep(wait);
             let _ = select(woken, Box::pin(timer)).await;
             answer = self
-                .pull_once(request, &header, max, codes.as_deref())
+                .pull_once(request, &header, max, codes.as_deref(), route)
                 .await;
         }
         answer
     }
 
+    /// One pull; `group` is the consumer group's (`brokerId`, `whichBrokerWhenConsumeSlowly`),
+    /// for the broker the answer suggests.
     async fn pull_once(
         &self,
         request: &RemotingCommand,
         header: &PullMessageRequestHeader,
         max: usize,
         codes: Option<&[i64]>,
+        group: (i64, i64),
     ) -> Response {
         let accepts = |code: i64| codes.is_none_or(|codes| codes.contains(&code));
         let filter = PullFilter {
@@ -741,9 +745,19 @@ impl BrokerHandler {
         };
         // Java names the status in every answer, FOUND too.
         let remark = Some(result.status.java_name().to_owned());
+        // 4.9's rule, whatever the role: with slaveReadEnable, a pull reading what is no
+        // longer in memory goes to the group's slow-consumer broker, others to its broker;
+        // without, to the master.
+        let suggest_which_broker_id = if !self.state.runtime().slave_read_enable {
+            0
+        } else if result.suggest_pulling_from_slave {
+            group.1
+        } else {
+            group.0
+        };
         let mut response = RemotingCommand::response_to(request, code, remark);
         response.set_header(&PullMessageResponseHeader {
-            suggest_which_broker_id: 0,
+            suggest_which_broker_id,
             next_begin_offset: result.next_begin_offset,
             min_offset: result.min_offset,
             max_offset: result.max_offset,

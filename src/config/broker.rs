@@ -63,6 +63,10 @@ pub struct BrokerConfig {
     pub ha_master_address: Option<String>,
     /// `brokerPermission` (6: read and write).
     pub broker_permission: i32,
+    /// `slaveReadEnable` (false): pulls are told to go to a slave (the group's
+    /// `whichBrokerWhenConsumeSlowly`) when what they read is no longer in memory, and to the
+    /// group's `brokerId` otherwise; without it, always to the master.
+    pub slave_read_enable: bool,
     /// `autoCreateTopicEnable` (true).
     pub auto_create_topic_enable: bool,
     /// `defaultTopicQueueNums` (8): queues of an auto-created topic.
@@ -146,6 +150,7 @@ impl Default for BrokerConfig {
             ha_master_address: None,
             ha: crate::broker::ha::HaConfig::default(),
             broker_permission: 6,
+            slave_read_enable: false,
             auto_create_topic_enable: true,
             default_topic_queue_nums: 8,
             auto_create_subscription_group: true,
@@ -292,6 +297,7 @@ impl BrokerConfig {
                 "brokerPermission" => {
                     self.broker_permission = parse_value(&at, key, value, "permission bits")?;
                 }
+                "slaveReadEnable" => self.slave_read_enable = parse_bool(&at, key, value)?,
                 "autoCreateTopicEnable" => {
                     self.auto_create_topic_enable = parse_bool(&at, key, value)?;
                 }
@@ -464,10 +470,9 @@ impl BrokerConfig {
 
 /// Keys ferromq shows with its settings although Java's `BrokerConfig` has no field for
 /// them, at Java's defaults, which are what ferromq does (`mqadmin exportConfigs` reads
-/// them): no filter servers, no reads from slaves, no TLS, trace info on send responses.
-const JAVA_CONSTANT_KEYS: [(&str, &str); 4] = [
+/// them): no filter servers, no TLS, trace info on send responses.
+const JAVA_CONSTANT_KEYS: [(&str, &str); 3] = [
     ("filterServerNums", "0"),
-    ("slaveReadEnable", "false"),
     ("traceOn", "true"),
     ("useTLS", "false"),
 ];
@@ -509,6 +514,7 @@ impl BrokerConfig {
                 self.ha.slave_fall_behind_max.to_string(),
             ),
             ("brokerPermission", self.broker_permission.to_string()),
+            ("slaveReadEnable", self.slave_read_enable.to_string()),
             (
                 "autoCreateTopicEnable",
                 self.auto_create_topic_enable.to_string(),
