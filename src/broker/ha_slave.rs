@@ -220,14 +220,18 @@ impl Link<'_> {
         // Whatever ended the reports, the read side must end too, then every frame handed
         // to the writer is waited for.
         let _ = ferromq_uring::net::shutdown_both(fd);
-        let (read_end, read_cursor) = reading.await;
-        *cursor = read_cursor;
+        // Answers are taken while the read side ends: it may be waiting for room to queue
+        // one. The queue closes when the read side ends.
         let mut fatal = None;
-        while let Some(answer) = written_rx.next().await {
-            if let Ok(Err(error)) = answer.await {
-                fatal.get_or_insert(error.to_string());
+        let drain = async {
+            while let Some(answer) = written_rx.next().await {
+                if let Ok(Err(error)) = answer.await {
+                    fatal.get_or_insert(error.to_string());
+                }
             }
-        }
+        };
+        let ((read_end, read_cursor), ()) = futures::future::join(reading, drain).await;
+        *cursor = read_cursor;
         match (fatal, reported) {
             (Some(reason), _) | (None, Err(LinkEnd::Fatal(reason))) => LinkEnd::Fatal(reason),
             (None, Err(closed)) => closed,
