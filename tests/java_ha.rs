@@ -134,13 +134,20 @@ fn pull_queue_from(broker: &str, topic: &str, first: i64) -> Vec<(i64, Vec<u8>)>
     })
 }
 
-#[test]
-fn a_java_slave_copies_a_ferromq_masters_commit_log_byte_for_byte() {
+/// `ferromq standalone` as a master whose HA port (the broker's + 1) is free, with
+/// [`SEGMENT`]-byte segments and the `config` lines; and its broker port.
+fn master_on_ha_port(config: &str) -> (Standalone, u16) {
     let port = java_broker_port();
     let master = Standalone::start_on(
-        &format!("brokerName=broker-ha\nmappedFileSizeCommitLog={SEGMENT}"),
+        &format!("{config}\nmappedFileSizeCommitLog={SEGMENT}"),
         port,
     );
+    (master, port)
+}
+
+#[test]
+fn a_java_slave_copies_a_ferromq_masters_commit_log_byte_for_byte() {
+    let (master, port) = master_on_ha_port("brokerName=broker-ha");
     let namesrv = master.namesrv_addr();
     produce(&namesrv, 0, 1000);
     let dir = TempDir::on_disk("java-ha");
@@ -154,47 +161,13 @@ fn a_java_slave_copies_a_ferromq_masters_commit_log_byte_for_byte() {
     }
     produce(&namesrv, 1000, 6000);
     let master_log = commit_log_dir(&master.data);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let ours = segments(&master_log);
-        let theirs = segments(&slave_log);
-        assert!(
-            ours.len() >= 2,
-            "the run stays in one segment: {}",
-            ours.len()
-        );
-        let names =
-            |files: &[(String, Vec<u8>)]| files.iter().map(|f| f.0.clone()).collect::<Vec<_>>();
-        // Java makes the segment after next ahead of time (`AllocateMappedFileService`):
-        // files past the master's hold nothing yet.
-        let extra_empty = theirs
-            .get(ours.len()..)
-            .is_some_and(|rest| rest.iter().all(|f| f.1.iter().all(|&b| b == 0)));
-        if theirs.get(..ours.len()) == Some(&ours[..]) && extra_empty {
-            break;
-        }
-        if Instant::now() >= deadline {
-            let differ = ours
-                .iter()
-                .zip(&theirs)
-                .find(|(a, b)| a != b)
-                .map(|(a, b)| {
-                    let at = a.1.iter().zip(&b.1).position(|(x, y)| x != y);
-                    format!(
-                        "{} differs first at {at:?} (sizes {} and {})",
-                        a.0,
-                        a.1.len(),
-                        b.1.len()
-                    )
-                });
-            panic!(
-                "the slave's CommitLog is not the master's: master {:?}, slave {:?}, {differ:?}",
-                names(&ours),
-                names(&theirs)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    wait_same_log(&master_log, &slave_log, Duration::from_secs(60));
+    let names = |dir: &Path| segments(dir).into_iter().map(|f| f.0).collect::<Vec<_>>();
+    let ours = names(&master_log);
+    assert!(ours.len() >= 2, "the run stays in one segment: {ours:?}");
+    // The slave began at the master's first segment (its last when the slave started) and
+    // holds every one after.
+    assert_eq!(names(&slave_log).get(..ours.len()), Some(&ours[..]));
     // The slave serves what the master serves, at the same offsets.
     let from_master = pull_queue(&master.broker_addr());
     assert!(
@@ -244,13 +217,7 @@ fn a_sync_master_answers_once_the_java_slave_holds_the_message() {
     use common::send_request;
     use ferromq::remoting::headers::SendMessageResponseHeader;
     use ferromq::remoting::ResponseCode;
-    let port = java_broker_port();
-    let master = Standalone::start_on(
-        &format!(
-            "brokerName=broker-sync\nbrokerRole=SYNC_MASTER\nmappedFileSizeCommitLog={SEGMENT}"
-        ),
-        port,
-    );
+    let (master, port) = master_on_ha_port("brokerName=broker-sync\nbrokerRole=SYNC_MASTER");
     let rt = runtime();
     let client = rt.block_on(connect(master.broker, SerializeType::Json));
     let send = |i: usize| -> (i32, SendMessageResponseHeader) {
@@ -339,14 +306,18 @@ fn ferromq_slave(
 
 /// Whether the slave's CommitLog is the master's from where the slave began (an empty slave
 /// starts at the master's last segment): each of its files is the master's of that name, it
-/// has the master's last written one, and any master file past it is an empty one made
-/// ahead (Java's `AllocateMappedFileService`).
+/// has the master's last written one, and any file past the other side's last is an empty
+/// one made ahead (Java's `AllocateMappedFileService`, on a Java master or a Java slave).
 fn same_log(master: &[(String, Vec<u8>)], slave: &[(String, Vec<u8>)]) -> Result<(), String> {
-    let Some(last) = slave.last() else {
+    let empty = |bytes: &[u8]| bytes.iter().all(|&b| b == 0);
+    let Some(last) = slave.iter().rev().find(|(_, bytes)| !empty(bytes)) else {
         return Err("the slave holds no segment".to_owned());
     };
     for (name, bytes) in slave {
         let Some((_, theirs)) = master.iter().find(|(n, _)| n == name) else {
+            if name > &last.0 && empty(bytes) {
+                continue;
+            }
             return Err(format!("the master has no segment {name}"));
         };
         if theirs != bytes {
@@ -354,10 +325,9 @@ fn same_log(master: &[(String, Vec<u8>)], slave: &[(String, Vec<u8>)]) -> Result
             return Err(format!("segment {name} differs first at {at:?}"));
         }
     }
-    let later = master.iter().filter(|(name, _)| name > &last.0);
-    if let Some((name, _)) = later
-        .clone()
-        .find(|(_, bytes)| bytes.iter().any(|&b| b != 0))
+    if let Some((name, _)) = master
+        .iter()
+        .find(|(name, bytes)| name > &last.0 && !empty(bytes))
     {
         return Err(format!("the slave lacks the master's segment {name}"));
     }
@@ -429,11 +399,7 @@ fn pull_queue_from_min(broker: &str, topic: &str) -> Vec<(i64, Vec<u8>)> {
 #[test]
 fn a_ferromq_slave_copies_a_ferromq_masters_commit_log_byte_for_byte() {
     use ferromq::remoting::ResponseCode;
-    let port = java_broker_port();
-    let master = Standalone::start_on(
-        &format!("brokerName=broker-fs\nmappedFileSizeCommitLog={SEGMENT}"),
-        port,
-    );
+    let (master, _) = master_on_ha_port("brokerName=broker-fs");
     let namesrv = master.namesrv_addr();
     // About 10 MB: the master is in its third segment when the slave starts.
     produce(&namesrv, 0, 10_000);
@@ -640,11 +606,7 @@ impl Drop for Relay {
 /// connections is whole once, and recovery keeps what it had written.
 #[test]
 fn a_ferromq_slave_survives_cut_connections_and_kill_9() {
-    let port = java_broker_port();
-    let master = Standalone::start_on(
-        &format!("brokerName=broker-cut\nmappedFileSizeCommitLog={SEGMENT}"),
-        port,
-    );
+    let (master, port) = master_on_ha_port("brokerName=broker-cut");
     let namesrv = master.namesrv_addr();
     let ha: std::net::SocketAddr = format!("127.0.0.1:{}", port + 1).parse().unwrap();
     let (relay_addr, relay) = cutting_relay(ha, 300_000);
@@ -776,13 +738,7 @@ fn every_send_ok_of_a_killed_sync_master_is_on_its_ferromq_slave() {
 /// a waker per poll and crashed the slave; the copy must be whole.
 #[test]
 fn a_ferromq_slave_takes_tens_of_thousands_of_small_frames() {
-    let port = java_broker_port();
-    let master = Standalone::start_on(
-        &format!(
-            "brokerName=broker-small\nhaTransferBatchSize=512\nmappedFileSizeCommitLog={SEGMENT}"
-        ),
-        port,
-    );
+    let (master, _) = master_on_ha_port("brokerName=broker-small\nhaTransferBatchSize=512");
     let namesrv = master.namesrv_addr();
     let dir = TempDir::on_disk("ferromq-slave-small");
     let (mut slave, slave_log) =

@@ -498,10 +498,8 @@ impl RecordCursor {
         }
         self.carry.drain(..at);
         self.start += at as u64;
-        if self.skip > 0 {
-            // Everything left of the segment is the blank's: the carry is empty.
-            debug_assert!(self.carry.is_empty());
-        }
+        // While a blank's segment end is stepped over, nothing else is carried.
+        debug_assert!(self.skip == 0 || self.carry.is_empty());
         Ok(entries)
     }
 }

@@ -187,30 +187,37 @@ where
         }
         table.data_version.counter += 1;
         table.data_version.timestamp = now_ms();
-        self.snapshot
-            .store(Arc::new(table.entries.iter().cloned().collect()));
-        Some(TableFile {
-            path: self.path.clone(),
-            version: next_snapshot_version(),
-            bytes: table.to_json().into_bytes(),
-        })
+        Some(self.publish(&table))
     }
 
-    /// Takes a master's table whole when its version differs from this one's (a slave's
-    /// `syncTopicConfig` / `syncSubscriptionGroupConfig`); the file to write, if it did.
-    fn replace_if_other_version(&self, incoming: VersionedTable<T>) -> Option<TableFile> {
+    /// Takes a master's table (a GET_ALL_TOPIC_CONFIG or GET_ALL_SUBSCRIPTIONGROUP_CONFIG
+    /// body) whole when its version differs from this one's (a slave's `syncTopicConfig` /
+    /// `syncSubscriptionGroupConfig`), and writes the file here, blocking; whether it did.
+    ///
+    /// # Errors
+    /// Why the body is not such a table.
+    fn take_masters(&self, body: &[u8]) -> Result<bool, String> {
+        let incoming = VersionedTable::<T>::parse(body).map_err(|e| e.to_string())?;
         let mut table = lock(&self.table);
         if table.data_version == incoming.data_version {
-            return None;
+            return Ok(false);
         }
         *table = incoming;
+        let file = self.publish(&table);
+        drop(table);
+        file.write_now();
+        Ok(true)
+    }
+
+    /// Publishes `table`'s entries to the snapshot; the file as it now stands.
+    fn publish(&self, table: &VersionedTable<T>) -> TableFile {
         self.snapshot
             .store(Arc::new(table.entries.iter().cloned().collect()));
-        Some(TableFile {
+        TableFile {
             path: self.path.clone(),
             version: next_snapshot_version(),
             bytes: table.to_json().into_bytes(),
-        })
+        }
     }
 
     fn entries(&self) -> (DataVersion, Vec<(String, T)>) {
@@ -698,23 +705,15 @@ impl BrokerState {
     ) -> Result<Vec<&'static str>, String> {
         let mut changed = Vec::new();
         let mut problems = Vec::new();
-        match VersionedTable::<TopicConfig>::parse(topics) {
-            Ok(table) => {
-                if let Some(file) = self.topics.replace_if_other_version(table) {
-                    file.write_now();
-                    changed.push("topics");
-                }
+        for (name, taken) in [
+            ("topics", self.topics.take_masters(topics)),
+            ("subscription groups", self.groups.take_masters(groups)),
+        ] {
+            match taken {
+                Ok(true) => changed.push(name),
+                Ok(false) => {}
+                Err(e) => problems.push(format!("{name}: {e}")),
             }
-            Err(e) => problems.push(format!("topics: {e}")),
-        }
-        match VersionedTable::<SubscriptionGroupConfig>::parse(groups) {
-            Ok(table) => {
-                if let Some(file) = self.groups.replace_if_other_version(table) {
-                    file.write_now();
-                    changed.push("subscription groups");
-                }
-            }
-            Err(e) => problems.push(format!("subscription groups: {e}")),
         }
         match ConsumerOffsetTable::parse(offsets) {
             Ok(table) => {
