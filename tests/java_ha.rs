@@ -460,7 +460,17 @@ fn a_ferromq_slave_copies_a_java_masters_commit_log_byte_for_byte() {
 /// they read what is sent to it. No message is missed; repeats are reported.
 #[test]
 fn java_consumers_read_from_the_slave_while_the_master_is_down() {
-    use common::java::{spawn_java, Serialize};
+    consumers_read_from_the_slave(common::java::Serialize::Json);
+}
+
+/// [`java_consumers_read_from_the_slave_while_the_master_is_down`] with the binary header.
+#[test]
+fn java_consumers_read_from_the_slave_while_the_master_is_down_rocketmq_headers() {
+    consumers_read_from_the_slave(common::java::Serialize::Rocketmq);
+}
+
+fn consumers_read_from_the_slave(serialize: common::java::Serialize) {
+    use common::java::spawn_java;
     let namesrv = common::NamesrvProcess::start("");
     let ns = namesrv.addr.to_string();
     let port = java_broker_port();
@@ -483,7 +493,7 @@ fn java_consumers_read_from_the_slave_while_the_master_is_down() {
     let mut reader = spawn_java(
         "SlaveRead",
         &[&ns, TOPIC, "ha_failover_cg", "2000", "3000"],
-        Serialize::Json,
+        serialize,
     );
     let line = reader.wait_for_line("PHASE1", Duration::from_secs(150));
     eprintln!("while the master is down: {line}");
@@ -491,7 +501,7 @@ fn java_consumers_read_from_the_slave_while_the_master_is_down() {
     wait_routed(&ns, TOPIC, &master.addr.to_string());
     produce(&ns, 2_000, 1_000);
     let out = reader.finish(Duration::from_secs(150));
-    out.assert_passed("SlaveRead across a master kill");
+    out.assert_passed(&format!("SlaveRead across a master kill, {serialize:?}"));
     eprintln!(
         "distinct {} repeats {}",
         out.figure("distinct"),
