@@ -415,6 +415,7 @@ fn a_ferromq_slave_copies_a_ferromq_masters_commit_log_byte_for_byte() {
         slave_files.iter().map(|f| &f.0).collect::<Vec<_>>()
     );
     wait_same_queue(&master.broker_addr(), &slave.addr.to_string(), 500);
+    group_shown_by_admin(&namesrv, &master.broker_addr(), &slave.addr.to_string());
     // A slave takes no sends.
     let rt = runtime();
     let code = rt.block_on(async {
@@ -423,6 +424,160 @@ fn a_ferromq_slave_copies_a_ferromq_masters_commit_log_byte_for_byte() {
         client.request(request).await.unwrap().code
     });
     assert_eq!(code, ResponseCode::SERVICE_NOT_AVAILABLE.0);
+}
+
+/// `ferromq admin -n <namesrv> <args> --json`, which must succeed.
+fn admin_json(namesrv: &str, args: &[&str]) -> serde_json::Value {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_ferromq"))
+        .args(["admin", "-n", namesrv])
+        .args(args)
+        .arg("--json")
+        .output()
+        .expect("run ferromq admin");
+    assert!(
+        output.status.success(),
+        "admin {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("admin prints JSON")
+}
+
+/// A caught-up group as the admin commands show it: `ferromq admin clusterList` lists the
+/// master and the slave with their roles and no lag, `brokerStatus` shows the master's one
+/// slave with its acknowledged offset and the slave's link up; `mqadmin clusterList` (the
+/// kit's) lists both brokers of the group with their ids.
+fn group_shown_by_admin(namesrv: &str, master: &str, slave: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let runtime_of = |rows: &serde_json::Value, addr: &str| {
+        rows.as_array()
+            .and_then(|rows| rows.iter().find(|r| r["brokerAddr"] == addr))
+            .cloned()
+            .unwrap_or_default()
+    };
+    loop {
+        let rows = admin_json(namesrv, &["clusterList"]);
+        let (m, s) = (runtime_of(&rows, master), runtime_of(&rows, slave));
+        let shown = (
+            m["brokerId"] == 0,
+            s["brokerId"] == 1,
+            m["role"].as_str(),
+            s["role"].as_str(),
+        );
+        let lags = (m["haLagBytes"].as_i64(), s["haLagBytes"].as_i64());
+        if shown == (true, true, Some("ASYNC_MASTER"), Some("SLAVE")) && lags == (Some(0), Some(0))
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "clusterList: {rows:#}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let table_of =
+        |addr: &str| admin_json(namesrv, &["brokerStatus", "-b", addr])[0]["table"].clone();
+    let (m, s) = (table_of(master), table_of(slave));
+    assert_eq!(m["haConnectedSlaves"], "1", "{m:#}");
+    assert_eq!(m["haSlaveLagBytes"], "0", "{m:#}");
+    assert_eq!(m["haSlaveAckOffset"], m["commitLogMaxOffset"], "{m:#}");
+    assert_eq!(s["brokerRole"], "SLAVE", "{s:#}");
+    assert!(
+        s["haConnection"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("UP ")),
+        "{s:#}"
+    );
+    assert_eq!(s["masterAddr"], master, "{s:#}");
+    let listed = common::java::run_kit(
+        "mqadmin",
+        &["clusterList", "-n", namesrv],
+        common::java::Serialize::Json,
+        Duration::from_secs(60),
+    );
+    let ids: Vec<(String, String)> = listed
+        .text
+        .lines()
+        .filter_map(|line| {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            (words.len() > 3 && (words[3] == master || words[3] == slave))
+                .then(|| (words[2].to_owned(), words[3].to_owned()))
+        })
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            ("0".to_owned(), master.to_owned()),
+            ("1".to_owned(), slave.to_owned())
+        ],
+        "{}",
+        listed.text
+    );
+}
+
+/// The Java 4.9.8 producer and a ferromq SYNC_MASTER group (a ferromq slave): once the slave
+/// has reported, every send is answered SEND_OK and the slave serves each message at the
+/// master's queue offset; with the slave killed -9, sends are answered SLAVE_NOT_AVAILABLE
+/// (FLUSH_SLAVE_TIMEOUT while the master learns it), never SEND_OK.
+#[test]
+fn a_java_producer_to_a_sync_master_group_is_answered_once_the_slave_holds_each_message() {
+    use common::java::{run_java, Serialize};
+    const SYNC_TOPIC: &str = "HaJavaSync";
+    let (master, _) = master_on_ha_port("brokerName=broker-js\nbrokerRole=SYNC_MASTER");
+    let namesrv = master.namesrv_addr();
+    let dir = TempDir::on_disk("ha-java-sync");
+    let (slave, _) = ferromq_slave(&dir.path().join("slave"), &namesrv, "broker-js", None);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status =
+        |addr: &str| admin_json(&namesrv, &["brokerStatus", "-b", addr])[0]["table"].clone();
+    while status(&master.broker_addr())["haConnectedSlaves"] != "1" {
+        assert!(Instant::now() < deadline, "the slave never connected");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let count = 400;
+    let sent = run_java(
+        "SyncSend",
+        &[&namesrv, SYNC_TOPIC, &count.to_string(), "ok"],
+        Serialize::Json,
+        Duration::from_secs(120),
+    );
+    sent.assert_passed("SyncSend to a SYNC_MASTER group");
+    assert_eq!(sent.figure("SEND_OK"), f64::from(count));
+    let expected: Vec<(i64, Vec<u8>)> = (0..count)
+        .map(|i| (i64::from(i), format!("jsync-{i:06}").into_bytes()))
+        .collect();
+    let on_master = pull_queue_of(&master.broker_addr(), SYNC_TOPIC);
+    assert!(
+        on_master == expected,
+        "the master serves {} messages",
+        on_master.len()
+    );
+    // The slave holds them all (each was answered); it serves them once its sync from the
+    // master (every 10 s) has brought the topic.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let on_slave = pull_queue_from_min(&slave.addr.to_string(), SYNC_TOPIC);
+        if on_slave == expected {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the slave serves {} of the messages",
+            on_slave.len()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let mut slave = slave;
+    common::kill(&mut slave.child);
+    let refused = run_java(
+        "SyncSend",
+        &[&namesrv, SYNC_TOPIC, "100000", "noslave"],
+        Serialize::Rocketmq,
+        Duration::from_secs(120),
+    );
+    refused.assert_passed("SyncSend to a SYNC_MASTER whose slave is dead");
+    assert_eq!(refused.figure("SEND_OK"), 0.0);
+    assert_eq!(refused.figure("SLAVE_NOT_AVAILABLE"), 1.0);
+    eprintln!(
+        "with the slave dead: {} FLUSH_SLAVE_TIMEOUT before SLAVE_NOT_AVAILABLE",
+        refused.figure("FLUSH_SLAVE_TIMEOUT")
+    );
 }
 
 /// A Java 4.9.8 master (its own name server) and a ferromq slave that learns the master's
@@ -611,11 +766,12 @@ impl Drop for Relay {
 }
 
 /// A ferromq slave whose HA connection is cut mid-frame again and again, then killed with
-/// kill -9 under load and started again over its store, ends with the master's CommitLog
-/// byte for byte and the same queue: reconnects resume at its end, a record split across
-/// connections is whole once, and recovery keeps what it had written.
+/// kill -9 under load and started again over its store once the master has moved on by five
+/// segments and more, ends with the master's CommitLog byte for byte and the same queue:
+/// reconnects resume at its end, a record split across connections is whole once, recovery
+/// keeps what it had written, and a slave far behind takes every segment it lacks.
 #[test]
-fn a_ferromq_slave_survives_cut_connections_and_kill_9() {
+fn a_ferromq_slave_survives_cut_connections_kill_9_and_falling_far_behind() {
     let (master, port) = master_on_ha_port("brokerName=broker-cut");
     let namesrv = master.namesrv_addr();
     let ha: std::net::SocketAddr = format!("127.0.0.1:{}", port + 1).parse().unwrap();
@@ -639,11 +795,94 @@ fn a_ferromq_slave_survives_cut_connections_and_kill_9() {
     let mut slave = slave;
     common::kill(&mut slave.child);
     producing.join().unwrap();
+    // While the slave is down the master moves on by five segments and more: the slave,
+    // far behind, takes them all on its return.
+    let before = segments(&master_log).len();
+    produce(&namesrv, 6_000, 22_000);
+    let behind = segments(&master_log).len() - before;
+    assert!(behind >= 5, "the master moved on by {behind} segments");
     let direct = ha.to_string();
     let (slave, slave_log) = ferromq_slave(&store, &namesrv, "broker-cut", Some(&direct));
     wait_same_log(&master_log, &slave_log, Duration::from_secs(90));
     wait_same_queue(&master.broker_addr(), &slave.addr.to_string(), 1_000);
     eprintln!("connections cut mid-stream: {cuts}");
+}
+
+/// A ferromq slave that holds more than the master it is sent to is refused by that master
+/// (an error line), and one whose end falls inside a record of a master with another history
+/// refuses that master's bytes (an error line); in both cases its CommitLog keeps exactly the
+/// bytes it had, and brokerStatus says why the link is down.
+#[test]
+fn a_slave_whose_log_diverged_is_refused_and_keeps_its_bytes() {
+    let (first, first_port) = master_on_ha_port("brokerName=broker-dv");
+    produce(&first.namesrv_addr(), 0, 2_000);
+    let dir = TempDir::on_disk("ha-diverged");
+    let store = dir.path().join("slave");
+    let first_ha = format!("127.0.0.1:{}", first_port + 1);
+    let start_slave =
+        |namesrv: &str, ha: &str| ferromq_slave(&store, namesrv, "broker-dv", Some(ha));
+    let (mut slave, slave_log) = start_slave(&first.namesrv_addr(), &first_ha);
+    wait_same_log(
+        &commit_log_dir(&first.data),
+        &slave_log,
+        Duration::from_secs(60),
+    );
+    slave.terminate();
+    let held = segments(&slave_log);
+    let link_of = |namesrv: &str, slave: &common::BrokerProcess| {
+        let table = admin_json(namesrv, &["brokerStatus", "-b", &slave.addr.to_string()]);
+        table[0]["table"]["haConnection"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+
+    // A master holding less than the slave: it refuses to serve it.
+    let (other, other_port) = master_on_ha_port("brokerName=broker-dv");
+    let ns = other.namesrv_addr();
+    produce(&ns, 0, 300);
+    let other_ha = format!("127.0.0.1:{}", other_port + 1);
+    let (slave, _) = start_slave(&ns, &other_ha);
+    let refused = common::wait_for_line(
+        &other.log,
+        "slave ahead of this master",
+        Duration::from_secs(20),
+    );
+    assert!(refused.is_some(), "the master did not refuse the slave");
+    let link = link_of(&ns, &slave);
+    assert!(link.starts_with("DOWN") || link.starts_with("UP"), "{link}");
+    drop(slave);
+    assert!(
+        segments(&slave_log) == held,
+        "the slave's CommitLog changed"
+    );
+
+    // The same master once it holds more, with records of other sizes: the slave's end falls
+    // inside one of them, and the slave refuses what it is sent.
+    produce(&ns, 77, 3_000);
+    let (slave, _) = start_slave(&ns, &other_ha);
+    let line = common::wait_for_line(
+        &slave.log,
+        "is not a copy of the master's",
+        Duration::from_secs(20),
+    );
+    assert!(
+        line.is_some(),
+        "the slave did not refuse the master's bytes"
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let link = link_of(&ns, &slave);
+        if link.starts_with("DOWN diverged") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "brokerStatus says {link}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        segments(&slave_log) == held,
+        "the slave appended a diverged master's bytes"
+    );
 }
 
 /// 4 senders to `addr`, each sending `WAIT=true` puts of `HaDrill` one after another until

@@ -58,7 +58,10 @@ pub fn runtime_info(
     Ok(table.table)
 }
 
-/// `clusterList`: every broker the name server knows, with its runtime figures.
+/// `clusterList`: every broker the name server knows, with its runtime figures, and, past
+/// mqadmin's columns, its role, CommitLog end and replication lag: on a master the bytes its
+/// best slave lacks, on a slave the bytes it lacks behind its group's master (`-` when
+/// unknown).
 ///
 /// A broker that does not answer its runtime request is still listed, with empty figures.
 ///
@@ -84,10 +87,22 @@ pub fn cluster_list(
         "#OutTPS",
         "#Hour",
         "#SPACE",
+        "#Role",
+        "#MaxOffset",
+        "#HALag",
     ]);
+    let runtimes: Vec<_> = brokers
+        .iter()
+        .map(|broker| runtime_info(client, &broker.addr).ok())
+        .collect();
+    let max_offset = |runtime: &Option<BTreeMap<String, String>>| {
+        runtime
+            .as_ref()
+            .and_then(|t| t.get("commitLogMaxOffset"))
+            .and_then(|v| v.parse::<i64>().ok())
+    };
     let mut json = Vec::new();
-    for broker in brokers {
-        let runtime = runtime_info(client, &broker.addr).ok();
+    for (broker, runtime) in brokers.iter().zip(&runtimes) {
         let get = |key: &str| runtime.as_ref().and_then(|t| t.get(key)).cloned();
         let version = get("brokerVersionDesc")
             .or_else(|| get("brokerVersion"))
@@ -104,6 +119,22 @@ pub fn cluster_list(
         let space = get("commitLogDiskRatio")
             .and_then(|v| v.parse::<f64>().ok())
             .unwrap_or(0.0);
+        let master = broker.broker_id == 0;
+        let role =
+            get("brokerRole").unwrap_or_else(|| if master { "MASTER" } else { "SLAVE" }.to_owned());
+        let lag = if master {
+            get("haSlaveLagBytes")
+        } else {
+            let group_master = brokers.iter().zip(&runtimes).find(|(other, _)| {
+                other.broker_id == 0
+                    && other.cluster == broker.cluster
+                    && other.broker_name == broker.broker_name
+            });
+            group_master
+                .and_then(|(_, runtime)| max_offset(runtime))
+                .zip(max_offset(runtime))
+                .map(|(theirs, ours)| (theirs - ours).max(0).to_string())
+        };
         table.row(vec![
             broker.cluster.clone(),
             broker.broker_name.clone(),
@@ -114,12 +145,17 @@ pub fn cluster_list(
             format!("{:.2}", tps("getTransferedTps")),
             format!("{hours:.2}"),
             format!("{space:.4}"),
+            role.clone(),
+            max_offset(runtime).map_or_else(|| "-".to_owned(), |o| o.to_string()),
+            lag.clone().unwrap_or_else(|| "-".to_owned()),
         ]);
         json.push(json!({
             "clusterName": broker.cluster,
             "brokerName": broker.broker_name,
             "brokerId": broker.broker_id,
             "brokerAddr": broker.addr,
+            "role": role,
+            "haLagBytes": lag.and_then(|l| l.parse::<i64>().ok()),
             "runtime": runtime,
         }));
     }

@@ -332,6 +332,7 @@ pub async fn runtime_info(
         table.push((size.into(), "0".into()));
         table.push((capacity.into(), value.to_string()));
     }
+    table.extend(ha_runtime_info(state, shared.committed_end()));
     if let Ok(space) = ferromq_uring::disk::space(&config.store_path_root_dir) {
         table.push((
             "commitLogDirCapacity".into(),
@@ -347,6 +348,49 @@ pub async fn runtime_info(
         .map(|(key, value)| (key, serde_json::Value::String(value)))
         .collect();
     with_body(request, serde_json::json!({ "table": table }).to_string())
+}
+
+/// ferromq's own runtime keys on replication (4.9.8 reports none): the role; on a master,
+/// each connected slave's last acknowledged offset and how many bytes it lags behind `end`;
+/// on a slave, the master it follows and whether the link is up.
+fn ha_runtime_info(state: &BrokerState, end: u64) -> Vec<(String, String)> {
+    use super::ha_slave::LinkState;
+    use crate::config::broker::BrokerRole;
+    let role = state.config.broker_role;
+    let mut table = vec![("brokerRole".to_owned(), role.java_name().to_owned())];
+    let end = i64::try_from(end).unwrap_or(i64::MAX);
+    if role == BrokerRole::Slave {
+        let master = &state.master;
+        let ha = state
+            .config
+            .ha_master_address
+            .clone()
+            .or_else(|| master.ha());
+        table.push(("haMasterAddress".into(), ha.unwrap_or_default()));
+        table.push(("masterAddr".into(), master.master().unwrap_or_default()));
+        let link = match master.link() {
+            LinkState::Down(None) => "DOWN".to_owned(),
+            LinkState::Down(Some(reason)) => format!("DOWN {reason}"),
+            LinkState::Up(addr) => format!("UP {addr}"),
+            LinkState::Stopped(reason) => format!("STOPPED {reason}"),
+        };
+        table.push(("haConnection".into(), link));
+        return table;
+    }
+    let links = state.slaves.links();
+    table.push(("haConnectedSlaves".into(), links.len().to_string()));
+    table.push(("haSlaveAckOffset".into(), state.slaves.acked().to_string()));
+    if let Some(best) = links.iter().map(|(_, acked)| *acked).max() {
+        table.push(("haSlaveLagBytes".into(), (end - best.max(0)).to_string()));
+    }
+    for (addr, acked) in links {
+        table.push((format!("haSlaveAckOffset_{addr}"), acked.to_string()));
+        table.push((
+            format!("haSlaveLagBytes_{addr}"),
+            (end - acked.max(0)).to_string(),
+        ));
+    }
+    table
 }
 
 /// Body of LOCK_BATCH_MQ and UNLOCK_BATCH_MQ (`LockBatchRequestBody`).

@@ -74,6 +74,8 @@ impl Default for HaConfig {
 pub struct SlaveProgress {
     connected: AtomicUsize,
     acked: AtomicI64,
+    /// Each connected slave's last report, for the admin requests (-1 before its first).
+    links: Mutex<BTreeMap<SocketAddr, i64>>,
     /// Puts waiting, by the CommitLog offset a slave must acknowledge.
     waiting: Mutex<BTreeMap<i64, Vec<oneshot::Sender<()>>>>,
 }
@@ -131,8 +133,9 @@ impl SlaveProgress {
         self.waiting.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Takes an acknowledgement of `offset`, waking the puts it covers.
-    fn ack(&self, offset: i64) {
+    /// Takes `peer`'s acknowledgement of `offset`, waking the puts it covers.
+    fn ack(&self, peer: SocketAddr, offset: i64) {
+        self.lock_links().insert(peer, offset);
         self.acked.fetch_max(offset, Ordering::AcqRel);
         self.wake_acked(self.acked());
     }
@@ -145,6 +148,26 @@ impl SlaveProgress {
         for wake in covered.into_values().flatten() {
             let _ = wake.send(());
         }
+    }
+
+    fn lock_links(&self) -> std::sync::MutexGuard<'_, BTreeMap<SocketAddr, i64>> {
+        self.links.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn link_opened(&self, peer: SocketAddr) {
+        self.lock_links().insert(peer, -1);
+        self.connected.fetch_add(1, Ordering::AcqRel);
+    }
+
+    fn link_closed(&self, peer: SocketAddr) {
+        self.lock_links().remove(&peer);
+        self.connected.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Each connected slave's address and last reported offset (-1 before its first).
+    #[must_use]
+    pub fn links(&self) -> Vec<(SocketAddr, i64)> {
+        self.lock_links().iter().map(|(a, o)| (*a, *o)).collect()
     }
 
     /// Slaves connected now.
@@ -183,9 +206,9 @@ pub async fn serve(
         };
         let shutdown = shutdown.clone();
         glommio::spawn_local(async move {
-            slave.progress.connected.fetch_add(1, Ordering::AcqRel);
+            slave.progress.link_opened(slave.peer);
             let outcome = select(Box::pin(slave.run(stream)), Box::pin(shutdown.wait())).await;
-            slave.progress.connected.fetch_sub(1, Ordering::AcqRel);
+            slave.progress.link_closed(slave.peer);
             if let Either::Left((Err(reason), _)) = outcome {
                 tracing::info!(peer = %slave.peer, %reason, "slave connection closed");
             }
@@ -225,8 +248,9 @@ impl Slave {
         let reading = {
             let reports = Rc::clone(&reports);
             let progress = Arc::clone(&self.progress);
+            let peer = self.peer;
             glommio::spawn_local(async move {
-                let reason = read_reports(&mut rx, &reports, &progress).await;
+                let reason = read_reports(&mut rx, &reports, &progress, peer).await;
                 reports.closed.set(Some(reason));
             })
         };
@@ -340,6 +364,7 @@ async fn read_reports<R: futures_lite::AsyncRead + Unpin>(
     rx: &mut R,
     reports: &Reports,
     progress: &SlaveProgress,
+    peer: SocketAddr,
 ) -> String {
     let mut buffer = vec![0u8; 64 * 1024];
     // Bytes of a report not complete yet (fewer than 8).
@@ -367,13 +392,18 @@ async fn read_reports<R: futures_lite::AsyncRead + Unpin>(
         if reports.first.get().is_none() {
             reports.first.set(Some(offset));
         }
-        progress.ack(offset);
+        progress.ack(peer, offset);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const PEER: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(
+        std::net::Ipv4Addr::LOCALHOST,
+        4321,
+    ));
 
     /// Gives its chunks one read at a time, then the end.
     struct Chunks(Vec<Vec<u8>>);
@@ -406,11 +436,12 @@ mod tests {
         let reports = Reports::default();
         let progress = SlaveProgress::default();
         let mut rx = Chunks(chunks);
-        let end = futures_lite::future::block_on(read_reports(&mut rx, &reports, &progress));
+        let end = futures_lite::future::block_on(read_reports(&mut rx, &reports, &progress, PEER));
         assert_eq!(end, "the slave closed the connection");
         // The first whole group read (after the second chunk: 100 and 200, the last is 200).
         assert_eq!(reports.first.get(), Some(200));
         assert_eq!(progress.acked(), 400);
+        assert_eq!(progress.links(), [(PEER, 400)]);
     }
 
     #[test]
@@ -418,7 +449,7 @@ mod tests {
         let reports = Reports::default();
         let progress = SlaveProgress::default();
         let mut rx = Chunks(vec![(-1i64).to_be_bytes().to_vec()]);
-        let end = futures_lite::future::block_on(read_reports(&mut rx, &reports, &progress));
+        let end = futures_lite::future::block_on(read_reports(&mut rx, &reports, &progress, PEER));
         assert!(end.contains("-1"), "{end}");
         assert_eq!(reports.first.get(), None);
     }

@@ -53,34 +53,66 @@ const READ_BUFFER: usize = 4 << 20;
 /// Slack over `maxMessageSize` for a record's other fields (topic, properties, header).
 const RECORD_OVERHEAD_MAX: usize = 1 << 20;
 
-/// The master's addresses as the name server last told them (REGISTER_BROKER's answer).
+/// The master's addresses as the name server last told them (REGISTER_BROKER's answer), and
+/// where following it stands, for the admin requests.
 #[derive(Debug, Default)]
-pub struct MasterAddrs(Mutex<(Option<String>, Option<String>)>);
+pub struct MasterAddrs {
+    learned: Mutex<(Option<String>, Option<String>)>,
+    link: Mutex<LinkState>,
+}
+
+/// Where a slave's replication stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LinkState {
+    /// Not connected to the master: not yet, or again after the connection closed for
+    /// this reason.
+    Down(Option<String>),
+    /// Taking the master's CommitLog over a connection to this HA address.
+    Up(SocketAddr),
+    /// The store refused replicated bytes: replication stopped until a restart.
+    Stopped(String),
+}
+
+impl Default for LinkState {
+    fn default() -> Self {
+        LinkState::Down(None)
+    }
+}
 
 impl MasterAddrs {
     /// Takes REGISTER_BROKER's answer: the master's remoting and HA addresses, if known.
     pub fn learned(&self, master: Option<String>, ha: Option<String>) {
         let nonempty = |a: Option<String>| a.filter(|a| !a.is_empty());
-        *self.lock() = (nonempty(master), nonempty(ha));
+        *lock(&self.learned) = (nonempty(master), nonempty(ha));
     }
 
     /// The master's remoting address, if known.
     #[must_use]
     pub fn master(&self) -> Option<String> {
-        self.lock().0.clone()
+        lock(&self.learned).0.clone()
     }
 
     /// The master's HA address, if known.
     #[must_use]
     pub fn ha(&self) -> Option<String> {
-        self.lock().1.clone()
+        lock(&self.learned).1.clone()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, (Option<String>, Option<String>)> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    /// Where replication stands now.
+    #[must_use]
+    pub fn link(&self) -> LinkState {
+        lock(&self.link).clone()
     }
+
+    fn set_link(&self, state: LinkState) {
+        *lock(&self.link) = state;
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Why a connection to the master ended.
@@ -127,6 +159,7 @@ pub async fn follow(
             Ok(stream) => stream,
             Err(error) => {
                 tracing::warn!(master = %addr, %error, "slave: cannot reach the master's HA port");
+                learned.set_link(LinkState::Down(Some(format!("connect failed: {error}"))));
                 pause(RECONNECT_PAUSE, &shutdown).await;
                 continue;
             }
@@ -136,6 +169,7 @@ pub async fn follow(
             config,
             master: addr,
         };
+        learned.set_link(LinkState::Up(addr));
         let outcome = match select(
             Box::pin(link.run(stream, &mut cursor)),
             Box::pin(shutdown.wait()),
@@ -147,6 +181,7 @@ pub async fn follow(
         };
         match outcome {
             Either::Left(LinkEnd::Closed(reason)) => {
+                learned.set_link(LinkState::Down(Some(reason.clone())));
                 tracing::info!(master = %addr, %reason, "slave: HA connection closed");
                 // Not at once: a master that refuses what this slave holds would be asked
                 // again in a loop.
@@ -158,6 +193,7 @@ pub async fn follow(
                     %reason,
                     "slave: the store refused replicated bytes; replication stops until restart"
                 );
+                learned.set_link(LinkState::Stopped(reason));
                 return;
             }
             Either::Right(()) => return,

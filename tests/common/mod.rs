@@ -101,15 +101,7 @@ impl NamesrvProcess {
         if let Some(line) = self.early_log.iter().find(|line| line.contains(needle)) {
             return Some(line.clone());
         }
-        let deadline = std::time::Instant::now() + timeout;
-        loop {
-            let left = deadline.checked_duration_since(std::time::Instant::now())?;
-            match self.log.recv_timeout(left) {
-                Ok(line) if line.contains(needle) => return Some(line),
-                Ok(_) => {}
-                Err(_) => return None,
-            }
-        }
+        wait_for_line(&self.log, needle, timeout)
     }
 
     /// Sends SIGTERM and waits (bounded) for the exit status.
@@ -235,6 +227,23 @@ fn wait_for_addr(
                 let status = child.try_wait().unwrap();
                 panic!("server did not report its address (exit status {status:?})");
             }
+        }
+    }
+}
+
+/// The first line of a server's `log` that holds `needle`, within `timeout`.
+pub fn wait_for_line(
+    log: &mpsc::Receiver<String>,
+    needle: &str,
+    timeout: Duration,
+) -> Option<String> {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let left = deadline.checked_duration_since(std::time::Instant::now())?;
+        match log.recv_timeout(left) {
+            Ok(line) if line.contains(needle) => return Some(line),
+            Ok(_) => {}
+            Err(_) => return None,
         }
     }
 }
