@@ -411,12 +411,25 @@ fn mqadmin_inspection_commands_print_what_the_java_broker_prints() {
         ferro.by_id
     );
 
-    // brokerStatus: the same keys (the CommitLog's path in one of them); the same figures
-    // where both brokers did the same.
+    // brokerStatus: the same keys (the CommitLog's path in one of them), past ferromq's own
+    // on replication (its role, and on a master its slaves); the same figures where both
+    // brokers did the same.
     let status = |inspected: &Inspected| -> BTreeMap<String, String> {
         key_values(&masked(&inspected.broker_status, &inspected.masks), ':')
     };
-    let (ferro_status, java_status) = (status(&ferro), status(&java));
+    let (mut ferro_status, java_status) = (status(&ferro), status(&java));
+    assert_eq!(
+        ferro_status.remove("brokerRole").as_deref(),
+        Some("ASYNC_MASTER")
+    );
+    assert_eq!(
+        ferro_status.remove("haConnectedSlaves").as_deref(),
+        Some("0")
+    );
+    assert_eq!(
+        ferro_status.remove("haSlaveAckOffset").as_deref(),
+        Some("0")
+    );
     assert_eq!(
         ferro_status.keys().collect::<Vec<_>>(),
         java_status.keys().collect::<Vec<_>>()
