@@ -442,6 +442,11 @@ fn admin_json(namesrv: &str, args: &[&str]) -> serde_json::Value {
     serde_json::from_slice(&output.stdout).expect("admin prints JSON")
 }
 
+/// The runtime table `ferromq admin brokerStatus` prints for the broker at `addr`.
+fn broker_status(namesrv: &str, addr: &str) -> serde_json::Value {
+    admin_json(namesrv, &["brokerStatus", "-b", addr])[0]["table"].clone()
+}
+
 /// A caught-up group as the admin commands show it: `ferromq admin clusterList` lists the
 /// master and the slave with their roles and no lag, `brokerStatus` shows the master's one
 /// slave with its acknowledged offset and the slave's link up; `mqadmin clusterList` (the
@@ -471,12 +476,26 @@ fn group_shown_by_admin(namesrv: &str, master: &str, slave: &str) {
         assert!(Instant::now() < deadline, "clusterList: {rows:#}");
         std::thread::sleep(Duration::from_millis(300));
     }
-    let table_of =
-        |addr: &str| admin_json(namesrv, &["brokerStatus", "-b", addr])[0]["table"].clone();
-    let (m, s) = (table_of(master), table_of(slave));
+    let (m, s) = (
+        broker_status(namesrv, master),
+        broker_status(namesrv, slave),
+    );
     assert_eq!(m["haConnectedSlaves"], "1", "{m:#}");
     assert_eq!(m["haSlaveLagBytes"], "0", "{m:#}");
     assert_eq!(m["haSlaveAckOffset"], m["commitLogMaxOffset"], "{m:#}");
+    let per_slave: Vec<&String> = m
+        .as_object()
+        .map(|table| {
+            table
+                .keys()
+                .filter(|k| k.starts_with("haSlaveAckOffset_"))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(per_slave.len(), 1, "{m:#}");
+    assert_eq!(m[per_slave[0].as_str()], m["commitLogMaxOffset"], "{m:#}");
+    let lag_key = per_slave[0].replace("haSlaveAckOffset_", "haSlaveLagBytes_");
+    assert_eq!(m[lag_key.as_str()], "0", "{m:#}");
     assert_eq!(s["brokerRole"], "SLAVE", "{s:#}");
     assert!(
         s["haConnection"]
@@ -524,9 +543,7 @@ fn a_java_producer_to_a_sync_master_group_is_answered_once_the_slave_holds_each_
     let dir = TempDir::on_disk("ha-java-sync");
     let (slave, _) = ferromq_slave(&dir.path().join("slave"), &namesrv, "broker-js", None);
     let deadline = Instant::now() + Duration::from_secs(30);
-    let status =
-        |addr: &str| admin_json(&namesrv, &["brokerStatus", "-b", addr])[0]["table"].clone();
-    while status(&master.broker_addr())["haConnectedSlaves"] != "1" {
+    while broker_status(&namesrv, &master.broker_addr())["haConnectedSlaves"] != "1" {
         assert!(Instant::now() < deadline, "the slave never connected");
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -830,8 +847,7 @@ fn a_slave_whose_log_diverged_is_refused_and_keeps_its_bytes() {
     slave.terminate();
     let held = segments(&slave_log);
     let link_of = |namesrv: &str, slave: &common::BrokerProcess| {
-        let table = admin_json(namesrv, &["brokerStatus", "-b", &slave.addr.to_string()]);
-        table[0]["table"]["haConnection"]
+        broker_status(namesrv, &slave.addr.to_string())["haConnection"]
             .as_str()
             .unwrap_or_default()
             .to_owned()

@@ -119,6 +119,7 @@ pub fn cluster_list(
         let space = get("commitLogDiskRatio")
             .and_then(|v| v.parse::<f64>().ok())
             .unwrap_or(0.0);
+        let ours = max_offset(runtime);
         let master = broker.broker_id == 0;
         let role =
             get("brokerRole").unwrap_or_else(|| if master { "MASTER" } else { "SLAVE" }.to_owned());
@@ -132,7 +133,7 @@ pub fn cluster_list(
             });
             group_master
                 .and_then(|(_, runtime)| max_offset(runtime))
-                .zip(max_offset(runtime))
+                .zip(ours)
                 .map(|(theirs, ours)| (theirs - ours).max(0).to_string())
         };
         table.row(vec![
@@ -146,7 +147,7 @@ pub fn cluster_list(
             format!("{hours:.2}"),
             format!("{space:.4}"),
             role.clone(),
-            max_offset(runtime).map_or_else(|| "-".to_owned(), |o| o.to_string()),
+            ours.map_or_else(|| "-".to_owned(), |o| o.to_string()),
             lag.clone().unwrap_or_else(|| "-".to_owned()),
         ]);
         json.push(json!({

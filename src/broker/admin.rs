@@ -361,11 +361,7 @@ fn ha_runtime_info(state: &BrokerState, end: u64) -> Vec<(String, String)> {
     let end = i64::try_from(end).unwrap_or(i64::MAX);
     if role == BrokerRole::Slave {
         let master = &state.master;
-        let ha = state
-            .config
-            .ha_master_address
-            .clone()
-            .or_else(|| master.ha());
+        let ha = master.ha_target(state.config.ha_master_address.as_deref());
         table.push(("haMasterAddress".into(), ha.unwrap_or_default()));
         table.push(("masterAddr".into(), master.master().unwrap_or_default()));
         let link = match master.link() {

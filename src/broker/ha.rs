@@ -27,7 +27,7 @@ use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -67,14 +67,13 @@ impl Default for HaConfig {
     }
 }
 
-/// What the master knows of its slaves, for every shard: how many are connected, the
-/// highest offset one acknowledged (`push2SlaveMaxOffset`), and the SYNC_MASTER puts waiting
-/// for an acknowledgement.
+/// What the master knows of its slaves, for every shard: which are connected and what each
+/// last reported, the highest offset one acknowledged (`push2SlaveMaxOffset`), and the
+/// SYNC_MASTER puts waiting for an acknowledgement.
 #[derive(Debug, Default)]
 pub struct SlaveProgress {
-    connected: AtomicUsize,
     acked: AtomicI64,
-    /// Each connected slave's last report, for the admin requests (-1 before its first).
+    /// Each connected slave's last report (-1 before its first).
     links: Mutex<BTreeMap<SocketAddr, i64>>,
     /// Puts waiting, by the CommitLog offset a slave must acknowledge.
     waiting: Mutex<BTreeMap<i64, Vec<oneshot::Sender<()>>>>,
@@ -135,7 +134,9 @@ impl SlaveProgress {
 
     /// Takes `peer`'s acknowledgement of `offset`, waking the puts it covers.
     fn ack(&self, peer: SocketAddr, offset: i64) {
-        self.lock_links().insert(peer, offset);
+        if let Some(reported) = self.lock_links().get_mut(&peer) {
+            *reported = offset;
+        }
         self.acked.fetch_max(offset, Ordering::AcqRel);
         self.wake_acked(self.acked());
     }
@@ -156,12 +157,10 @@ impl SlaveProgress {
 
     fn link_opened(&self, peer: SocketAddr) {
         self.lock_links().insert(peer, -1);
-        self.connected.fetch_add(1, Ordering::AcqRel);
     }
 
     fn link_closed(&self, peer: SocketAddr) {
         self.lock_links().remove(&peer);
-        self.connected.fetch_sub(1, Ordering::AcqRel);
     }
 
     /// Each connected slave's address and last reported offset (-1 before its first).
@@ -173,7 +172,7 @@ impl SlaveProgress {
     /// Slaves connected now.
     #[must_use]
     pub fn connected(&self) -> usize {
-        self.connected.load(Ordering::Acquire)
+        self.lock_links().len()
     }
 
     /// The highest CommitLog offset a slave has acknowledged (0 before any).
@@ -435,6 +434,7 @@ mod tests {
         ];
         let reports = Reports::default();
         let progress = SlaveProgress::default();
+        progress.link_opened(PEER);
         let mut rx = Chunks(chunks);
         let end = futures_lite::future::block_on(read_reports(&mut rx, &reports, &progress, PEER));
         assert_eq!(end, "the slave closed the connection");

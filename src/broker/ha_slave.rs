@@ -92,10 +92,13 @@ impl MasterAddrs {
         lock(&self.learned).0.clone()
     }
 
-    /// The master's HA address, if known.
+    /// The HA address to follow: `configured` (`haMasterAddress`) if set, else the
+    /// master's as learned, if known.
     #[must_use]
-    pub fn ha(&self) -> Option<String> {
-        lock(&self.learned).1.clone()
+    pub fn ha_target(&self, configured: Option<&str>) -> Option<String> {
+        configured
+            .map(str::to_owned)
+            .or_else(|| lock(&self.learned).1.clone())
     }
 
     /// Where replication stands now.
@@ -139,7 +142,7 @@ pub async fn follow(
     );
     let mut waiting_logged = false;
     while !shutdown.is_triggered() {
-        let Some(target) = configured.clone().or_else(|| learned.ha()) else {
+        let Some(target) = learned.ha_target(configured.as_deref()) else {
             if !waiting_logged {
                 tracing::info!("slave: waiting for the name server to tell the master's address");
                 waiting_logged = true;
