@@ -1,9 +1,12 @@
 //! ferromq: a RocketMQ-compatible name server and broker, thread-per-core on io_uring.
 //!
 //! Module map:
-//! - [`remoting`]: the wire protocol — frames, JSON and binary headers, request and response
-//!   codes, typed headers, JSON bodies, the serving half and the requesting half.
-//! - [`client`]: the client library — producer, consumers and the shared client instance.
+//! - [`protocol`] (the `ferromq-protocol` crate): what brokers and clients agree on as bytes
+//!   and types — frames, headers, codes, bodies, the message record, names, limits.
+//! - [`remoting`]: the protocol's remoting part under its old path, plus the serving half on
+//!   glommio shards.
+//! - [`client`] (the `ferromq-client` crate): the client library on tokio — producers,
+//!   consumers and the shared client instance.
 //! - [`namesrv`]: the name server — route tables, KV store, liveness, request processing.
 //! - [`admin`]: `ferromq admin`, mqadmin's operator commands over the remoting protocol.
 //! - [`config`]: Java-compatible configuration files and keys.
@@ -14,11 +17,11 @@
 
 pub mod admin;
 pub mod broker;
-pub mod bytes;
-pub mod calendar;
-pub mod client;
 pub mod config;
-pub mod limits;
 pub mod namesrv;
 pub mod remoting;
 pub mod store;
+
+pub use ferromq_client as client;
+pub use ferromq_protocol as protocol;
+pub use ferromq_protocol::{bytes, calendar, limits};

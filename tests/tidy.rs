@@ -5,14 +5,28 @@
 //! - no `FIXME` and no `dbg!` in library code;
 //! - every file opens with a `//!` header saying what it is;
 //! - no `.unwrap()` in library code outside its `#[cfg(test)]` module;
-//! - every `unsafe` block is preceded by a `// SAFETY:` comment.
+//! - every `unsafe` block is preceded by a `// SAFETY:` comment;
+//! - no file reaches across layers (ARCHITECTURE.md, "Layers"): the protocol crate names no
+//!   runtime and no other ferromq crate, the client crate never the broker's, the store never
+//!   the remoting protocol or the servers above it.
 
 use std::path::{Path, PathBuf};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
-const LIBRARY_DIRS: &[&str] = &["src", "shards/src", "uring/src", "bench/src"];
+const LIBRARY_DIRS: &[&str] = &[
+    "src",
+    "protocol/src",
+    "client/src",
+    "shards/src",
+    "uring/src",
+    "bench/src",
+];
 const ALL_DIRS: &[&str] = &[
     "src",
+    "protocol/src",
+    "client/src",
+    "client/examples",
+    "examples",
     "shards/src",
     "shards/tests",
     "uring/src",
@@ -127,4 +141,73 @@ fn every_unsafe_block_says_why_it_is_sound() {
         unexplained.is_empty(),
         "unsafe without // SAFETY: {unexplained:#?}"
     );
+}
+
+/// What each layer's code may not name: (directory, forbidden path prefixes, why).
+const LAYERS: &[(&str, &[&str], &str)] = &[
+    (
+        "protocol/src",
+        &[
+            "tokio",
+            "glommio",
+            "futures",
+            "ferromq_",
+            "ferromq::",
+            "std::net::Tcp",
+        ],
+        "the protocol crate is bytes and types: no runtime, no I/O, no other ferromq crate",
+    ),
+    (
+        "client/src",
+        &[
+            "glommio",
+            "io_uring",
+            "ferromq_shards",
+            "ferromq_uring",
+            "ferromq::",
+        ],
+        "the client crate builds on the protocol crate and tokio only",
+    ),
+    (
+        "client/examples",
+        &["ferromq::", "ferromq_shards", "ferromq_uring"],
+        "the client's examples show what a user of the client crate alone writes",
+    ),
+    (
+        "src/store",
+        &[
+            "crate::remoting",
+            "ferromq_protocol::remoting",
+            "crate::broker",
+            "crate::namesrv",
+            "crate::client",
+            "ferromq_client",
+            "crate::admin",
+        ],
+        "the store knows records and files, not the wire or the servers above it",
+    ),
+];
+
+#[test]
+fn no_file_reaches_across_layers() {
+    let mut crossings = Vec::new();
+    for (dir, forbidden, why) in LAYERS {
+        for file in rust_files(dir) {
+            let text = std::fs::read_to_string(&file).unwrap();
+            for (index, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or("");
+                let named = |prefix: &&&str| {
+                    code.match_indices(**prefix).any(|(at, _)| {
+                        let before = code[..at].chars().next_back();
+                        !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+                    })
+                };
+                if let Some(prefix) = forbidden.iter().find(named) {
+                    let at = format!("{}:{}", relative(&file), index + 1);
+                    crossings.push(format!("{at}: {prefix} ({why})"));
+                }
+            }
+        }
+    }
+    assert!(crossings.is_empty(), "layer crossings: {crossings:#?}");
 }

@@ -18,7 +18,7 @@
 //! dispatch syncs and writes the checkpoint, and the `abort` file goes.
 
 pub mod admin;
-pub mod batch;
+pub use ferromq_protocol::batch;
 pub mod ha;
 pub mod ha_slave;
 pub mod long_poll;

@@ -5,11 +5,11 @@
 //! file, line, key and what would be valid.
 
 pub mod broker;
-pub mod fastjson;
+pub use ferromq_protocol::fastjson;
 pub mod namesrv;
 pub mod persist;
 pub mod properties;
-pub mod topic;
+pub use ferromq_protocol::topic;
 
 use std::path::PathBuf;
 

@@ -1,31 +1,8 @@
-//! The RocketMQ remoting protocol: frames, headers, codes and the connection halves.
-//!
-//! No business logic lives here; the name server and broker plug processors into
-//! [`server`], and every client (broker → name server, admin, the client library, the
-//! benchmark) talks through [`client`]. Byte layouts are documented in the module that
-//! encodes them: [`codec`] (frames), [`serialize_json`] and [`serialize_rocketmq`] (headers),
-//! [`body`] (JSON bodies). Facts come from `reference/remoting.md`.
+//! The remoting protocol as the broker and name server use it: the bytes and types of
+//! `ferromq-protocol` (re-exported here under their old paths), the serving half on glommio
+//! shards ([`server`]) and, for the broker's own requests to name servers, the requesting
+//! half of `ferromq-client` ([`client`]).
 
-pub mod body;
-pub mod client;
-pub mod codec;
-mod codes;
-pub mod command;
-pub mod header;
-pub mod headers;
-pub mod heartbeat;
-pub mod request_code;
-pub mod response_code;
-pub mod serialize_json;
-pub mod serialize_rocketmq;
+pub use ferromq_client::remoting as client;
+pub use ferromq_protocol::remoting::*;
 pub mod server;
-pub mod version;
-
-pub use codec::{DecodeError, FrameDecoder};
-pub use command::{
-    ExtFields, LanguageCode, RemotingCommand, SerializeType, CURRENT_VERSION, FLAG_ONEWAY,
-    FLAG_RESPONSE,
-};
-pub use header::{CommandHeader, HeaderError};
-pub use request_code::RequestCode;
-pub use response_code::ResponseCode;

@@ -18,7 +18,7 @@ pub mod consume_queue;
 pub mod dispatch;
 pub mod flush;
 pub mod index;
-pub mod message;
+pub use ferromq_protocol::message;
 pub mod message_store;
 pub mod prefill;
 pub mod put_coalescer;

@@ -2,9 +2,9 @@
 //! selector sends, with retries to another broker and latency fault avoidance.
 //!
 //! ```no_run
-//! use ferromq::client::{ClientConfig, Message, Producer, SendStatus};
+//! use ferromq_client::{ClientConfig, Message, Producer, SendStatus};
 //!
-//! # async fn example() -> ferromq::client::Result<()> {
+//! # async fn example() -> ferromq_client::Result<()> {
 //! let producer = Producer::new("my_producer_group", ClientConfig::new("127.0.0.1:9876"));
 //! producer.start().await?;
 //! let message = Message::new("TopicTest", "hello").with_tags("TagA").with_keys(["order-1"]);
@@ -36,18 +36,19 @@ use super::latency::{select_queue, LatencyFaultTolerance};
 use super::message::{deflate, property, Message, MessageQueue, COMPRESSED_FLAG};
 use super::msg_id::create_uniq_id;
 use super::ClientConfig;
-use crate::broker::batch::BatchEntry;
-use crate::broker::state::{now_ms, topic_name_problem, RETRY_GROUP_TOPIC_PREFIX};
-use crate::remoting::headers::{SendMessageRequestHeaderV2, SendMessageResponseHeader};
-use crate::remoting::{RemotingCommand, RequestCode, ResponseCode};
+use ferromq_protocol::batch::BatchEntry;
+use ferromq_protocol::calendar::now_ms;
+use ferromq_protocol::names::{topic_name_problem, RETRY_GROUP_TOPIC_PREFIX};
+use ferromq_protocol::remoting::headers::{SendMessageRequestHeaderV2, SendMessageResponseHeader};
+use ferromq_protocol::remoting::{RemotingCommand, RequestCode, ResponseCode};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The topic whose route new topics borrow (`TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC`).
-pub use crate::broker::state::AUTO_CREATE_TOPIC_KEY_TOPIC;
-use crate::broker::state::NOT_ALLOWED_SEND_TOPICS;
+pub use ferromq_protocol::names::AUTO_CREATE_TOPIC_KEY_TOPIC;
+use ferromq_protocol::names::NOT_ALLOWED_SEND_TOPICS;
 /// Message system flag of a transaction half message (`TRANSACTION_PREPARED_TYPE`).
 const TRANSACTION_PREPARED_TYPE: i32 = 0x1 << 2;
 /// The region a broker reports when it has none (`MixAll.DEFAULT_TRACE_REGION_ID`).
@@ -699,7 +700,7 @@ impl Producer {
             return Ok(Some(result));
         }
         Err(last_error.unwrap_or(ClientError::Remoting(
-            crate::remoting::client::ClientError::Timeout(options.send_msg_timeout),
+            crate::remoting::ClientError::Timeout(options.send_msg_timeout),
         )))
     }
 
@@ -800,7 +801,7 @@ fn retryable(error: &ClientError) -> bool {
 
 /// Properties in wire form, refusing what the 2-byte length of a stored record cannot hold.
 fn properties_string(properties: &std::collections::BTreeMap<String, String>) -> Result<String> {
-    let text = crate::store::message::properties_to_string(
+    let text = ferromq_protocol::message::properties_to_string(
         properties.iter().map(|(k, v)| (k.as_str(), v.as_str())),
     );
     if text.len() > usize::try_from(i16::MAX).unwrap_or(usize::MAX) {
@@ -925,7 +926,7 @@ mod tests {
         assert!(batch.batch);
         assert_eq!(batch.sys_flag, 0);
         assert_eq!(batch.properties, "WAIT\u{1}true");
-        let entries = crate::broker::batch::decode_batch(&batch.body).unwrap();
+        let entries = ferromq_protocol::batch::decode_batch(&batch.body).unwrap();
         assert_eq!(entries.len(), 2);
         assert_eq!(entries[1].body, b"two");
         assert_eq!(entries[1].flag, 3);

@@ -8,9 +8,9 @@
 //! does the pulling the same way but buffers the messages for the application's `poll()`.
 //!
 //! ```no_run
-//! use ferromq::client::consumer::{ConsumeConcurrentlyStatus, PushConsumer, PushConsumerConfig};
-//! use ferromq::client::{ClientConfig, MessageExt};
-//! # async fn run() -> ferromq::client::Result<()> {
+//! use ferromq_client::consumer::{ConsumeConcurrentlyStatus, PushConsumer, PushConsumerConfig};
+//! use ferromq_client::{ClientConfig, MessageExt};
+//! # async fn run() -> ferromq_client::Result<()> {
 //! let config = PushConsumerConfig::new("my_group");
 //! let consumer = PushConsumer::new(ClientConfig::new("127.0.0.1:9876"), config);
 //! consumer.subscribe("TopicTest", "TagA || TagB")?;
@@ -33,10 +33,10 @@ pub mod pull;
 pub mod push;
 pub mod rebalance;
 
-pub use crate::remoting::heartbeat::MessageQueue;
 pub use allocate::{
     AllocateMessageQueueAveragely, AllocateMessageQueueAveragelyByCircle, AllocateStrategy,
 };
+pub use ferromq_protocol::remoting::heartbeat::MessageQueue;
 pub use pull::{LitePullConsumer, LitePullConsumerConfig};
 pub use push::{PushConsumer, PushConsumerConfig};
 
@@ -209,9 +209,9 @@ pub(crate) fn consumer_data(
     consume_type: &str,
     message_model: MessageModel,
     consume_from_where: ConsumeFromWhere,
-    subscriptions: &std::collections::BTreeMap<String, crate::client::SubscriptionData>,
-) -> crate::client::ConsumerData {
-    crate::client::ConsumerData {
+    subscriptions: &std::collections::BTreeMap<String, crate::SubscriptionData>,
+) -> crate::ConsumerData {
+    crate::ConsumerData {
         group_name: group.to_owned(),
         consume_type: Some(consume_type.to_owned()),
         message_model: Some(message_model.java_name().to_owned()),

@@ -12,9 +12,9 @@
 //! opaque is not pending (late after a timeout) is dropped with a debug log; when the
 //! connection ends every pending request fails with [`ClientError::Closed`].
 
-use super::codec::{encode_to_vec, FrameDecoder};
-use super::command::{RemotingCommand, SerializeType};
-use crate::limits;
+use ferromq_protocol::limits;
+use ferromq_protocol::remoting::codec::{encode_to_vec, FrameDecoder};
+use ferromq_protocol::remoting::command::{RemotingCommand, SerializeType};
 use futures::channel::{mpsc, oneshot};
 use futures::future::{select, Either};
 use futures::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, SinkExt, StreamExt};
@@ -217,7 +217,7 @@ impl RemotingClient {
     ) -> Result<(i32, oneshot::Receiver<RemotingCommand>), ClientError> {
         let opaque = self.shared.next_opaque.fetch_add(1, Ordering::Relaxed);
         request.opaque = opaque;
-        request.flag &= !super::FLAG_ONEWAY;
+        request.flag &= !ferromq_protocol::remoting::FLAG_ONEWAY;
         request.serialize_type = self.shared.serialize_type;
         let (sender, receiver) = oneshot::channel();
         {

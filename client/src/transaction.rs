@@ -10,10 +10,10 @@
 //! [`TransactionListener::check_local_transaction`] in another END_TRANSACTION.
 //!
 //! ```no_run
-//! use ferromq::client::transaction::{
+//! use ferromq_client::transaction::{
 //!     LocalTransactionState, TransactionListener, TransactionProducer,
 //! };
-//! use ferromq::client::{ClientConfig, Message, MessageExt};
+//! use ferromq_client::{ClientConfig, Message, MessageExt};
 //! use std::sync::Arc;
 //!
 //! struct Orders;
@@ -30,7 +30,7 @@
 //!     }
 //! }
 //!
-//! # async fn example() -> ferromq::client::Result<()> {
+//! # async fn example() -> ferromq_client::Result<()> {
 //! let producer =
 //!     TransactionProducer::new("order_tx", ClientConfig::new("127.0.0.1:9876"), Arc::new(Orders));
 //! producer.start().await?;
@@ -48,10 +48,12 @@ use super::error::{ClientError, Result};
 use super::instance::{ClientInstance, RequestHook};
 use super::message::{decode_messages, property, Message, MessageExt};
 use super::producer::{Producer, SendResult, SendStatus};
-use crate::client::instance::lock;
-use crate::remoting::headers::{CheckTransactionStateRequestHeader, EndTransactionRequestHeader};
-use crate::remoting::{RemotingCommand, RequestCode};
-use crate::store::message::decode_offset_msg_id;
+use crate::instance::lock;
+use ferromq_protocol::message::decode_offset_msg_id;
+use ferromq_protocol::remoting::headers::{
+    CheckTransactionStateRequestHeader, EndTransactionRequestHeader,
+};
+use ferromq_protocol::remoting::{RemotingCommand, RequestCode};
 use std::any::Any;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};

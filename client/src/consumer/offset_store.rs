@@ -8,11 +8,11 @@
 
 use super::offset_file;
 use super::MessageQueue;
-use crate::client::error::{ClientError, Result};
-use crate::client::instance::{expect_success, ClientInstance};
-use crate::remoting::command::RemotingCommand;
-use crate::remoting::headers::UpdateConsumerOffsetRequestHeader;
-use crate::remoting::request_code::RequestCode;
+use crate::error::{ClientError, Result};
+use crate::instance::{expect_success, ClientInstance};
+use ferromq_protocol::remoting::command::RemotingCommand;
+use ferromq_protocol::remoting::headers::UpdateConsumerOffsetRequestHeader;
+use ferromq_protocol::remoting::request_code::RequestCode;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Mutex;

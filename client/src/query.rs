@@ -5,9 +5,9 @@
 use super::error::{ClientError, Result};
 use super::instance::{expect_success, ClientInstance};
 use super::message::{decode_messages, MessageExt};
-use crate::remoting::headers::{QueryMessageRequestHeader, ViewMessageRequestHeader};
-use crate::remoting::{RemotingCommand, RequestCode, ResponseCode};
-use crate::store::message::decode_offset_msg_id;
+use ferromq_protocol::message::decode_offset_msg_id;
+use ferromq_protocol::remoting::headers::{QueryMessageRequestHeader, ViewMessageRequestHeader};
+use ferromq_protocol::remoting::{RemotingCommand, RequestCode, ResponseCode};
 
 /// The extFields flag of a QUERY_MESSAGE by `UNIQ_KEY` (`MixAll.UNIQUE_MSG_QUERY_FLAG`).
 pub const UNIQUE_MSG_QUERY_FLAG: &str = "_UNIQUE_KEY_QUERY";

@@ -1,6 +1,6 @@
 //! Settings shared by every producer and consumer of one client instance.
 
-use crate::remoting::SerializeType;
+use ferromq_protocol::remoting::SerializeType;
 use std::time::Duration;
 
 /// Settings of a [`ClientInstance`](super::ClientInstance) (Java `ClientConfig`).

@@ -25,14 +25,14 @@ use super::{
     ConsumeFromWhere, ConsumeOrderlyStatus, MessageListenerConcurrently, MessageListenerOrderly,
     MessageModel, MessageQueue, RETRY_GROUP_TOPIC_PREFIX,
 };
-use crate::client::config::ClientConfig;
-use crate::client::error::{ClientError, Result};
-use crate::client::instance::lock;
-use crate::client::instance::{ClientInstance, ConsumerInner};
-use crate::client::instance::{PullResult, PullStatus};
-use crate::client::message::MessageExt;
-use crate::remoting::headers::PullMessageRequestHeader;
-use crate::remoting::heartbeat::{ConsumerData, SubscriptionData, EXPRESSION_TYPE_TAG};
+use crate::config::ClientConfig;
+use crate::error::{ClientError, Result};
+use crate::instance::lock;
+use crate::instance::{ClientInstance, ConsumerInner};
+use crate::instance::{PullResult, PullStatus};
+use crate::message::MessageExt;
+use ferromq_protocol::remoting::headers::PullMessageRequestHeader;
+use ferromq_protocol::remoting::heartbeat::{ConsumerData, SubscriptionData, EXPRESSION_TYPE_TAG};
 use futures::future::BoxFuture;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;

@@ -10,10 +10,10 @@
 //! offset store and persists them.
 //!
 //! ```no_run
-//! use ferromq::client::consumer::{LitePullConsumer, LitePullConsumerConfig};
-//! use ferromq::client::ClientConfig;
+//! use ferromq_client::consumer::{LitePullConsumer, LitePullConsumerConfig};
+//! use ferromq_client::ClientConfig;
 //! use std::time::Duration;
-//! # async fn run() -> ferromq::client::Result<()> {
+//! # async fn run() -> ferromq_client::Result<()> {
 //! let consumer = LitePullConsumer::new(
 //!     ClientConfig::new("127.0.0.1:9876"),
 //!     LitePullConsumerConfig::new("my_group"),
@@ -36,14 +36,14 @@ use super::offset_store::{OffsetStore, ReadOffsetType};
 use super::push::pull_sys_flag;
 use super::rebalance::{allocate_topic, diff};
 use super::{default_offsets_root, ConsumeFromWhere, MessageModel, MessageQueue};
-use crate::client::config::ClientConfig;
-use crate::client::error::{ClientError, Result};
-use crate::client::instance::lock;
-use crate::client::instance::PullStatus;
-use crate::client::instance::{ClientInstance, ConsumerInner};
-use crate::client::message::MessageExt;
-use crate::remoting::headers::PullMessageRequestHeader;
-use crate::remoting::heartbeat::{ConsumerData, SubscriptionData, EXPRESSION_TYPE_TAG};
+use crate::config::ClientConfig;
+use crate::error::{ClientError, Result};
+use crate::instance::lock;
+use crate::instance::PullStatus;
+use crate::instance::{ClientInstance, ConsumerInner};
+use crate::message::MessageExt;
+use ferromq_protocol::remoting::headers::PullMessageRequestHeader;
+use ferromq_protocol::remoting::heartbeat::{ConsumerData, SubscriptionData, EXPRESSION_TYPE_TAG};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};

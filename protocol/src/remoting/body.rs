@@ -7,7 +7,7 @@
 //! the two route flavours of §10.3 — bare numeric map keys (`{0:"host:port"}`, fastjson's
 //! default) or standard JSON with quoted, sorted keys and non-ASCII escaped.
 
-pub use crate::config::topic::{DataVersion, TopicConfig};
+pub use crate::topic::{DataVersion, TopicConfig};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Read;

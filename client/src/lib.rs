@@ -1,5 +1,8 @@
-//! The client library: producers and consumers that talk to RocketMQ name servers and
-//! brokers (ferromq's or Java's) over the remoting protocol, on tokio.
+//! ferromq-client: producers and consumers that talk to RocketMQ name servers and brokers
+//! (ferromq's, Java's, any that speaks the remoting protocol), on tokio.
+//!
+//! It depends on [`ferromq_protocol`] (re-exported as [`protocol`]) and tokio only, never on
+//! the broker. `ferromq::client` re-exports this crate.
 //!
 //! Layers, bottom up:
 //! - [`ClientInstance`] (Java `MQClientInstance`): one per process or per `client_id`,
@@ -12,9 +15,9 @@
 //! Errors are [`ClientError`]; a broker's refusal keeps Java's response code and remark.
 //!
 //! ```no_run
-//! use ferromq::client::{ClientConfig, ClientInstance, MessageQueue};
+//! use ferromq_client::{ClientConfig, ClientInstance, MessageQueue};
 //!
-//! # async fn example() -> ferromq::client::Result<()> {
+//! # async fn example() -> ferromq_client::Result<()> {
 //! let instance = ClientInstance::new(ClientConfig::new("127.0.0.1:9876"));
 //! instance.start()?;
 //! let route = instance.topic_route("TopicTest").await?;
@@ -30,18 +33,23 @@
 pub mod config;
 pub mod consumer;
 pub mod error;
-pub mod filter;
+pub use ferromq_protocol::filter;
 pub mod instance;
 pub mod latency;
 pub mod message;
 pub mod msg_id;
 pub mod producer;
 pub mod query;
+pub mod remoting;
 pub mod transaction;
 
-pub use crate::remoting::heartbeat::{ConsumerData, HeartbeatData, ProducerData, SubscriptionData};
+pub use ferromq_protocol as protocol;
+
 pub use config::ClientConfig;
 pub use error::{ClientError, Result};
+pub use ferromq_protocol::remoting::heartbeat::{
+    ConsumerData, HeartbeatData, ProducerData, SubscriptionData,
+};
 pub use instance::{
     expect_success, ClientInstance, ConsumerInner, PullResult, PullStatus, RequestHook,
     TopicRouteInfo,

@@ -3,12 +3,12 @@
 
 use super::offset_store::{OffsetStore, ReadOffsetType};
 use super::{start_from, ConsumeFromWhere, MessageQueue, StartFrom};
-use crate::client::error::{ClientError, Result};
-use crate::client::instance::{expect_success, ClientInstance};
-use crate::client::message::MessageExt;
-use crate::remoting::command::RemotingCommand;
-use crate::remoting::headers::ConsumerSendMsgBackRequestHeader;
-use crate::remoting::request_code::RequestCode;
+use crate::error::{ClientError, Result};
+use crate::instance::{expect_success, ClientInstance};
+use crate::message::MessageExt;
+use ferromq_protocol::remoting::command::RemotingCommand;
+use ferromq_protocol::remoting::headers::ConsumerSendMsgBackRequestHeader;
+use ferromq_protocol::remoting::request_code::RequestCode;
 use std::collections::BTreeSet;
 use std::time::Duration;
 

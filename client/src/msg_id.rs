@@ -14,9 +14,9 @@
 //! a client east or west of UTC differ in the time part by the zone offset (the id's own
 //! parser, [`nearly_time_from_id`], uses the same rule, so it round-trips).
 
-use crate::broker::state::now_ms;
-use crate::calendar::{civil_from_days, days_from_civil, MS_PER_DAY};
-use crate::store::message::{unhex, upper_hex};
+use ferromq_protocol::calendar::now_ms;
+use ferromq_protocol::calendar::{civil_from_days, days_from_civil, MS_PER_DAY};
+use ferromq_protocol::message::{unhex, upper_hex};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
 
@@ -77,7 +77,7 @@ pub fn create_uniq_id() -> String {
             let ip = super::config::local_ipv4()
                 .parse::<std::net::Ipv4Addr>()
                 .map_or([127, 0, 0, 1], |ip| ip.octets());
-            let loader_hash = crate::store::message::java_string_hash("ferromq.client");
+            let loader_hash = ferromq_protocol::message::java_string_hash("ferromq.client");
             UniqIdGenerator::new(ip, std::process::id(), loader_hash)
         })
         .create_at(now_ms())

@@ -1,9 +1,9 @@
 //! Tag filtering on the client side (Java `FilterAPI`): a [`SubscriptionData`] built from a
 //! tag expression such as `"TagA || TagB"`, and whether a message's tag passes it.
 
-use crate::broker::state::now_ms;
+use crate::calendar::now_ms;
+use crate::message::java_string_hash;
 use crate::remoting::heartbeat::{SubscriptionData, EXPRESSION_TYPE_TAG, SUB_ALL};
-use crate::store::message::java_string_hash;
 
 impl SubscriptionData {
     /// A TAG subscription as Java's `FilterAPI.buildSubscriptionData` makes it: `*` or an

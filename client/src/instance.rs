@@ -15,22 +15,22 @@
 use super::config::ClientConfig;
 use super::error::{ClientError, Result};
 use super::message::{decode_messages, MessageExt, MessageQueue};
-use crate::config::fastjson::parse_lenient;
-use crate::config::fastjson::queue_keyed_map;
-use crate::remoting::body::TopicRouteData;
-use crate::remoting::client::{
+use crate::remoting::{
     connect_tokio, ClientConfig as ConnectionConfig, ClientError as RemotingError, InboundRequests,
     RemotingClient,
 };
-use crate::remoting::headers::{
+use ferromq_protocol::fastjson::parse_lenient;
+use ferromq_protocol::fastjson::queue_keyed_map;
+use ferromq_protocol::remoting::body::TopicRouteData;
+use ferromq_protocol::remoting::headers::{
     GetConsumerListByGroupRequestHeader, GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader,
     GetRouteInfoRequestHeader, NotifyConsumerIdsChangedRequestHeader, OffsetResponseHeader,
     PullMessageRequestHeader, PullMessageResponseHeader, QueryConsumerOffsetRequestHeader,
     QueryConsumerOffsetResponseHeader, ResetOffsetRequestHeader, SearchOffsetRequestHeader,
     UnregisterClientRequestHeader, UpdateConsumerOffsetRequestHeader,
 };
-use crate::remoting::heartbeat::{ConsumerData, HeartbeatData, ProducerData};
-use crate::remoting::{RemotingCommand, RequestCode, ResponseCode, FLAG_RESPONSE};
+use ferromq_protocol::remoting::heartbeat::{ConsumerData, HeartbeatData, ProducerData};
+use ferromq_protocol::remoting::{RemotingCommand, RequestCode, ResponseCode, FLAG_RESPONSE};
 use futures::StreamExt;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -1062,7 +1062,7 @@ async fn serve_inbound(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::remoting::body::{BrokerData, QueueData};
+    use ferromq_protocol::remoting::body::{BrokerData, QueueData};
 
     fn queue(broker: &str, read: i32, write: i32, perm: i32) -> QueueData {
         QueueData {

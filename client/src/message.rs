@@ -5,14 +5,14 @@
 //! message as a pull, view or query returns it; [`decode_messages`] reads those bodies.
 
 use super::error::{ClientError, Result};
-use crate::store::message::{
+use ferromq_protocol::message::{
     decode_record, offset_msg_id, parse_properties, properties_to_string, Record,
 };
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::net::SocketAddr;
 
-pub use crate::remoting::heartbeat::MessageQueue;
+pub use ferromq_protocol::remoting::heartbeat::MessageQueue;
 
 /// Property names with a meaning to brokers and clients (Java `MessageConst`).
 #[doc(alias = "MessageConst")]
@@ -363,7 +363,7 @@ pub fn deflate(body: &[u8], level: u32) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::message::{encode_record, MessageRecord, MessageVersion};
+    use ferromq_protocol::message::{encode_record, MessageRecord, MessageVersion};
 
     fn record(body: &[u8], sys_flag: i32, properties: &str, offset: i64) -> Vec<u8> {
         let host: SocketAddr = "127.0.0.1:10911".parse().unwrap();

@@ -1,6 +1,6 @@
 //! Errors of the client library.
 
-use crate::remoting::client::ClientError as RemotingError;
+use crate::remoting::ClientError as RemotingError;
 
 /// Why a client operation failed.
 #[derive(Debug, thiserror::Error)]
