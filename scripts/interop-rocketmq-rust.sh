@@ -2,7 +2,7 @@
 # ferromq's client library against a broker we did not write: the crates.io rocketmq-rust
 # name server and broker. Installs them into a cache folder (scripts/rocketmq-rust.sh; ~30 min
 # cold on 2 cores, a no-op afterwards), starts them on loopback, creates a topic with
-# `ferromq admin`, runs examples/client_roundtrip.rs (producer → push consumer) and stops them.
+# `ferromq admin`, runs client/examples/client_roundtrip.rs (producer → push consumer) and stops them.
 #
 #   scripts/interop-rocketmq-rust.sh [MESSAGES]
 #
@@ -18,7 +18,7 @@ data="$(mktemp -d -t ferromq-peer-XXXXXX)"
 trap 'scripts/rocketmq-rust.sh stop "$data"; rm -rf "$data"' EXIT
 
 scripts/rocketmq-rust.sh install
-cargo build --release --bin ferromq --example client_roundtrip
+cargo build --release --bin ferromq && cargo build --release -p ferromq-client --example client_roundtrip
 scripts/rocketmq-rust.sh start "$data" "$ports"
 
 # The broker registers with the name server a moment after it listens.

@@ -14,22 +14,29 @@
 //!
 //! Errors are [`ClientError`]; a broker's refusal keeps Java's response code and remark.
 //!
-//! ```no_run
-//! use ferromq_client::{ClientConfig, ClientInstance, MessageQueue};
+//! The examples in this documentation run as tests against a live broker: the name server
+//! in `FERROMQ_NAMESRV` (ferromq's `tests/client_docs.rs` starts one and runs them). Each way
+//! to produce and consume also has a program in `examples/`.
 //!
-//! # async fn example() -> ferromq_client::Result<()> {
-//! let instance = ClientInstance::new(ClientConfig::new("127.0.0.1:9876"));
+//! ```
+//! use ferromq_client::{ClientConfig, ClientInstance};
+//!
+//! # let namesrv = std::env::var("FERROMQ_NAMESRV").expect("a name server address");
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let instance = ClientInstance::new(ClientConfig::new(&namesrv));
 //! instance.start()?;
 //! let route = instance.topic_route("TopicTest").await?;
 //! for mq in &route.subscribe_queues {
 //!     let max = instance.get_max_offset(mq).await?;
 //!     println!("{mq}: {max} messages");
 //! }
+//! assert!(!route.subscribe_queues.is_empty());
 //! instance.shutdown().await;
-//! # Ok(())
-//! # }
+//! # Ok::<(), ferromq_client::ClientError>(())
+//! # }).unwrap();
 //! ```
 
+pub mod admin;
 pub mod config;
 pub mod consumer;
 pub mod error;

@@ -1,11 +1,12 @@
 //! The producer (Java `DefaultMQProducer`): sync, async, oneway, batch, to-a-queue and
 //! selector sends, with retries to another broker and latency fault avoidance.
 //!
-//! ```no_run
+//! ```
 //! use ferromq_client::{ClientConfig, Message, Producer, SendStatus};
 //!
-//! # async fn example() -> ferromq_client::Result<()> {
-//! let producer = Producer::new("my_producer_group", ClientConfig::new("127.0.0.1:9876"));
+//! # let namesrv = std::env::var("FERROMQ_NAMESRV").expect("a name server address");
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let producer = Producer::new("my_producer_group", ClientConfig::new(&namesrv));
 //! producer.start().await?;
 //! let message = Message::new("TopicTest", "hello").with_tags("TagA").with_keys(["order-1"]);
 //! let sent = producer.send(message).await?;
@@ -19,8 +20,8 @@
 //!     .send_with_selector(message, move |queues, _message| order_id % queues.len())
 //!     .await?;
 //! producer.shutdown().await;
-//! # Ok(())
-//! # }
+//! # Ok::<(), ferromq_client::ClientError>(())
+//! # }).unwrap();
 //! ```
 //!
 //! What a send does, in Java's order: validate (topic, body, `maxMessageSize`), set

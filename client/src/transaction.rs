@@ -9,7 +9,7 @@
 //! (CHECK_TRANSACTION_STATE); the producer answers with the listener's
 //! [`TransactionListener::check_local_transaction`] in another END_TRANSACTION.
 //!
-//! ```no_run
+//! ```
 //! use ferromq_client::transaction::{
 //!     LocalTransactionState, TransactionListener, TransactionProducer,
 //! };
@@ -30,17 +30,18 @@
 //!     }
 //! }
 //!
-//! # async fn example() -> ferromq_client::Result<()> {
-//! let producer =
-//!     TransactionProducer::new("order_tx", ClientConfig::new("127.0.0.1:9876"), Arc::new(Orders));
+//! # let namesrv = std::env::var("FERROMQ_NAMESRV").expect("a name server address");
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let config = ClientConfig::new(&namesrv);
+//! let producer = TransactionProducer::new("order_tx", config, Arc::new(Orders));
 //! producer.start().await?;
 //! let sent = producer
 //!     .send_message_in_transaction(Message::new("Orders", "paid"), None)
 //!     .await?;
-//! println!("{:?}", sent.local_transaction_state);
+//! assert_eq!(sent.local_transaction_state, LocalTransactionState::CommitMessage);
 //! producer.shutdown().await;
-//! # Ok(())
-//! # }
+//! # Ok::<(), ferromq_client::ClientError>(())
+//! # }).unwrap();
 //! ```
 
 use super::config::ClientConfig;

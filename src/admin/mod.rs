@@ -7,17 +7,16 @@
 //! than SUCCESS ends the command with [`AdminError::Remote`], which names the code and the
 //! remark. One file per command family: [`topic`], [`cluster`], [`group`], [`message`].
 
-pub mod client;
 pub mod cluster;
 pub mod group;
 pub mod message;
 pub mod output;
 pub mod topic;
 
-pub use client::AdminClient;
+pub use ferromq_client::admin as client;
+pub use ferromq_client::admin::{AdminClient, AdminError};
 pub use output::Report;
 
-use crate::remoting::{RequestCode, ResponseCode};
 use std::time::Duration;
 
 /// Flags shared by every admin command, and the command.
@@ -84,49 +83,6 @@ pub enum AdminCommand {
     QueryMsgByKey(message::QueryMsgByKeyArgs),
     /// The message at a queue offset.
     QueryMsgByOffset(message::QueryMsgByOffsetArgs),
-}
-
-/// Why an admin command failed.
-#[derive(Debug, thiserror::Error)]
-pub enum AdminError {
-    /// A name server or broker answered with a code other than SUCCESS.
-    #[error("CODE: {} ({})  DESC: {remark}  [{request} to {addr}]", code.0,
-        code.name().unwrap_or("?"))]
-    Remote {
-        /// Who answered.
-        addr: String,
-        /// What was asked.
-        request: RequestCode,
-        /// The response code.
-        code: ResponseCode,
-        /// The remark.
-        remark: String,
-    },
-    /// An address could not be reached or did not answer in time.
-    #[error("{addr}: {reason}; check the address and that the server runs")]
-    Connection {
-        /// The address.
-        addr: String,
-        /// What went wrong.
-        reason: String,
-    },
-    /// An answer whose body is not what the request returns.
-    #[error("unexpected answer from {from}: {reason}")]
-    BadResponse {
-        /// Who answered.
-        from: String,
-        /// What is wrong.
-        reason: String,
-    },
-    /// Flags that do not make a command (beyond what the parser checks).
-    #[error("{0}")]
-    Usage(String),
-    /// Nothing matched.
-    #[error("{0}")]
-    NotFound(String),
-    /// The tokio runtime did not start.
-    #[error("cannot start the admin runtime: {0}")]
-    Runtime(#[source] std::io::Error),
 }
 
 /// Runs one admin command and renders its report: JSON with `--json`, else the table.

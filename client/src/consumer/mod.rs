@@ -7,12 +7,13 @@
 //! listener, committing the smallest unconsumed offset of each queue. A lite pull consumer
 //! does the pulling the same way but buffers the messages for the application's `poll()`.
 //!
-//! ```no_run
+//! ```
 //! use ferromq_client::consumer::{ConsumeConcurrentlyStatus, PushConsumer, PushConsumerConfig};
 //! use ferromq_client::{ClientConfig, MessageExt};
-//! # async fn run() -> ferromq_client::Result<()> {
+//! # let namesrv = std::env::var("FERROMQ_NAMESRV").expect("a name server address");
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
 //! let config = PushConsumerConfig::new("my_group");
-//! let consumer = PushConsumer::new(ClientConfig::new("127.0.0.1:9876"), config);
+//! let consumer = PushConsumer::new(ClientConfig::new(&namesrv), config);
 //! consumer.subscribe("TopicTest", "TagA || TagB")?;
 //! consumer.register_message_listener_concurrently(|messages: &[MessageExt]| {
 //!     for message in messages {
@@ -21,7 +22,10 @@
 //!     ConsumeConcurrentlyStatus::ConsumeSuccess
 //! });
 //! consumer.start().await?;
-//! # Ok(()) }
+//! // ... the listener runs on the consumer's tasks until:
+//! consumer.shutdown().await;
+//! # Ok::<(), ferromq_client::ClientError>(())
+//! # }).unwrap();
 //! ```
 
 pub mod allocate;
@@ -43,8 +47,7 @@ pub use push::{PushConsumer, PushConsumerConfig};
 use super::message::MessageExt;
 use std::path::PathBuf;
 
-/// The prefix of a group's retry topic (`MixAll.RETRY_GROUP_TOPIC_PREFIX`).
-pub const RETRY_GROUP_TOPIC_PREFIX: &str = "%RETRY%";
+pub use ferromq_protocol::names::RETRY_GROUP_TOPIC_PREFIX;
 
 /// The property holding the original topic of a retried message (`RETRY_TOPIC`).
 pub const PROPERTY_RETRY_TOPIC: &str = "RETRY_TOPIC";

@@ -9,13 +9,14 @@
 //! (and auto commit every `auto_commit_interval`, checked in `poll()`) writes those to the
 //! offset store and persists them.
 //!
-//! ```no_run
+//! ```
 //! use ferromq_client::consumer::{LitePullConsumer, LitePullConsumerConfig};
 //! use ferromq_client::ClientConfig;
 //! use std::time::Duration;
-//! # async fn run() -> ferromq_client::Result<()> {
+//! # let namesrv = std::env::var("FERROMQ_NAMESRV").expect("a name server address");
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
 //! let consumer = LitePullConsumer::new(
-//!     ClientConfig::new("127.0.0.1:9876"),
+//!     ClientConfig::new(&namesrv),
 //!     LitePullConsumerConfig::new("my_group"),
 //! );
 //! let queues = consumer.fetch_message_queues("TopicTest").await?;
@@ -26,7 +27,8 @@
 //! println!("{} messages", messages.len());
 //! consumer.commit_sync().await;
 //! consumer.shutdown().await;
-//! # Ok(()) }
+//! # Ok::<(), ferromq_client::ClientError>(())
+//! # }).unwrap();
 //! ```
 
 use super::allocate::{AllocateMessageQueueAveragely, AllocateStrategy};

@@ -1,19 +1,77 @@
-//! The admin tool's connections: one remoting connection per name server or broker address,
-//! opened on first use and kept for the rest of the command, on a small tokio runtime.
+//! The admin client: one remoting connection per name server or broker address, opened on
+//! first use and kept while the client lives, on a small tokio runtime of its own, so it is
+//! called from plain (blocking) code such as `ferromq admin`'s commands.
 //!
 //! This is the `MQClientAPIImpl` part of Java's `DefaultMQAdminExt`, cut down to what the
 //! commands need: send a typed request, wait with a time limit, and turn any non-success
 //! answer into [`AdminError::Remote`] carrying the code and remark.
+//!
+//! ```
+//! use ferromq_client::admin::AdminClient;
+//! use std::time::Duration;
+//!
+//! # let namesrv = std::env::var("FERROMQ_NAMESRV").expect("a name server address");
+//! let mut admin = AdminClient::new(Some(&namesrv), Duration::from_secs(3))?;
+//! for broker in admin.brokers()? {
+//!     let (name, id) = (&broker.broker_name, broker.broker_id);
+//!     println!("{} {name} id {id} at {}", broker.cluster, broker.addr);
+//! }
+//! let route = admin.topic_route("TopicTest")?;
+//! assert!(!route.queue_datas.is_empty());
+//! # Ok::<(), ferromq_client::admin::AdminError>(())
+//! ```
 
-use super::AdminError;
-use crate::config::fastjson::parse_lenient;
-use crate::remoting::body::TopicRouteData;
-use crate::remoting::client::{connect_tokio, ClientConfig, RemotingClient};
-use crate::remoting::headers::GetRouteInfoRequestHeader;
-use crate::remoting::{CommandHeader, RemotingCommand, RequestCode, ResponseCode};
+use crate::remoting::{connect_tokio, ClientConfig, RemotingClient};
+use ferromq_protocol::fastjson::parse_lenient;
+use ferromq_protocol::remoting::body::TopicRouteData;
+use ferromq_protocol::remoting::headers::GetRouteInfoRequestHeader;
+use ferromq_protocol::remoting::{CommandHeader, RemotingCommand, RequestCode, ResponseCode};
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::time::Duration;
+
+/// Why an admin command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    /// A name server or broker answered with a code other than SUCCESS.
+    #[error("CODE: {} ({})  DESC: {remark}  [{request} to {addr}]", code.0,
+        code.name().unwrap_or("?"))]
+    Remote {
+        /// Who answered.
+        addr: String,
+        /// What was asked.
+        request: RequestCode,
+        /// The response code.
+        code: ResponseCode,
+        /// The remark.
+        remark: String,
+    },
+    /// An address could not be reached or did not answer in time.
+    #[error("{addr}: {reason}; check the address and that the server runs")]
+    Connection {
+        /// The address.
+        addr: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// An answer whose body is not what the request returns.
+    #[error("unexpected answer from {from}: {reason}")]
+    BadResponse {
+        /// Who answered.
+        from: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Flags that do not make a command (beyond what the parser checks).
+    #[error("{0}")]
+    Usage(String),
+    /// Nothing matched.
+    #[error("{0}")]
+    NotFound(String),
+    /// The tokio runtime did not start.
+    #[error("cannot start the admin runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+}
 
 /// Connections to the name servers and brokers of one admin command.
 #[doc(alias = "DefaultMQAdminExt")]
@@ -293,7 +351,7 @@ pub fn route_masters(route: &TopicRouteData) -> Vec<(String, String)> {
 
 /// `response` when its code is SUCCESS, else [`AdminError::Remote`] naming `addr` and the
 /// `request` it answers.
-pub(crate) fn check(
+pub fn check(
     addr: &str,
     request: RequestCode,
     response: RemotingCommand,
@@ -309,8 +367,8 @@ pub(crate) fn check(
     })
 }
 
-/// A body that is not what the request's answer should be.
-pub(crate) fn bad_body(from: &str, reason: impl Into<String>) -> AdminError {
+/// A body that is not what the request's answer should be ([`AdminError::BadResponse`]).
+pub fn bad_body(from: &str, reason: impl Into<String>) -> AdminError {
     AdminError::BadResponse {
         from: from.to_owned(),
         reason: reason.into(),

@@ -4,17 +4,18 @@
 //! from the first offset and checks that every acknowledged message id arrived.
 //!
 //! ```text
-//! cargo run --release --example client_roundtrip -- --namesrv 127.0.0.1:9876 --messages 1000
+//! cargo run --release -p ferromq-client --example client_roundtrip -- \
+//!     --namesrv 127.0.0.1:9876 --messages 1000
 //! ```
 //!
 //! Exit status 0 when every acknowledged message was consumed with its body intact, 1
 //! otherwise. `scripts/interop-rocketmq-rust.sh` runs it against the crates.io rocketmq-rust
 //! broker.
 
-use ferromq::client::consumer::{
+use ferromq_client::consumer::{
     ConsumeConcurrentlyStatus, ConsumeFromWhere, PushConsumer, PushConsumerConfig,
 };
-use ferromq::client::{ClientConfig, Message, MessageExt, Producer};
+use ferromq_client::{ClientConfig, Message, MessageExt, Producer};
 use std::collections::HashMap;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
