@@ -18,7 +18,7 @@ use ferromq::client::consumer::{
     MessageQueue, PushConsumer, PushConsumerConfig,
 };
 use ferromq::client::producer::Producer;
-use ferromq::client::{ClientConfig, ClientInstance, Message, MessageExt};
+use ferromq::client::{ClientConfig, ClientError, ClientInstance, Message, MessageExt};
 use ferromq::remoting::client::RemotingClient;
 use ferromq::remoting::headers::CreateTopicRequestHeader;
 use ferromq::remoting::{RemotingCommand, RequestCode, SerializeType};
@@ -853,4 +853,157 @@ async fn the_brokers_notification_triggers_a_rebalance() {
     })
     .await;
     c1.shutdown().await;
+}
+
+/// Pausing a lite pull queue stops its pulls until it is resumed, three rounds over: what is
+/// sent to it meanwhile is not polled while the other queue's messages are, and after the
+/// resume its messages arrive, in order, from where it stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_lite_pull_queue_is_not_pulled_until_resumed() {
+    let cluster = Cluster::start("consumer-pause").await;
+    let queues = cluster.create_topic("PauseT", 2).await;
+    let consumer = LitePullConsumer::new(cluster.client("p1"), lite_config("pause-g"));
+    consumer.assign(queues.clone()).await.unwrap();
+    consumer.start().await.unwrap();
+    let (q0, q1) = (&queues[0], &queues[1]);
+    for round in 0..3_i64 {
+        consumer.pause(std::slice::from_ref(q0));
+        assert!(consumer.is_paused(q0) && !consumer.is_paused(q1));
+        // A pull of q0 held by the broker when it was paused ends empty within the broker's
+        // suspend time (1 s); after that nothing pulls q0.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        for i in 0..5 {
+            cluster
+                .send("PauseT", 0, &format!("p{round}-{i}"), "TagA")
+                .await;
+            cluster
+                .send("PauseT", 1, &format!("o{round}-{i}"), "TagA")
+                .await;
+        }
+        let polled = poll_until(&consumer, "q1's five", |m| m.len() >= 5).await;
+        let mut more = polled;
+        let quiet = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < quiet {
+            more.extend(consumer.poll(Duration::from_millis(200)).await);
+        }
+        let queue_ids: Vec<i32> = more.iter().map(|m| m.queue_id).collect();
+        assert_eq!(
+            queue_ids, [1; 5],
+            "round {round}: a paused queue was pulled"
+        );
+
+        consumer.resume(std::slice::from_ref(q0));
+        assert!(!consumer.is_paused(q0));
+        let resumed = poll_until(&consumer, "q0's five", |m| m.len() >= 5).await;
+        let offsets: Vec<(i32, i64)> = resumed
+            .iter()
+            .map(|m| (m.queue_id, m.queue_offset))
+            .collect();
+        let expected: Vec<(i32, i64)> = (0..5).map(|i| (0, round * 5 + i)).collect();
+        assert_eq!(offsets, expected, "round {round}");
+    }
+    // Queues it does not own are ignored.
+    consumer.pause(&[MessageQueue::new("PauseT", "broker-a", 7)]);
+    assert!(!consumer.is_paused(&MessageQueue::new("PauseT", "broker-a", 7)));
+    consumer.shutdown().await;
+}
+
+/// The client instance's admin calls (Java's `MQAdmin`): `create_topic` makes a topic on the
+/// masters of the key topic's route, refusing a bad name or a key with no route, and
+/// `earliest_msg_store_time` is -1 for an empty queue and then the first message's store time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_instance_creates_topics_and_reads_the_earliest_store_time() {
+    let cluster = Cluster::start("consumer-admin-calls").await;
+    let instance = &cluster.routes;
+    let deadline = Instant::now() + WAIT;
+    while instance.fetch_route("TBW102").await.is_err() {
+        assert!(Instant::now() < deadline, "the broker never registered");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let refused = instance.create_topic("TBW102", "bad topic!", 3).await;
+    assert!(
+        matches!(&refused, Err(ClientError::InvalidMessage(m)) if m.contains("illegal characters")),
+        "{refused:?}"
+    );
+    let no_key = instance
+        .create_topic("NoSuchKeyTopic", "MadeByClient", 3)
+        .await;
+    assert!(
+        matches!(no_key, Err(ClientError::NoRoute { .. })),
+        "{no_key:?}"
+    );
+
+    instance
+        .create_topic("TBW102", "MadeByClient", 3)
+        .await
+        .unwrap();
+    let queues = loop {
+        if let Ok(route) = instance.refresh_topic_route("MadeByClient").await {
+            break route.subscribe_queues.clone();
+        }
+        assert!(Instant::now() < deadline, "no route for the new topic");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(queues.len(), 3);
+    let q0 = MessageQueue::new("MadeByClient", "broker-a", 0);
+    assert_eq!(instance.earliest_msg_store_time(&q0).await.unwrap(), -1);
+    let before = ferromq::calendar::now_ms();
+    cluster.send("MadeByClient", 0, "first", "TagA").await;
+    let after = ferromq::calendar::now_ms();
+    cluster.send("MadeByClient", 0, "second", "TagA").await;
+    // The answer comes from the ConsumeQueue, which the broker builds just after the write.
+    let earliest = loop {
+        let earliest = instance.earliest_msg_store_time(&q0).await.unwrap();
+        if earliest != -1 {
+            break earliest;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the sends never reached the ConsumeQueue"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(
+        (before..=after).contains(&earliest),
+        "{before} <= {earliest} <= {after}"
+    );
+}
+
+/// A suspended push consumer pulls nothing until it is resumed, three rounds over: messages
+/// sent meanwhile reach the listener only after the resume, each once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suspended_push_consumer_pulls_nothing_until_resumed() {
+    let cluster = Cluster::start("consumer-suspend").await;
+    let queues = cluster.create_topic("SuspendT", 2).await;
+    let seen: Seen = Arc::default();
+    let config = push_config(&cluster, "suspend-g");
+    let consumer = counting_consumer(&cluster, "s1", config, "SuspendT", &seen).await;
+    cluster.send_many("SuspendT", &queues, "warm", 4).await;
+    wait_until("the first four", || seen.lock().unwrap().len() == 4).await;
+    for round in 0..3 {
+        consumer.suspend();
+        assert!(consumer.is_suspended());
+        // Pulls the broker holds (up to its 2 s suspend) end empty; none starts after.
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        let before = seen.lock().unwrap().len();
+        cluster
+            .send_many("SuspendT", &queues, &format!("r{round}"), 6)
+            .await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(
+            seen.lock().unwrap().len(),
+            before,
+            "round {round}: pulled while suspended"
+        );
+        consumer.resume();
+        assert!(!consumer.is_suspended());
+        wait_until("the round's six", || {
+            seen.lock().unwrap().len() == before + 6
+        })
+        .await;
+    }
+    let counts = bodies(&seen, None);
+    assert_eq!(counts.len(), 22);
+    assert!(counts.values().all(|&n| n == 1), "{counts:?}");
+    consumer.shutdown().await;
 }

@@ -17,14 +17,6 @@ const DEADLINE: Duration = Duration::from_secs(20);
 const TOPIC: &str = "InstanceT";
 const GROUP: &str = "instance_cg";
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 struct Cluster {
     _broker: BrokerProcess,
     namesrv: NamesrvProcess,
@@ -123,7 +115,7 @@ async fn create_topic(cluster: &Cluster, count: usize) -> Vec<MessageQueue> {
 #[test]
 fn members_offsets_and_pulls_through_the_instance() {
     let cluster = cluster("instance-members");
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let queues = create_topic(&cluster, 3).await;
         let queue = queues[0].clone();
         let first = instance(&cluster, "first");
@@ -216,7 +208,7 @@ fn members_offsets_and_pulls_through_the_instance() {
 #[test]
 fn an_unknown_topic_has_no_route_and_every_dead_name_server_is_reported() {
     let cluster = cluster("instance-noroute");
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let live = instance(&cluster, "live");
         eventually("the broker registration", || async {
             live.fetch_route("TBW102").await.is_ok()

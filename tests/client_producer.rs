@@ -18,14 +18,6 @@ use std::time::{Duration, Instant};
 
 const DEADLINE: Duration = Duration::from_secs(20);
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 /// A name server and one broker registered with it.
 struct Cluster {
     broker: BrokerProcess,
@@ -141,7 +133,7 @@ async fn wait_stored(producer: &Producer, topic: &str, expected: i64) {
 #[test]
 fn a_sync_send_is_stored_with_body_keys_tags_and_properties_intact() {
     let cluster = Cluster::start("client-sync");
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let producer = started_producer(&cluster, "sync_pg").await;
         let mut message = Message::new("ClientSyncT", "hello ferromq")
             .with_tags("TagA")
@@ -185,7 +177,7 @@ fn a_sync_send_is_stored_with_body_keys_tags_and_properties_intact() {
 #[test]
 fn async_sends_all_call_back_send_ok_and_are_all_stored() {
     let cluster = Cluster::start("client-async");
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let producer = started_producer(&cluster, "async_pg").await;
         const N: usize = 60;
         let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -219,7 +211,7 @@ fn async_sends_all_call_back_send_ok_and_are_all_stored() {
 #[test]
 fn async_sends_in_flight_are_bounded() {
     let cluster = Cluster::start("client-async-bound");
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let options = ferromq::client::ProducerOptions {
             back_pressure_for_async_send_num: 3,
             ..Default::default()
@@ -260,7 +252,7 @@ fn async_sends_in_flight_are_bounded() {
 #[test]
 fn oneway_sends_are_all_stored() {
     let cluster = Cluster::start("client-oneway");
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let producer = started_producer(&cluster, "oneway_pg").await;
         for i in 0..50 {
             producer
@@ -276,7 +268,7 @@ fn oneway_sends_are_all_stored() {
 #[test]
 fn a_batch_is_stored_as_separate_messages_in_order() {
     let cluster = Cluster::start("client-batch");
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let producer = started_producer(&cluster, "batch_pg").await;
         let messages: Vec<Message> = (0..10)
             .map(|i| {
@@ -301,7 +293,7 @@ fn a_batch_is_stored_as_separate_messages_in_order() {
 #[test]
 fn send_to_queue_and_selector_keep_messages_on_the_chosen_queue_in_order() {
     let cluster = Cluster::start("client-queue");
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let producer = started_producer(&cluster, "queue_pg").await;
         let queues = producer.publish_queues("ClientQueueT").await.unwrap();
         assert_eq!(queues.len(), 4, "auto-created with defaultTopicQueueNums");
@@ -349,7 +341,7 @@ fn send_to_queue_and_selector_keep_messages_on_the_chosen_queue_in_order() {
 #[test]
 fn a_large_body_is_stored_compressed_and_read_back_whole() {
     let cluster = Cluster::start("client-compress");
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let producer = started_producer(&cluster, "compress_pg").await;
         let body: Vec<u8> = (0..10 * 1024).map(|i| b"ferromq!"[i % 8]).collect();
         let sent = producer
@@ -392,7 +384,7 @@ fn message_ids_are_java_uniq_keys_and_find_the_message_by_query() {
     // Offset message ids carry the broker's configured port; a broker told to listen on
     // port 0 writes 0 there, so this broker gets a fixed (free) port.
     let cluster = Cluster::start_with("client-msgid", &free_address(), "");
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let producer = started_producer(&cluster, "msgid_pg").await;
         let sent = producer
             .send(Message::new("ClientIdT", "find me"))
@@ -447,7 +439,7 @@ fn message_ids_are_java_uniq_keys_and_find_the_message_by_query() {
 
 #[test]
 fn an_oversized_body_is_refused_without_contacting_anyone() {
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         // Nothing listens at the name server address: any network use would fail differently.
         let dead = free_address();
         let producer = Producer::new("big_pg", ClientConfig::new(&dead));
@@ -478,7 +470,7 @@ fn free_address() -> String {
 #[test]
 fn a_dead_first_name_server_is_skipped() {
     let cluster = Cluster::start("client-failover");
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let config = ClientConfig::new(&format!("{};{}", free_address(), cluster.namesrv()));
         let producer = Producer::new("failover_pg", config);
         wait_registered(producer.instance()).await;
@@ -498,7 +490,7 @@ fn a_dead_first_name_server_is_skipped() {
 #[test]
 fn sends_succeed_again_after_the_broker_restarts() {
     let mut cluster = Cluster::start("client-restart");
-    let rt = runtime();
+    let rt = common::runtime();
     let producer = rt.block_on(async {
         let producer = started_producer(&cluster, "restart_pg").await;
         for i in 0..5 {
@@ -560,7 +552,7 @@ fn timers_refresh_routes_and_heartbeat_and_shutdown_unregisters() {
         "127.0.0.1:0",
         "registerNameServerPeriod=200",
     );
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let mut config = ClientConfig::new(&cluster.namesrv());
         config.instance_name = "timers".into();
         config.poll_name_server_interval = Duration::from_millis(100);
@@ -627,7 +619,7 @@ fn sync_sends_retry_on_the_other_broker_when_one_is_down() {
     };
     let mut broker_a = start("broker-a");
     let _broker_b = start("broker-b");
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let mut producers = Vec::new();
         for fault_avoidance in [false, true] {
             let options = ferromq::client::ProducerOptions {
@@ -678,7 +670,7 @@ fn sync_sends_retry_on_the_other_broker_when_one_is_down() {
 #[test]
 fn the_binary_header_serialization_works_too() {
     let cluster = Cluster::start("client-rocketmq-serialize");
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let mut config = ClientConfig::new(&cluster.namesrv());
         config.serialize_type = ferromq::remoting::SerializeType::RocketMq;
         let producer = Producer::new("binary_pg", config);

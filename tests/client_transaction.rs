@@ -34,14 +34,6 @@ const CHECK_NEVER_MS: u64 = 600_000;
 /// Long enough for several check rounds to pass over a half.
 const SEVERAL_ROUNDS: Duration = Duration::from_millis(2_500);
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 fn free_address() -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
@@ -252,7 +244,7 @@ fn system_queue(topic: &str) -> MessageQueue {
 #[test]
 fn commit_delivers_exactly_once_and_the_uniq_key_finds_the_delivered_copy() {
     let cluster = Cluster::start("tx-commit", CHECK_SOON_MS);
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let harness =
             started_producer(&cluster, "tx_commit_pg", LocalTransactionState::Unknown).await;
         let sent = send_deciding(
@@ -310,7 +302,7 @@ fn commit_delivers_exactly_once_and_the_uniq_key_finds_the_delivered_copy() {
 #[test]
 fn the_half_is_invisible_until_the_transaction_commits() {
     let cluster = Cluster::start("tx-invisible", CHECK_NEVER_MS);
-    let rt = runtime();
+    let rt = common::runtime();
     let harness = rt.block_on(started_producer(
         &cluster,
         "tx_invisible_pg",
@@ -357,7 +349,7 @@ fn the_half_is_invisible_until_the_transaction_commits() {
 #[test]
 fn rollback_never_delivers() {
     let cluster = Cluster::start("tx-rollback", CHECK_SOON_MS);
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let harness = started_producer(
             &cluster,
             "tx_rollback_pg",
@@ -396,7 +388,7 @@ fn rollback_never_delivers() {
 #[test]
 fn unknown_is_settled_by_the_check_and_then_delivered_once() {
     let cluster = Cluster::start("tx-unknown", CHECK_SOON_MS);
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let harness = started_producer(
             &cluster,
             "tx_unknown_pg",
@@ -434,7 +426,7 @@ fn unknown_is_settled_by_the_check_and_then_delivered_once() {
 fn a_transaction_committed_by_two_late_check_answers_is_delivered_once() {
     for round in 0..3 {
         let cluster = Cluster::start("tx-late-answer", CHECK_SOON_MS);
-        runtime().block_on(async {
+        common::runtime().block_on(async {
             let harness = started_producer(
                 &cluster,
                 &format!("tx_late_pg_{round}"),
@@ -466,7 +458,7 @@ fn a_transaction_committed_by_two_late_check_answers_is_delivered_once() {
 #[test]
 fn a_producer_that_never_knows_is_discarded_after_the_max_checks() {
     let cluster = Cluster::start("tx-discard", CHECK_SOON_MS);
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let harness =
             started_producer(&cluster, "tx_discard_pg", LocalTransactionState::Unknown).await;
         let sent = send_deciding(
@@ -509,7 +501,7 @@ fn a_producer_that_never_knows_is_discarded_after_the_max_checks() {
 /// then the commit reaches the new broker process: delivered once.
 fn commit_after_restart(name: &str, kill: bool) {
     let mut cluster = Cluster::start(name, CHECK_NEVER_MS);
-    let rt = runtime();
+    let rt = common::runtime();
     let harness = rt.block_on(started_producer(
         &cluster,
         "tx_restart_pg",
@@ -553,7 +545,7 @@ fn a_commit_after_a_broker_sigkill_restart_delivers_once() {
 /// Half stored and left unknown, broker restarted: the new process checks it and delivers.
 fn check_after_restart(name: &str, kill: bool) {
     let mut cluster = Cluster::start(name, CHECK_LATER_MS);
-    let rt = runtime();
+    let rt = common::runtime();
     let harness = rt.block_on(started_producer(
         &cluster,
         "tx_recheck_pg",

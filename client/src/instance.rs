@@ -23,11 +23,13 @@ use ferromq_protocol::fastjson::parse_lenient;
 use ferromq_protocol::fastjson::queue_keyed_map;
 use ferromq_protocol::remoting::body::TopicRouteData;
 use ferromq_protocol::remoting::headers::{
-    GetConsumerListByGroupRequestHeader, GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader,
-    GetRouteInfoRequestHeader, NotifyConsumerIdsChangedRequestHeader, OffsetResponseHeader,
-    PullMessageRequestHeader, PullMessageResponseHeader, QueryConsumerOffsetRequestHeader,
-    QueryConsumerOffsetResponseHeader, ResetOffsetRequestHeader, SearchOffsetRequestHeader,
-    UnregisterClientRequestHeader, UpdateConsumerOffsetRequestHeader,
+    CreateTopicRequestHeader, GetConsumerListByGroupRequestHeader,
+    GetEarliestMsgStoretimeRequestHeader, GetEarliestMsgStoretimeResponseHeader,
+    GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader, GetRouteInfoRequestHeader,
+    NotifyConsumerIdsChangedRequestHeader, OffsetResponseHeader, PullMessageRequestHeader,
+    PullMessageResponseHeader, QueryConsumerOffsetRequestHeader, QueryConsumerOffsetResponseHeader,
+    ResetOffsetRequestHeader, SearchOffsetRequestHeader, UnregisterClientRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
 };
 use ferromq_protocol::remoting::heartbeat::{ConsumerData, HeartbeatData, ProducerData};
 use ferromq_protocol::remoting::{RemotingCommand, RequestCode, ResponseCode, FLAG_RESPONSE};
@@ -976,6 +978,64 @@ impl ClientInstance {
         let request =
             RemotingCommand::request_with_header(RequestCode::SEARCH_OFFSET_BY_TIMESTAMP, &header);
         self.offset_request(mq, request).await
+    }
+
+    /// When the oldest message still stored in `mq` was stored, ms since the epoch; -1 for a
+    /// queue that holds none (GET_EARLIEST_MSG_STORETIME; Java's `MQAdmin.earliestMsgStoreTime`).
+    ///
+    /// # Errors
+    /// No route; the broker's error.
+    pub async fn earliest_msg_store_time(&self, mq: &MessageQueue) -> Result<i64> {
+        let header = GetEarliestMsgStoretimeRequestHeader {
+            topic: mq.topic.clone(),
+            queue_id: mq.queue_id,
+        };
+        let request =
+            RemotingCommand::request_with_header(RequestCode::GET_EARLIEST_MSG_STORETIME, &header);
+        let addr = self.master_addr_of(mq).await?;
+        let response = expect_success(
+            self.invoke_broker(&addr, request, self.config.request_timeout)
+                .await?,
+        )?;
+        let header: GetEarliestMsgStoretimeResponseHeader =
+            response.decode_header().map_err(bad_header)?;
+        Ok(header.timestamp)
+    }
+
+    /// Creates `topic` with `queues` read and write queues on every master broker that
+    /// serves the topic `key` (normally `TBW102`), as Java's `MQAdmin.createTopic` does:
+    /// UPDATE_AND_CREATE_TOPIC to each master; the name servers learn the route with each
+    /// broker's next registration.
+    ///
+    /// # Errors
+    /// [`ClientError::InvalidMessage`] for a topic name Java's client refuses; no route of
+    /// `key`, or no master in it; the first broker's refusal.
+    pub async fn create_topic(&self, key: &str, topic: &str, queues: i32) -> Result<()> {
+        if let Some(problem) = ferromq_protocol::names::topic_name_problem(topic) {
+            return Err(ClientError::InvalidMessage(problem));
+        }
+        let route = self.fetch_route(key).await?;
+        let masters: Vec<&String> = route
+            .broker_datas
+            .iter()
+            .filter_map(|broker| broker.broker_addrs.get(&0))
+            .collect();
+        if masters.is_empty() {
+            return Err(ClientError::NoRoute {
+                topic: key.to_owned(),
+            });
+        }
+        let mut header = CreateTopicRequestHeader::read_write(topic, queues);
+        key.clone_into(&mut header.default_topic);
+        for addr in masters {
+            let request =
+                RemotingCommand::request_with_header(RequestCode::UPDATE_AND_CREATE_TOPIC, &header);
+            expect_success(
+                self.invoke_broker(addr, request, self.config.request_timeout)
+                    .await?,
+            )?;
+        }
+        Ok(())
     }
 
     async fn offset_request(&self, mq: &MessageQueue, request: RemotingCommand) -> Result<i64> {

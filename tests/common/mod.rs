@@ -162,6 +162,15 @@ pub fn spawn_server(
     (child, addr, lines_rx, early_log)
 }
 
+/// A two-worker tokio runtime for a test's client side.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// A `ferromq broker` child process over a store directory; killed on drop.
 pub struct BrokerProcess {
     pub child: Child,

@@ -40,14 +40,15 @@ pub mod rebalance;
 pub use allocate::{
     AllocateMessageQueueAveragely, AllocateMessageQueueAveragelyByCircle, AllocateStrategy,
 };
+pub use ferromq_protocol::filter::MessageSelector;
 pub use ferromq_protocol::remoting::heartbeat::MessageQueue;
 pub use pull::{LitePullConsumer, LitePullConsumerConfig};
 pub use push::{PushConsumer, PushConsumerConfig};
 
+pub use ferromq_protocol::names::RETRY_GROUP_TOPIC_PREFIX;
+
 use super::message::MessageExt;
 use std::path::PathBuf;
-
-pub use ferromq_protocol::names::RETRY_GROUP_TOPIC_PREFIX;
 
 /// The property holding the original topic of a retried message (`RETRY_TOPIC`).
 pub const PROPERTY_RETRY_TOPIC: &str = "RETRY_TOPIC";

@@ -44,8 +44,9 @@ use crate::instance::lock;
 use crate::instance::PullStatus;
 use crate::instance::{ClientInstance, ConsumerInner};
 use crate::message::MessageExt;
+use ferromq_protocol::filter::MessageSelector;
 use ferromq_protocol::remoting::headers::PullMessageRequestHeader;
-use ferromq_protocol::remoting::heartbeat::{ConsumerData, SubscriptionData, EXPRESSION_TYPE_TAG};
+use ferromq_protocol::remoting::heartbeat::{ConsumerData, SubscriptionData};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -107,6 +108,10 @@ impl LitePullConsumerConfig {
     }
 }
 
+/// How long a paused queue's pull task waits before it looks again, resumed or not
+/// (`PULL_TIME_DELAY_MILLS_WHEN_PAUSE`).
+const PULL_DELAY_WHEN_PAUSED: Duration = Duration::from_secs(1);
+
 #[derive(Debug)]
 struct QueueState {
     generation: u64,
@@ -115,6 +120,8 @@ struct QueueState {
     /// Next offset `poll()` hands out (what a commit writes); `None` before the first poll.
     consumed: Option<i64>,
     dropped: bool,
+    /// Not pulled until resumed (`pause`); what was pulled before is still polled.
+    paused: bool,
 }
 
 #[derive(Debug)]
@@ -124,6 +131,8 @@ struct OwnedQueue {
     cancel: CancellationToken,
     /// A seek happened: a pull in flight must be abandoned.
     seeked: Notify,
+    /// The queue was resumed.
+    resumed: Notify,
 }
 
 #[derive(Debug)]
@@ -210,6 +219,16 @@ impl LitePullConsumer {
     /// # Errors
     /// [`ClientError::InvalidMessage`] after `assign`, or for an empty topic.
     pub fn subscribe(&self, topic: &str, expression: &str) -> Result<()> {
+        self.subscribe_with_selector(topic, &MessageSelector::by_tag(expression))
+    }
+
+    /// Subscribes to `topic` with a tag or SQL92 selector (`subscribe(topic, MessageSelector)`);
+    /// an SQL92 one needs a broker with `enablePropertyFilter=true`.
+    ///
+    /// # Errors
+    /// [`ClientError::InvalidMessage`] after `assign`, or for an empty topic or SQL92
+    /// expression.
+    pub fn subscribe_with_selector(&self, topic: &str, selector: &MessageSelector) -> Result<()> {
         if lock(&self.inner.assigned).is_some() {
             return Err(ClientError::InvalidMessage(
                 "assign() was called: cannot subscribe".into(),
@@ -218,7 +237,8 @@ impl LitePullConsumer {
         if topic.is_empty() {
             return Err(ClientError::InvalidMessage("empty topic".to_owned()));
         }
-        let data = SubscriptionData::from_expression(topic, expression);
+        let data = SubscriptionData::from_selector(topic, selector)
+            .map_err(ClientError::InvalidMessage)?;
         lock(&self.inner.subscriptions).insert(topic.to_owned(), data);
         self.inner.rebalance_now.notify_one();
         Ok(())
@@ -348,6 +368,36 @@ impl LitePullConsumer {
         }
         queue.seeked.notify_one();
         Ok(())
+    }
+
+    /// Stops pulling `queues` (`pause`) until [`LitePullConsumer::resume`]: messages pulled
+    /// before are still handed out by `poll()`, nothing after. Queues this consumer does not
+    /// own are ignored, as Java's are; a queue a rebalance hands over again starts unpaused.
+    pub fn pause(&self, queues: &[MessageQueue]) {
+        self.set_paused(queues, true);
+    }
+
+    /// Pulls paused `queues` again (`resume`), from where they stopped.
+    pub fn resume(&self, queues: &[MessageQueue]) {
+        self.set_paused(queues, false);
+    }
+
+    fn set_paused(&self, queues: &[MessageQueue], paused: bool) {
+        let owned = lock(&self.inner.queues);
+        for queue in queues.iter().filter_map(|mq| owned.get(mq)) {
+            lock(&queue.state).paused = paused;
+            if !paused {
+                queue.resumed.notify_one();
+            }
+        }
+    }
+
+    /// Whether `mq` is owned and paused (`isPaused`).
+    #[must_use]
+    pub fn is_paused(&self, mq: &MessageQueue) -> bool {
+        lock(&self.inner.queues)
+            .get(mq)
+            .is_some_and(|queue| lock(&queue.state).paused)
     }
 
     /// Seeks `mq` to its first offset (`seekToBegin`).
@@ -559,9 +609,11 @@ impl Inner {
                 pull_offset: offset,
                 consumed: None,
                 dropped: false,
+                paused: false,
             }),
             cancel: self.cancel.child_token(),
             seeked: Notify::new(),
+            resumed: Notify::new(),
         });
         lock(&self.queues).insert(mq, queue.clone());
         tokio::spawn(self.clone().pull_loop(queue));
@@ -576,6 +628,15 @@ impl Inner {
 
     async fn pull_loop(self: Arc<Self>, queue: Arc<OwnedQueue>) {
         while !queue.cancel.is_cancelled() {
+            if lock(&queue.state).paused {
+                tokio::select! {
+                    () = queue.cancel.cancelled() => return,
+                    () = queue.resumed.notified() => {}
+                    // A resume between the check and the wait is seen here at the latest.
+                    () = tokio::time::sleep(PULL_DELAY_WHEN_PAUSED) => {}
+                }
+                continue;
+            }
             let delay = tokio::select! {
                 () = queue.cancel.cancelled() => return,
                 () = queue.seeked.notified() => Duration::ZERO,
@@ -616,7 +677,7 @@ impl Inner {
                 .unwrap_or(i64::MAX),
             subscription: Some(subscription.sub_string.clone()),
             sub_version: subscription.sub_version,
-            expression_type: Some(EXPRESSION_TYPE_TAG.to_owned()),
+            expression_type: Some(subscription.expression_type().to_owned()),
             max_msg_bytes: None,
             request_source: None,
             broker_name: None,

@@ -31,8 +31,9 @@ use crate::instance::lock;
 use crate::instance::{ClientInstance, ConsumerInner};
 use crate::instance::{PullResult, PullStatus};
 use crate::message::MessageExt;
+use ferromq_protocol::filter::MessageSelector;
 use ferromq_protocol::remoting::headers::PullMessageRequestHeader;
-use ferromq_protocol::remoting::heartbeat::{ConsumerData, SubscriptionData, EXPRESSION_TYPE_TAG};
+use ferromq_protocol::remoting::heartbeat::{ConsumerData, SubscriptionData};
 use futures::future::BoxFuture;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -206,6 +207,10 @@ impl QueueState {
 /// New offsets of queues, as a broker pushes them (`ResetOffsetBody.offsetTable`).
 type OffsetTable = Vec<(MessageQueue, i64)>;
 
+/// How long a queue's pull waits while the consumer is suspended
+/// (`PULL_TIME_DELAY_MILLS_WHEN_SUSPEND`).
+const PULL_DELAY_WHEN_SUSPENDED: Duration = Duration::from_secs(1);
+
 struct Inner {
     config: PushConsumerConfig,
     instance: Arc<ClientInstance>,
@@ -225,6 +230,8 @@ struct Inner {
     permits: Arc<Semaphore>,
     cancel: CancellationToken,
     started: AtomicBool,
+    /// No queue is pulled while set (`suspend`).
+    suspended: AtomicBool,
 }
 
 impl std::fmt::Debug for Inner {
@@ -289,6 +296,7 @@ impl PushConsumer {
                 permits,
                 cancel: CancellationToken::new(),
                 started: AtomicBool::new(false),
+                suspended: AtomicBool::new(false),
             }),
         }
     }
@@ -298,10 +306,20 @@ impl PushConsumer {
     /// # Errors
     /// [`ClientError::InvalidMessage`] for an empty topic.
     pub fn subscribe(&self, topic: &str, expression: &str) -> Result<()> {
+        self.subscribe_with_selector(topic, &MessageSelector::by_tag(expression))
+    }
+
+    /// Subscribes to `topic` with a tag or SQL92 selector (`subscribe(topic, MessageSelector)`);
+    /// an SQL92 one needs a broker with `enablePropertyFilter=true`.
+    ///
+    /// # Errors
+    /// [`ClientError::InvalidMessage`] for an empty topic or SQL92 expression.
+    pub fn subscribe_with_selector(&self, topic: &str, selector: &MessageSelector) -> Result<()> {
         if topic.is_empty() {
             return Err(ClientError::InvalidMessage("empty topic".to_owned()));
         }
-        let data = SubscriptionData::from_expression(topic, expression);
+        let data = SubscriptionData::from_selector(topic, selector)
+            .map_err(ClientError::InvalidMessage)?;
         lock(&self.inner.subscriptions).insert(topic.to_owned(), data);
         if self.inner.started.load(Ordering::Acquire) {
             // The brokers learn the new subscription before the first pull of it.
@@ -318,6 +336,25 @@ impl PushConsumer {
             });
         }
         Ok(())
+    }
+
+    /// Stops pulling every queue (`suspend`) until [`PushConsumer::resume`]; messages pulled
+    /// before still reach the listener, and the consumer keeps its queues and heartbeats.
+    pub fn suspend(&self) {
+        self.inner.suspended.store(true, Ordering::Release);
+    }
+
+    /// Pulls again after [`PushConsumer::suspend`] (`resume`), within a second, and
+    /// rebalances at once, as Java's does.
+    pub fn resume(&self) {
+        self.inner.suspended.store(false, Ordering::Release);
+        self.inner.rebalance_now.notify_one();
+    }
+
+    /// Whether the consumer is suspended (`isPause`).
+    #[must_use]
+    pub fn is_suspended(&self) -> bool {
+        self.inner.suspended.load(Ordering::Acquire)
     }
 
     /// Sets a concurrent listener (`registerMessageListener(MessageListenerConcurrently)`).
@@ -826,6 +863,9 @@ impl Inner {
             if pq.dropped {
                 return Duration::ZERO;
             }
+            if self.suspended.load(Ordering::Acquire) {
+                return PULL_DELAY_WHEN_SUSPENDED;
+            }
             let size_max = config.pull_threshold_size_for_queue_mib * 1024 * 1024;
             if pq.count() > config.pull_threshold_for_queue || pq.size_bytes() > size_max {
                 return config.pull_time_delay_when_flow_control;
@@ -865,7 +905,7 @@ impl Inner {
             suspend_timeout_millis: millis(config.broker_suspend_max_time),
             subscription: post.then(|| subscription.sub_string.clone()),
             sub_version: subscription.sub_version,
-            expression_type: Some(EXPRESSION_TYPE_TAG.to_owned()),
+            expression_type: Some(subscription.expression_type().to_owned()),
             max_msg_bytes: None,
             request_source: None,
             broker_name: None,
