@@ -363,33 +363,24 @@ pub fn deflate(body: &[u8], level: u32) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ferromq_protocol::message::{encode_record, MessageRecord, MessageVersion};
+    use ferromq_protocol::message::MessageRecord;
 
     fn record(body: &[u8], sys_flag: i32, properties: &str, offset: i64) -> Vec<u8> {
         let host: SocketAddr = "127.0.0.1:10911".parse().unwrap();
-        let mut out = Vec::new();
-        encode_record(
-            &MessageRecord {
-                version: MessageVersion::V1,
-                body_crc: 0,
-                queue_id: 1,
-                flag: 7,
-                queue_offset: offset,
-                physical_offset: offset * 100,
-                sys_flag,
-                born_timestamp: 1,
-                born_host: host,
-                store_timestamp: 2,
-                store_host: host,
-                reconsume_times: 0,
-                prepared_transaction_offset: 0,
-                body,
-                topic: "T",
-                properties: properties.as_bytes(),
-            },
-            &mut out,
-        );
-        out
+        MessageRecord {
+            body_crc: 0,
+            queue_id: 1,
+            flag: 7,
+            queue_offset: offset,
+            physical_offset: offset * 100,
+            sys_flag,
+            born_timestamp: 1,
+            born_host: host,
+            store_timestamp: 2,
+            store_host: host,
+            ..MessageRecord::new("T", body, properties.as_bytes())
+        }
+        .to_bytes()
     }
 
     #[test]

@@ -150,6 +150,42 @@ pub struct MessageRecord<'a> {
     pub properties: &'a [u8],
 }
 
+impl<'a> MessageRecord<'a> {
+    /// A record of `body` in `topic` with `properties` (stored form), its version and body
+    /// CRC as Java computes them, and zero for every other field (hosts `0.0.0.0:0`); set the
+    /// rest with struct update syntax.
+    #[must_use]
+    pub fn new(topic: &'a str, body: &'a [u8], properties: &'a [u8]) -> MessageRecord<'a> {
+        let nowhere = SocketAddr::from(([0, 0, 0, 0], 0));
+        MessageRecord {
+            version: MessageVersion::for_topic(topic),
+            body_crc: body_crc32(body),
+            queue_id: 0,
+            flag: 0,
+            queue_offset: 0,
+            physical_offset: 0,
+            sys_flag: 0,
+            born_timestamp: 0,
+            born_host: nowhere,
+            store_timestamp: 0,
+            store_host: nowhere,
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body,
+            topic,
+            properties,
+        }
+    }
+
+    /// The record's bytes (`encode_record` into a new buffer).
+    #[must_use]
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        encode_record(self, &mut out);
+        out
+    }
+}
+
 /// What starts at a position of a segment.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Record<'a> {

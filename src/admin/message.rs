@@ -424,31 +424,23 @@ pub fn query_by_offset(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::message::{body_crc32, encode_record, MessageRecord, MessageVersion};
+    use crate::store::message::MessageRecord;
     use std::io::Write;
 
     fn record(body: &[u8], sys_flag: i32, properties: &[u8], out: &mut Vec<u8>) {
-        encode_record(
-            &MessageRecord {
-                version: MessageVersion::for_topic("T"),
-                body_crc: body_crc32(body),
-                queue_id: 2,
-                flag: 0,
-                queue_offset: 7,
-                physical_offset: 4096,
-                sys_flag,
-                born_timestamp: 1_700_000_000_000,
-                born_host: "10.0.0.1:5000".parse().unwrap(),
-                store_timestamp: 1_700_000_000_123,
-                store_host: "10.0.0.2:10911".parse().unwrap(),
-                reconsume_times: 1,
-                prepared_transaction_offset: 0,
-                body,
-                topic: "T",
-                properties,
-            },
-            out,
-        );
+        let record = MessageRecord {
+            queue_id: 2,
+            queue_offset: 7,
+            physical_offset: 4096,
+            sys_flag,
+            born_timestamp: 1_700_000_000_000,
+            born_host: "10.0.0.1:5000".parse().unwrap(),
+            store_timestamp: 1_700_000_000_123,
+            store_host: "10.0.0.2:10911".parse().unwrap(),
+            reconsume_times: 1,
+            ..MessageRecord::new("T", body, properties)
+        };
+        out.extend(record.to_bytes());
     }
 
     #[test]

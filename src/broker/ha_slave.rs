@@ -546,31 +546,20 @@ impl RecordCursor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::message::{blank_record, encode_record, MessageRecord, MessageVersion};
+    use crate::store::message::{blank_record, MessageRecord};
 
     fn record(offset: u64, queue_offset: i64, body: &[u8]) -> Vec<u8> {
         let host: SocketAddr = "127.0.0.1:1".parse().expect("addr");
-        let record = MessageRecord {
-            version: MessageVersion::V1,
-            body_crc: crate::store::message::body_crc32(body),
-            queue_id: 0,
-            flag: 0,
+        MessageRecord {
             queue_offset,
             physical_offset: i64::try_from(offset).expect("offset"),
-            sys_flag: 0,
             born_timestamp: 1,
             born_host: host,
             store_timestamp: 2,
             store_host: host,
-            reconsume_times: 0,
-            prepared_transaction_offset: 0,
-            body,
-            topic: "T",
-            properties: b"",
-        };
-        let mut out = Vec::new();
-        encode_record(&record, &mut out);
-        out
+            ..MessageRecord::new("T", body, b"")
+        }
+        .to_bytes()
     }
 
     /// A segment of 4 KiB: records, then a blank to its end; then a record in the next.
