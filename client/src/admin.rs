@@ -22,6 +22,7 @@
 //! ```
 
 use crate::remoting::{connect_tokio, ClientConfig, RemotingClient};
+use ferromq_protocol::acl::Credentials;
 use ferromq_protocol::fastjson::parse_lenient;
 use ferromq_protocol::remoting::body::TopicRouteData;
 use ferromq_protocol::remoting::headers::GetRouteInfoRequestHeader;
@@ -81,6 +82,7 @@ pub struct AdminClient {
     timeout: Duration,
     runtime: tokio::runtime::Runtime,
     connections: HashMap<String, RemotingClient>,
+    credentials: Option<Credentials>,
 }
 
 /// One broker of a cluster as the name server knows it (`BrokerData` flattened per id).
@@ -119,7 +121,15 @@ impl AdminClient {
             timeout,
             runtime,
             connections: HashMap::new(),
+            credentials: None,
         })
+    }
+
+    /// Signs every request with `credentials` from now on (brokers with `aclEnable=true`);
+    /// connections already open keep how they were made.
+    pub fn set_credentials(&mut self, credentials: Option<Credentials>) {
+        self.credentials = credentials;
+        self.connections.clear();
     }
 
     /// The name servers given with `-n`.
@@ -152,7 +162,11 @@ impl AdminClient {
                         .map_err(|e| format!("not a host:port address ({e})"))?
                         .next()
                         .ok_or_else(|| "resolves to no address".to_owned())?;
-                    connect_tokio(target, ClientConfig::default())
+                    let config = ClientConfig {
+                        credentials: self.credentials.clone(),
+                        ..ClientConfig::default()
+                    };
+                    connect_tokio(target, config)
                         .await
                         .map_err(|e| e.to_string())
                 };

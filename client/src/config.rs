@@ -1,5 +1,6 @@
 //! Settings shared by every producer and consumer of one client instance.
 
+use ferromq_protocol::acl::Credentials;
 use ferromq_protocol::remoting::SerializeType;
 use std::time::Duration;
 
@@ -22,6 +23,9 @@ pub struct ClientConfig {
     pub persist_consumer_offset_interval: Duration,
     /// Header serialization of requests (JSON by default, as Java).
     pub serialize_type: SerializeType,
+    /// Keys that sign every request, for brokers with `aclEnable=true` (Java's
+    /// `AclClientRPCHook`); `None` sends unsigned requests.
+    pub credentials: Option<Credentials>,
 }
 
 impl ClientConfig {
@@ -43,6 +47,7 @@ impl ClientConfig {
             heartbeat_broker_interval: Duration::from_secs(30),
             persist_consumer_offset_interval: Duration::from_secs(5),
             serialize_type: SerializeType::Json,
+            credentials: None,
         }
     }
 

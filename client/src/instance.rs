@@ -699,6 +699,7 @@ impl ClientInstance {
         let socket = resolve(addr).await?;
         let config = ConnectionConfig {
             serialize_type: self.config.serialize_type,
+            credentials: self.config.credentials.clone(),
             ..ConnectionConfig::default()
         };
         let timeout = self.config.request_timeout;

@@ -12,6 +12,7 @@
 //! opaque is not pending (late after a timeout) is dropped with a debug log; when the
 //! connection ends every pending request fails with [`ClientError::Closed`].
 
+use ferromq_protocol::acl::Credentials;
 use ferromq_protocol::limits;
 use ferromq_protocol::remoting::codec::{encode_to_vec, FrameDecoder};
 use ferromq_protocol::remoting::command::{RemotingCommand, SerializeType};
@@ -52,6 +53,9 @@ pub struct ClientConfig {
     pub serialize_type: SerializeType,
     /// Largest frame accepted from the peer.
     pub frame_size_max: usize,
+    /// Signs every request with these keys (Java's `AclClientRPCHook`), for brokers with
+    /// `aclEnable=true`.
+    pub credentials: Option<Credentials>,
 }
 
 impl Default for ClientConfig {
@@ -59,6 +63,7 @@ impl Default for ClientConfig {
         ClientConfig {
             serialize_type: SerializeType::Json,
             frame_size_max: limits::FRAME_SIZE_MAX,
+            credentials: None,
         }
     }
 }
@@ -79,6 +84,7 @@ struct Shared {
     pending: Mutex<HashMap<i32, oneshot::Sender<RemotingCommand>>>,
     closed: AtomicBool,
     serialize_type: SerializeType,
+    credentials: Option<Credentials>,
 }
 
 impl Shared {
@@ -112,6 +118,7 @@ impl RemotingClient {
             pending: Mutex::new(HashMap::new()),
             closed: AtomicBool::new(false),
             serialize_type: config.serialize_type,
+            credentials: config.credentials,
         });
         let (outbound, outbound_rx) = mpsc::channel(1024);
         let (inbound_tx, inbound_rx) = mpsc::channel(1024);
@@ -186,6 +193,7 @@ impl RemotingClient {
         request.mark_oneway();
         request.opaque = self.shared.next_opaque.fetch_add(1, Ordering::Relaxed);
         request.serialize_type = self.shared.serialize_type;
+        self.sign(&mut request);
         self.send_frame(encode_to_vec(&request)).await
     }
 
@@ -211,6 +219,12 @@ impl RemotingClient {
         self.shared.closed.load(Ordering::Acquire)
     }
 
+    fn sign(&self, request: &mut RemotingCommand) {
+        if let Some(credentials) = &self.shared.credentials {
+            credentials.sign(request);
+        }
+    }
+
     async fn start(
         &self,
         mut request: RemotingCommand,
@@ -219,6 +233,7 @@ impl RemotingClient {
         request.opaque = opaque;
         request.flag &= !ferromq_protocol::remoting::FLAG_ONEWAY;
         request.serialize_type = self.shared.serialize_type;
+        self.sign(&mut request);
         let (sender, receiver) = oneshot::channel();
         {
             let mut pending = self.shared.pending();

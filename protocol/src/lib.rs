@@ -6,6 +6,7 @@
 //! - [`remoting`]: frames, both header serializations, request and response codes, typed
 //!   headers, JSON bodies, heartbeats.
 //! - [`message`]: the stored message record (CommitLog layout), message ids, property strings.
+//! - [`acl`]: plain ACL signatures (the ext fields a signed request carries, HMAC-SHA1).
 //! - [`batch`]: the body of a batch send.
 //! - [`names`]: system topics, retry and dead-letter prefixes, permissions, name rules.
 //! - [`filter`]: tag subscriptions as Java's `FilterAPI` builds and matches them.
@@ -40,6 +41,7 @@
 //! assert_eq!(back.topic, "TopicTest");
 //! ```
 
+pub mod acl;
 pub mod batch;
 pub mod bytes;
 pub mod calendar;

@@ -17,6 +17,7 @@
 //! start. Shutdown: net shards stop accepting, the writer finishes its puts and stops,
 //! dispatch syncs and writes the checkpoint, and the `abort` file goes.
 
+pub mod acl;
 pub mod admin;
 pub use ferromq_protocol::batch;
 pub mod ha;
@@ -148,6 +149,9 @@ pub fn start(config: BrokerConfig, shutdown: Shutdown) -> Result<BrokerHandle, B
     let placement = config.shards.clone().unwrap_or_else(Placement::detect);
     let state =
         Arc::new(BrokerState::load(config.clone(), placement.len()).map_err(BrokerError::Store)?);
+    if let Some(acl) = &state.acl {
+        acl::AclRules::watch(acl);
+    }
     let shared = Arc::new(StoreShared::new(config.store.clone()));
     let channels = StoreChannels::new(Arc::clone(&shared));
     let handle = channels.handle.clone();

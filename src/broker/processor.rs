@@ -113,6 +113,20 @@ impl BrokerHandler {
     }
 
     async fn process(&self, connection: ConnectionInfo, request: RemotingCommand) -> Response {
+        if let Some(acl) = &self.state.acl {
+            if let Err(super::acl::Denied(remark)) = acl.check(&request, connection.peer.ip()) {
+                let (peer, code) = (connection.peer, request.code);
+                tracing::debug!(%peer, code, remark, "ACL refused");
+                // Java's answer to any exception in a request hook: SYSTEM_ERROR, no fields.
+                let mut refusal = RemotingCommand::response_to(
+                    &request,
+                    ResponseCode::SYSTEM_ERROR,
+                    Some(remark),
+                );
+                refusal.ext_fields = None;
+                return Some(refusal);
+            }
+        }
         let code = request.request_code();
         let answer = match code {
             RequestCode::SEND_MESSAGE | RequestCode::SEND_MESSAGE_V2 => {

@@ -230,6 +230,8 @@ pub struct BrokerState {
     /// Set when the topic table changed: the name servers should hear of it now, not at the
     /// next periodic registration (Java registers after every topic change).
     registration_due: AtomicBool,
+    /// The plain ACL rules, with `aclEnable`.
+    pub acl: Option<Arc<super::acl::AclRules>>,
 }
 
 impl BrokerState {
@@ -247,6 +249,10 @@ impl BrokerState {
         let offsets_path = dir.join("consumerOffset.json");
         let offsets = load_offsets(&offsets_path)?;
         let locks = LockTable::new(config.rebalance_lock_max_live_time);
+        let acl = match config.acl_enable {
+            true => Some(Arc::new(super::acl::AclRules::load(&config.rocketmq_home)?)),
+            false => None,
+        };
         let state = BrokerState {
             runtime: ArcSwap::from_pointee(config.clone()),
             config_version: Mutex::new(DataVersion {
@@ -269,6 +275,7 @@ impl BrokerState {
             slaves: Arc::default(),
             master: Arc::default(),
             registration_due: AtomicBool::new(false),
+            acl,
         };
         state.add_system_topics();
         Ok(state)

@@ -67,6 +67,12 @@ pub struct BrokerConfig {
     /// `whichBrokerWhenConsumeSlowly`) when what they read is no longer in memory, and to the
     /// group's `brokerId` otherwise; without it, always to the master.
     pub slave_read_enable: bool,
+    /// `aclEnable` (false): every request is checked against the plain ACL files under
+    /// `rocketmqHome` (see `broker::acl`).
+    pub acl_enable: bool,
+    /// `rocketmqHome` (the `ROCKETMQ_HOME` environment variable, else the working
+    /// directory): where `conf/plain_acl.yml` and `conf/acl/` are.
+    pub rocketmq_home: PathBuf,
     /// `autoCreateTopicEnable` (true).
     pub auto_create_topic_enable: bool,
     /// `defaultTopicQueueNums` (8): queues of an auto-created topic.
@@ -151,6 +157,9 @@ impl Default for BrokerConfig {
             ha: crate::broker::ha::HaConfig::default(),
             broker_permission: 6,
             slave_read_enable: false,
+            acl_enable: false,
+            rocketmq_home: std::env::var_os("ROCKETMQ_HOME")
+                .map_or_else(|| PathBuf::from("."), PathBuf::from),
             auto_create_topic_enable: true,
             default_topic_queue_nums: 8,
             auto_create_subscription_group: true,
@@ -183,7 +192,6 @@ impl Default for BrokerConfig {
 /// Java keys read without effect: Netty thread pools and buffers, and features ferromq does
 /// not have.
 const IGNORED_JAVA_KEYS: &[&str] = &[
-    "rocketmqHome",
     "serverWorkerThreads",
     "serverCallbackExecutorThreads",
     "serverSelectorThreads",
@@ -298,6 +306,8 @@ impl BrokerConfig {
                     self.broker_permission = parse_value(&at, key, value, "permission bits")?;
                 }
                 "slaveReadEnable" => self.slave_read_enable = parse_bool(&at, key, value)?,
+                "aclEnable" => self.acl_enable = parse_bool(&at, key, value)?,
+                "rocketmqHome" => self.rocketmq_home = PathBuf::from(value),
                 "autoCreateTopicEnable" => {
                     self.auto_create_topic_enable = parse_bool(&at, key, value)?;
                 }
@@ -515,6 +525,7 @@ impl BrokerConfig {
             ),
             ("brokerPermission", self.broker_permission.to_string()),
             ("slaveReadEnable", self.slave_read_enable.to_string()),
+            ("aclEnable", self.acl_enable.to_string()),
             (
                 "autoCreateTopicEnable",
                 self.auto_create_topic_enable.to_string(),

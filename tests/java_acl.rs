@@ -1,0 +1,190 @@
+//! Plain ACL (`aclEnable=true`) against the Java 4.9.8 client with `AclClientRPCHook`, run
+//! against the kit's Java broker and against ferromq with the same `plain_acl.yml`: every
+//! send, consume and admin outcome, refusals with their code and remark, must be the same.
+//! Then ferromq alone: the Rust client signing with the same keys, and a change to the file
+//! taking effect without a restart.
+
+mod common;
+
+use common::java::{run_java, JavaOutput, JavaServer, Serialize, Standalone};
+use common::TempDir;
+use ferromq::client::{ClientConfig, ClientError, Message, Producer, SendStatus};
+use ferromq::protocol::acl::Credentials;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const PLAIN_ACL: &str = "\
+globalWhiteRemoteAddresses:
+  - 10.10.103.*
+accounts:
+  - accessKey: RocketMQ
+    secretKey: 12345678
+    whiteRemoteAddress:
+    admin: false
+    defaultTopicPerm: DENY
+    defaultGroupPerm: SUB
+    topicPerms:
+      - topicA=DENY
+      - topicB=PUB|SUB
+      - topicC=SUB
+    groupPerms:
+      - groupA=DENY
+      - groupB=PUB|SUB
+      - groupC=SUB
+  - accessKey: rocketmqAdmin
+    secretKey: 12345678
+    admin: true
+";
+
+/// A `rocketmq.home.dir` with the kit's `conf/` and `conf/plain_acl.yml`.
+fn acl_home(dir: &Path) -> std::path::PathBuf {
+    let home = dir.join("home");
+    let conf = home.join("conf");
+    std::fs::create_dir_all(&conf).unwrap();
+    let kit_conf = common::java::kit().join("conf");
+    for entry in std::fs::read_dir(&kit_conf).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, conf.join(path.file_name().unwrap())).unwrap();
+    }
+    std::fs::write(conf.join("plain_acl.yml"), PLAIN_ACL).unwrap();
+    home
+}
+
+/// The RESULT lines of a run, by key.
+fn results(output: &JavaOutput) -> BTreeMap<String, String> {
+    output
+        .text
+        .lines()
+        .filter_map(|line| line.strip_prefix("RESULT "))
+        .filter_map(|line| line.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+#[test]
+fn the_java_acl_client_gets_from_ferromq_what_it_gets_from_the_java_broker() {
+    let dir = TempDir::on_disk("java-acl");
+    let home = acl_home(dir.path());
+
+    let java_namesrv = JavaServer::namesrv(dir.path());
+    let jvm = format!(
+        "-Drocketmq.home.dir={} -Drocketmq.broker.diskSpaceWarningLevelRatio=0.999",
+        home.display()
+    );
+    let java_broker = JavaServer::broker_with_jvm(
+        dir.path(),
+        java_namesrv.port,
+        &dir.path().join("java-store"),
+        "aclEnable=true\ndiskMaxUsedSpaceRatio=95",
+        &jvm,
+    );
+    let java_ns = format!("127.0.0.1:{}", java_namesrv.port);
+    let java = run_java(
+        "Acl",
+        &[&java_ns, &java_broker.addr()],
+        Serialize::Json,
+        Duration::from_secs(240),
+    );
+    java.assert_passed("Acl against the Java broker");
+    // The Rust client's signature is one the Java broker accepts, and only that.
+    common::runtime().block_on(async {
+        for (secret, ok) in [("12345678", true), ("wrongsecret", false)] {
+            let mut config = ClientConfig::new(&java_ns);
+            config.credentials = Some(Credentials::new("RocketMQ", secret));
+            let producer = Producer::new("acl_rust_on_java", config);
+            producer.start().await.unwrap();
+            let sent = producer.send(Message::new("topicB", "rust")).await;
+            assert_eq!(sent.is_ok(), ok, "{secret}: {sent:?}");
+            producer.shutdown().await;
+        }
+    });
+    java_broker.stop();
+    java_namesrv.stop();
+    let java = results(&java);
+
+    let ours = Standalone::start(&format!(
+        "aclEnable=true\nrocketmqHome={}\ndiskSpaceWarningLevelRatio=0.999",
+        home.display()
+    ));
+    let output = run_java(
+        "Acl",
+        &[&ours.namesrv_addr(), &ours.broker_addr()],
+        Serialize::Json,
+        Duration::from_secs(240),
+    );
+    output.assert_passed("Acl against ferromq");
+    let ferromq = results(&output);
+
+    // The Java broker's answers are what the file says.
+    assert_eq!(java["send_topicB"], "SEND_OK", "{java:#?}");
+    assert!(java["send_topicA_denied"].contains("No default permission for topic:topicA"));
+    assert_eq!(java["consumed_topicB_groupB"], "2", "{java:#?}");
+    assert!(java["send_wrong_secret"].contains("Check signature failed for accessKey=RocketMQ"));
+    assert_eq!(java["create_topic_admin"], "SUCCESS", "{java:#?}");
+    assert_eq!(java.len(), 11, "{java:#?}");
+    for (key, java_value) in &java {
+        assert_eq!(
+            ferromq.get(key),
+            Some(java_value),
+            "{key}: ferromq {ferromq:#?}"
+        );
+    }
+}
+
+/// The Rust client signs with the same keys; a change to the file (topicA from DENY to
+/// PUB) takes effect within the watch interval, with no restart, and a file that no longer
+/// parses leaves the rules in force.
+#[test]
+fn the_rust_client_signs_and_file_changes_take_effect_without_a_restart() {
+    let dir = TempDir::on_disk("acl-reload");
+    let home = acl_home(dir.path());
+    let ours = Standalone::start(&format!("aclEnable=true\nrocketmqHome={}", home.display()));
+    let namesrv = ours.namesrv_addr();
+    common::runtime().block_on(async {
+        let mut config = ClientConfig::new(&namesrv);
+        config.credentials = Some(Credentials::new("RocketMQ", "12345678"));
+        let producer = Producer::new("acl_rust_pg", config);
+        producer.start().await.unwrap();
+        let send = |topic: &'static str| {
+            let producer = producer.clone();
+            async move { producer.send(Message::new(topic, "rust")).await }
+        };
+        let sent = send("topicB").await.unwrap();
+        assert_eq!(sent.send_status, SendStatus::SendOk);
+        let refused = send("topicA").await;
+        assert!(
+            matches!(&refused, Err(ClientError::Broker { code: 1, remark })
+                if remark.contains("No default permission for topic:topicA")),
+            "{refused:?}"
+        );
+
+        // A file that is not YAML: the rules in force stay.
+        let file = home.join("conf/plain_acl.yml");
+        std::fs::write(&file, "accounts: [ {").unwrap();
+        tokio::time::sleep(Duration::from_secs(7)).await;
+        assert!(
+            send("topicB").await.is_ok(),
+            "a broken file dropped the rules"
+        );
+
+        std::fs::write(&file, PLAIN_ACL.replace("topicA=DENY", "topicA=PUB")).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match send("topicA").await {
+                Ok(sent) => {
+                    assert_eq!(sent.send_status, SendStatus::SendOk);
+                    break;
+                }
+                Err(error) => {
+                    assert!(
+                        Instant::now() < deadline,
+                        "the change never took effect: {error}"
+                    );
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+        }
+        producer.shutdown().await;
+    });
+}
