@@ -1,6 +1,7 @@
-//! Plain ACL (`aclEnable=true`) against the Java 4.9.8 client with `AclClientRPCHook`, run
-//! against the kit's Java broker and against ferromq with the same `plain_acl.yml`: every
-//! send, consume and admin outcome, refusals with their code and remark, must be the same.
+//! Plain ACL (`aclEnable=true`) against the Java 4.9.8 client with `AclClientRPCHook` and
+//! the kit's `mqadmin` with keys in `conf/tools.yml`, run against the kit's Java broker and
+//! against ferromq with the same `plain_acl.yml`: every send, consume and admin outcome,
+//! refusals with their code and remark, must be the same.
 //! Then ferromq alone: the Rust client signing with the same keys, and a change to the file
 //! taking effect without a restart.
 
@@ -37,9 +38,10 @@ accounts:
     admin: true
 ";
 
-/// A `rocketmq.home.dir` with the kit's `conf/` and `conf/plain_acl.yml`.
-fn acl_home(dir: &Path) -> std::path::PathBuf {
-    let home = dir.join("home");
+/// A `rocketmq.home.dir` at `dir/name` holding a copy of the kit's `conf/` (its logback
+/// files, which the Java programs load from there).
+fn kit_home(dir: &Path, name: &str) -> std::path::PathBuf {
+    let home = dir.join(name);
     let conf = home.join("conf");
     std::fs::create_dir_all(&conf).unwrap();
     let kit_conf = common::java::kit().join("conf");
@@ -47,8 +49,47 @@ fn acl_home(dir: &Path) -> std::path::PathBuf {
         let path = entry.unwrap().path();
         std::fs::copy(&path, conf.join(path.file_name().unwrap())).unwrap();
     }
-    std::fs::write(conf.join("plain_acl.yml"), PLAIN_ACL).unwrap();
     home
+}
+
+/// The brokers' home: the kit's `conf/` and `conf/plain_acl.yml`.
+fn acl_home(dir: &Path) -> std::path::PathBuf {
+    let home = kit_home(dir, "home");
+    std::fs::write(home.join("conf/plain_acl.yml"), PLAIN_ACL).unwrap();
+    home
+}
+
+/// What `mqadmin updateTopic` with each account's keys (`conf/tools.yml`) gets from the
+/// broker at `broker`: for the user and for the admin, whether it was refused for want of
+/// admin permission, and whether it succeeded.
+fn mqadmin_update_topic(dir: &Path, namesrv: &str, broker: &str) -> Vec<(bool, bool)> {
+    ["RocketMQ", "rocketmqAdmin"]
+        .iter()
+        .map(|account| {
+            let home = kit_home(dir, &format!("tools-{account}"));
+            let tools = format!("accessKey: {account}\nsecretKey: 12345678\n");
+            std::fs::write(home.join("conf/tools.yml"), tools).unwrap();
+            let output = common::java::run_kit_with(
+                "mqadmin",
+                &[
+                    "updateTopic",
+                    "-n",
+                    namesrv,
+                    "-b",
+                    broker,
+                    "-t",
+                    "mqadminAclTopic",
+                ],
+                Serialize::Json,
+                &format!("-Drocketmq.home.dir={}", home.display()),
+                Duration::from_secs(60),
+            );
+            let refused = output
+                .text
+                .contains("Need admin permission for request code=17, but accessKey=RocketMQ");
+            (refused, output.text.contains("create topic to"))
+        })
+        .collect()
 }
 
 /// The RESULT lines of a run, by key.
@@ -99,6 +140,12 @@ fn the_java_acl_client_gets_from_ferromq_what_it_gets_from_the_java_broker() {
             producer.shutdown().await;
         }
     });
+    let java_mqadmin = mqadmin_update_topic(dir.path(), &java_ns, &java_broker.addr());
+    assert_eq!(
+        java_mqadmin,
+        [(true, false), (false, true)],
+        "mqadmin on the Java broker"
+    );
     java_broker.stop();
     java_namesrv.stop();
     let java = results(&java);
@@ -115,6 +162,8 @@ fn the_java_acl_client_gets_from_ferromq_what_it_gets_from_the_java_broker() {
     );
     output.assert_passed("Acl against ferromq");
     let ferromq = results(&output);
+    let ours_mqadmin = mqadmin_update_topic(dir.path(), &ours.namesrv_addr(), &ours.broker_addr());
+    assert_eq!(ours_mqadmin, java_mqadmin, "mqadmin on ferromq");
 
     // The Java broker's answers are what the file says.
     assert_eq!(java["send_topicB"], "SEND_OK", "{java:#?}");
@@ -134,7 +183,7 @@ fn the_java_acl_client_gets_from_ferromq_what_it_gets_from_the_java_broker() {
 
 /// The Rust client signs with the same keys; a change to the file (topicA from DENY to
 /// PUB) takes effect within the watch interval, with no restart, and a file that no longer
-/// parses leaves the rules in force.
+/// parses leaves the rules in force. `ferromq admin` signs when given keys.
 #[test]
 fn the_rust_client_signs_and_file_changes_take_effect_without_a_restart() {
     let dir = TempDir::on_disk("acl-reload");
@@ -187,4 +236,35 @@ fn the_rust_client_signs_and_file_changes_take_effect_without_a_restart() {
         }
         producer.shutdown().await;
     });
+
+    // `ferromq admin` signs with --accessKey/--secretKey: refused without keys or without
+    // the admin flag, served with the admin account.
+    let broker = ours.broker_addr();
+    let admin = |keys: &[&str]| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_ferromq"))
+            .args([
+                "admin",
+                "-n",
+                &namesrv,
+                "updateTopic",
+                "-b",
+                &broker,
+                "-t",
+                "adminMade",
+            ])
+            .args(keys)
+            .output()
+            .expect("run ferromq admin");
+        let text = String::from_utf8_lossy(&output.stderr).into_owned();
+        (output.status.success(), text)
+    };
+    let (ok, text) = admin(&[]);
+    assert!(!ok && text.contains("No accessKey is configured"), "{text}");
+    let (ok, text) = admin(&["--accessKey", "RocketMQ", "--secretKey", "12345678"]);
+    assert!(
+        !ok && text.contains("Need admin permission for request code=17"),
+        "{text}"
+    );
+    let (ok, text) = admin(&["--accessKey", "rocketmqAdmin", "--secretKey", "12345678"]);
+    assert!(ok, "{text}");
 }

@@ -70,10 +70,16 @@ struct Standalone {
 
 impl Standalone {
     fn start(data: &Path) -> Standalone {
+        Self::start_with(data, &[])
+    }
+
+    /// [`Standalone::start`] with more command-line arguments (`-c broker.conf`).
+    fn start_with(data: &Path, extra: &[&str]) -> Standalone {
         let mut child = Command::new(ferromq_binary())
             .arg("standalone")
             .arg("--data")
             .arg(data)
+            .args(extra)
             .args([
                 "--namesrv-listen",
                 "127.0.0.1:0",
@@ -426,4 +432,49 @@ fn commitlog_reports_every_append_and_the_log_holds_each_once() {
         "the same record for every append: {record_sizes:?}"
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// With `aclEnable=true`, a bench run given an account's keys signs every request (topic
+/// creation, routes, sends, offsets) and the broker stores every acknowledged message.
+#[test]
+fn a_bench_run_with_keys_signs_its_requests_on_an_acl_broker() {
+    let dir = TempDir::new("harness-acl");
+    let conf = dir.0.join("home/conf");
+    std::fs::create_dir_all(&conf).unwrap();
+    let accounts =
+        "accounts:\n  - accessKey: benchAdmin\n    secretKey: 12345678\n    admin: true\n";
+    std::fs::write(conf.join("plain_acl.yml"), accounts).unwrap();
+    let broker_conf = dir.0.join("broker.conf");
+    let home = dir.0.join("home");
+    std::fs::write(
+        &broker_conf,
+        format!("aclEnable=true\nrocketmqHome={}\n", home.display()),
+    )
+    .unwrap();
+    let server =
+        Standalone::start_with(&dir.0.join("data"), &["-c", broker_conf.to_str().unwrap()]);
+    let ns = server.namesrv.to_string();
+    let queues = QUEUES.to_string();
+    let mut args = vec![
+        "produce",
+        "-n",
+        &ns,
+        "--topic",
+        "BenchAcl",
+        "--queues",
+        &queues,
+        "--create-topic",
+        "--messages",
+        "300",
+        "--mode",
+        "sync",
+        "--threads",
+        "2",
+        "--duration",
+        "20",
+    ];
+    args.extend(["--access-key", "benchAdmin", "--secret-key", "12345678"]);
+    let report = bench(&dir.0, "produce-acl", &args);
+    assert_eq!(count(&report, "produce", "acknowledged"), 300, "{report:#}");
+    assert_eq!(count(&report, "produce", "error_count"), 0, "{report:#}");
 }

@@ -17,6 +17,7 @@ pub use ferromq_client::admin as client;
 pub use ferromq_client::admin::{AdminClient, AdminError};
 pub use output::Report;
 
+use ferromq_protocol::acl::Credentials;
 use std::time::Duration;
 
 /// Flags shared by every admin command, and the command.
@@ -38,6 +39,25 @@ pub struct AdminArgs {
         value_name = "MS"
     )]
     pub timeout_ms: u64,
+
+    /// Access key that signs every request, for brokers with `aclEnable=true` (mqadmin's
+    /// `conf/tools.yml` `accessKey`).
+    #[arg(
+        long = "accessKey",
+        global = true,
+        value_name = "KEY",
+        requires = "secret_key"
+    )]
+    pub access_key: Option<String>,
+
+    /// Secret key of `--accessKey` (mqadmin's `conf/tools.yml` `secretKey`).
+    #[arg(
+        long = "secretKey",
+        global = true,
+        value_name = "KEY",
+        requires = "access_key"
+    )]
+    pub secret_key: Option<String>,
 
     /// The command.
     #[command(subcommand)]
@@ -95,6 +115,9 @@ pub fn run(args: AdminArgs) -> Result<String, AdminError> {
         .clone()
         .or_else(|| std::env::var("NAMESRV_ADDR").ok());
     let mut client = AdminClient::new(namesrv.as_deref(), Duration::from_millis(args.timeout_ms))?;
+    if let (Some(access_key), Some(secret_key)) = (&args.access_key, &args.secret_key) {
+        client.set_credentials(Some(Credentials::new(access_key, secret_key)));
+    }
     let report = execute(&mut client, args.command)?;
     if args.json {
         let mut text = serde_json::to_string_pretty(&report.json)

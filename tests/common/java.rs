@@ -215,6 +215,18 @@ pub fn run_java(main: &str, args: &[&str], serialize: Serialize, timeout: Durati
 
 /// Runs a kit command (`bin/<tool> args`) with `RMQ_LOGDIR` in a fresh directory.
 pub fn run_kit(tool: &str, args: &[&str], serialize: Serialize, timeout: Duration) -> JavaOutput {
+    run_kit_with(tool, args, serialize, "", timeout)
+}
+
+/// [`run_kit`] with `jvm_extra` after the serialization flags (e.g. `-Drocketmq.home.dir=D`,
+/// which wins over the kit's own).
+pub fn run_kit_with(
+    tool: &str,
+    args: &[&str],
+    serialize: Serialize,
+    jvm_extra: &str,
+    timeout: Duration,
+) -> JavaOutput {
     require_kit();
     let home = TempDir::on_disk("kit-home");
     let home_path = home.path().to_path_buf();
@@ -224,7 +236,10 @@ pub fn run_kit(tool: &str, args: &[&str], serialize: Serialize, timeout: Duratio
         .arg(kit().join("bin").join(tool))
         .args(args)
         .env("RMQ_LOGDIR", &home_path)
-        .env("JVM_EXTRA", serialize.jvm_flags())
+        .env(
+            "JVM_EXTRA",
+            format!("{} {jvm_extra}", serialize.jvm_flags()),
+        )
         .stdin(Stdio::null())
         .stdout(out.try_clone().unwrap())
         .stderr(out)

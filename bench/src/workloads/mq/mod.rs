@@ -25,6 +25,7 @@ mod stats;
 mod target;
 
 use anyhow::{bail, Context};
+use ferromq::protocol::acl::Credentials;
 use ferromq::remoting::client::{ClientConfig, RemotingClient};
 use ferromq::remoting::SerializeType;
 use std::net::SocketAddr;
@@ -142,6 +143,12 @@ pub struct MqArgs {
     /// Header serialization: json or rocketmq.
     #[arg(long, default_value = "json")]
     pub serialize: String,
+    /// Access key that signs every request, for brokers with `aclEnable=true`.
+    #[arg(long, value_name = "KEY", requires = "secret_key")]
+    pub access_key: Option<String>,
+    /// Secret key of `--access-key`.
+    #[arg(long, value_name = "KEY", requires = "access_key")]
+    pub secret_key: Option<String>,
     /// Write the report and run metadata as JSON to this file.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -275,8 +282,13 @@ async fn run_async(workload: Workload, args: &MqArgs) -> anyhow::Result<Outcome>
         "rocketmq" => SerializeType::RocketMq,
         other => bail!("--serialize must be json or rocketmq, not {other}"),
     };
+    let credentials = match (&args.access_key, &args.secret_key) {
+        (Some(access_key), Some(secret_key)) => Some(Credentials::new(access_key, secret_key)),
+        _ => None,
+    };
     let config = ClientConfig {
         serialize_type,
+        credentials,
         ..ClientConfig::default()
     };
     let brokers = resolve_brokers(args, &config).await?;
