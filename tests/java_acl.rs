@@ -92,6 +92,72 @@ fn mqadmin_update_topic(dir: &Path, namesrv: &str, broker: &str) -> Vec<(bool, b
         .collect()
 }
 
+/// mqadmin's ACL commands with the admin account's keys against `broker`, and what a Rust
+/// client with the account they make can do after each: (step, outcome) pairs.
+fn mqadmin_acl_commands(dir: &Path, namesrv: &str, broker: &str) -> Vec<(String, String)> {
+    let home = kit_home(dir, "tools-acl-admin");
+    std::fs::write(
+        home.join("conf/tools.yml"),
+        "accessKey: rocketmqAdmin\nsecretKey: 12345678\n",
+    )
+    .unwrap();
+    let jvm = format!("-Drocketmq.home.dir={}", home.display());
+    let mqadmin = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["-n", namesrv, "-b", broker]);
+        let output = common::java::run_kit_with(
+            "mqadmin",
+            &all,
+            Serialize::Json,
+            &jvm,
+            Duration::from_secs(60),
+        );
+        let outcome = if output.text.contains("success") {
+            "success"
+        } else {
+            "failed"
+        };
+        (args[0].to_owned(), outcome.to_owned())
+    };
+    let send_as_new_user = || {
+        common::runtime().block_on(async {
+            let mut config = ClientConfig::new(namesrv);
+            config.credentials = Some(Credentials::new("newUser12", "newSecret12"));
+            let producer = Producer::new("acl_new_user", config);
+            producer.start().await.unwrap();
+            let outcome = match producer.send(Message::new("topicN", "new")).await {
+                Ok(sent) => format!("{:?}", sent.send_status),
+                Err(ClientError::Broker { code, remark }) => {
+                    format!(
+                        "{code} {}",
+                        remark.split(", org.").next().unwrap_or_default()
+                    )
+                }
+                Err(error) => format!("client {error}"),
+            };
+            producer.shutdown().await;
+            ("send as newUser12".to_owned(), outcome)
+        })
+    };
+    let create = [
+        "updateAclConfig",
+        "-a",
+        "newUser12",
+        "-s",
+        "newSecret12",
+        "-t",
+        "topicN=PUB",
+    ];
+    vec![
+        mqadmin(&create),
+        send_as_new_user(),
+        mqadmin(&["clusterAclConfigVersion"]),
+        mqadmin(&["deleteAclConfig", "-a", "newUser12"]),
+        send_as_new_user(),
+        mqadmin(&["updateGlobalWhiteAddr", "-g", "10.0.0.*"]),
+    ]
+}
+
 /// The RESULT lines of a run, by key.
 fn results(output: &JavaOutput) -> BTreeMap<String, String> {
     output
@@ -146,6 +212,8 @@ fn the_java_acl_client_gets_from_ferromq_what_it_gets_from_the_java_broker() {
         [(true, false), (false, true)],
         "mqadmin on the Java broker"
     );
+    let java_acl_commands = mqadmin_acl_commands(dir.path(), &java_ns, &java_broker.addr());
+    assert_eq!(java_acl_commands[1].1, "SendOk", "{java_acl_commands:#?}");
     java_broker.stop();
     java_namesrv.stop();
     let java = results(&java);
@@ -164,6 +232,12 @@ fn the_java_acl_client_gets_from_ferromq_what_it_gets_from_the_java_broker() {
     let ferromq = results(&output);
     let ours_mqadmin = mqadmin_update_topic(dir.path(), &ours.namesrv_addr(), &ours.broker_addr());
     assert_eq!(ours_mqadmin, java_mqadmin, "mqadmin on ferromq");
+    let ours_acl_commands =
+        mqadmin_acl_commands(dir.path(), &ours.namesrv_addr(), &ours.broker_addr());
+    assert_eq!(
+        ours_acl_commands, java_acl_commands,
+        "mqadmin's ACL commands on ferromq"
+    );
 
     // The Java broker's answers are what the file says.
     assert_eq!(java["send_topicB"], "SEND_OK", "{java:#?}");

@@ -169,6 +169,12 @@ impl BrokerHandler {
             }
             RequestCode::GET_ALL_DELAY_OFFSET => admin::all_delay_offsets(&self.state, &request),
             RequestCode::GET_BROKER_CONFIG => admin::broker_config(&self.state, &request),
+            RequestCode::UPDATE_AND_CREATE_ACL_CONFIG
+            | RequestCode::DELETE_ACL_CONFIG
+            | RequestCode::GET_BROKER_CLUSTER_ACL_INFO
+            | RequestCode::UPDATE_GLOBAL_WHITE_ADDRS_CONFIG => {
+                admin::acl_admin(&self.state, &request)
+            }
             RequestCode::UPDATE_BROKER_CONFIG => {
                 admin::update_broker_config(&self.state, &request).await
             }

@@ -770,3 +770,60 @@ command_header! {
         offset: Option<i64> = "offset",
     }
 }
+
+command_header! {
+    /// UPDATE_AND_CREATE_ACL_CONFIG (50) request (`CreateAccessConfigRequestHeader`); the
+    /// permission lists are comma-joined `name=PERM` entries.
+    pub struct CreateAccessConfigRequestHeader {
+        /// `accessKey`.
+        access_key: String = "accessKey",
+        /// `secretKey`.
+        secret_key: Option<String> = "secretKey",
+        /// `whiteRemoteAddress`.
+        white_remote_address: Option<String> = "whiteRemoteAddress",
+        /// `admin`.
+        admin: Option<bool> = "admin",
+        /// `defaultTopicPerm`.
+        default_topic_perm: Option<String> = "defaultTopicPerm",
+        /// `defaultGroupPerm`.
+        default_group_perm: Option<String> = "defaultGroupPerm",
+        /// `topicPerms`.
+        topic_perms: Option<String> = "topicPerms",
+        /// `groupPerms`.
+        group_perms: Option<String> = "groupPerms",
+    }
+}
+
+command_header! {
+    /// DELETE_ACL_CONFIG (51) request.
+    pub struct DeleteAccessConfigRequestHeader {
+        /// `accessKey`.
+        access_key: String = "accessKey",
+    }
+}
+
+command_header! {
+    /// UPDATE_GLOBAL_WHITE_ADDRS_CONFIG (53) request.
+    pub struct UpdateGlobalWhiteAddrsConfigRequestHeader {
+        /// `globalWhiteAddrs`, comma-joined.
+        global_white_addrs: String = "globalWhiteAddrs",
+        /// `aclFileFullPath`; empty or absent is the default file.
+        acl_file_full_path: Option<String> = "aclFileFullPath",
+    }
+}
+
+command_header! {
+    /// GET_BROKER_CLUSTER_ACL_INFO (52) response (`GetBrokerAclConfigResponseHeader`).
+    pub struct GetBrokerAclConfigResponseHeader {
+        /// `version`: the default file's `DataVersion` as JSON.
+        version: String = "version",
+        /// `allAclFileVersion`: JSON object of file path → `DataVersion`.
+        all_acl_file_version: Option<String> = "allAclFileVersion",
+        /// `brokerName`.
+        broker_name: String = "brokerName",
+        /// `brokerAddr`.
+        broker_addr: String = "brokerAddr",
+        /// `clusterName`.
+        cluster_name: String = "clusterName",
+    }
+}
