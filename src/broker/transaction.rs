@@ -158,7 +158,8 @@ impl Stored {
 }
 
 /// END_TRANSACTION (`EndTransactionProcessor`): commit or roll back the half at
-/// `commitLogOffset`. "Unknown" (type 0) and unknown types are not answered, as in Java.
+/// `commitLogOffset`. "Unknown" (type 0) is not answered, as in Java; a type that is none of
+/// Java's is refused (Java leaves it unanswered).
 /// Refusals are logged: the request is oneway, so the producer never sees the answer.
 pub async fn end_transaction(
     state: &BrokerState,
@@ -192,12 +193,16 @@ async fn end(
     let commit = match header.commit_or_rollback {
         TRANSACTION_COMMIT_TYPE => true,
         TRANSACTION_ROLLBACK_TYPE => false,
-        other => {
-            if other == TRANSACTION_NOT_TYPE {
-                let msg_id = &header.msg_id;
-                tracing::debug!(msg_id, "transaction state unknown, left to the check");
-            }
+        TRANSACTION_NOT_TYPE => {
+            let msg_id = &header.msg_id;
+            tracing::debug!(msg_id, "transaction state unknown, left to the check");
             return None;
+        }
+        // Java leaves any other type unanswered too, which hangs a caller that sent the
+        // request as a sync one until its timeout; ferromq says what is wrong instead.
+        other => {
+            let remark = format!("commitOrRollback {other} is not a transaction type");
+            return error(request, ResponseCode::SYSTEM_ERROR, remark);
         }
     };
     tracing::debug!(
