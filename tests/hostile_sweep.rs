@@ -250,7 +250,11 @@ fn every_code_in_every_hostile_shape_is_answered_and_hurts_nothing() {
             "the name server exited"
         );
         let grown_mib = after.saturating_sub(before) / 1024;
-        eprintln!("broker RssAnon {} MiB -> {} MiB", before / 1024, after / 1024);
+        eprintln!(
+            "broker RssAnon {} MiB -> {} MiB",
+            before / 1024,
+            after / 1024
+        );
         assert!(
             grown_mib < 256,
             "the broker's memory grew by {grown_mib} MiB"
