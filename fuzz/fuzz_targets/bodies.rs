@@ -14,7 +14,9 @@ use ferromq_protocol::remoting::heartbeat::{HeartbeatData, SubscriptionData};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&selector, body)) = data.split_first() else { return };
+    let Some((&selector, body)) = data.split_first() else {
+        return;
+    };
     match selector % 6 {
         0 => {
             let _ = decode_batch(body);
