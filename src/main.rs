@@ -246,15 +246,6 @@ fn run_broker(args: BrokerArgs) -> anyhow::Result<()> {
 
 fn run_standalone(args: StandaloneArgs) -> anyhow::Result<()> {
     let shutdown = signal_shutdown()?;
-    let namesrv_config = NamesrvConfig {
-        bind_address: args.namesrv_listen.ip(),
-        listen_port: args.namesrv_listen.port(),
-        kv_config_path: args.data.join("namesrv").join("kvConfig.json"),
-        shards: Some("1".parse().context("one name server shard")?),
-        ..NamesrvConfig::default()
-    };
-    let namesrv = ferromq::namesrv::start(namesrv_config, shutdown.clone())?;
-
     let mut config = BrokerConfig {
         broker_name: "broker-a".to_owned(),
         broker_ip1: std::net::Ipv4Addr::LOCALHOST.into(),
@@ -262,6 +253,16 @@ fn run_standalone(args: StandaloneArgs) -> anyhow::Result<()> {
     };
     config.store.store_path_root_dir = args.data.join("store");
     broker_config(args.config.as_ref(), &mut config)?;
+    // One process, one set of TLS settings: the broker's config file sets both servers'.
+    let namesrv_config = NamesrvConfig {
+        bind_address: args.namesrv_listen.ip(),
+        listen_port: args.namesrv_listen.port(),
+        kv_config_path: args.data.join("namesrv").join("kvConfig.json"),
+        shards: Some("1".parse().context("one name server shard")?),
+        tls: config.tls.clone(),
+        ..NamesrvConfig::default()
+    };
+    let namesrv = ferromq::namesrv::start(namesrv_config, shutdown.clone())?;
     config.bind_address = args.broker_listen.ip();
     config.listen_port = args.broker_listen.port();
     config.namesrv_addr = vec![format!("127.0.0.1:{}", namesrv.addr.port())];

@@ -83,6 +83,7 @@ pub struct AdminClient {
     runtime: tokio::runtime::Runtime,
     connections: HashMap<String, RemotingClient>,
     credentials: Option<Credentials>,
+    tls: Option<crate::tls::TlsClient>,
 }
 
 /// One broker of a cluster as the name server knows it (`BrokerData` flattened per id).
@@ -122,6 +123,7 @@ impl AdminClient {
             runtime,
             connections: HashMap::new(),
             credentials: None,
+            tls: None,
         })
     }
 
@@ -129,6 +131,13 @@ impl AdminClient {
     /// connections already open keep how they were made.
     pub fn set_credentials(&mut self, credentials: Option<Credentials>) {
         self.credentials = credentials;
+        self.connections.clear();
+    }
+
+    /// Encrypts every connection opened from now on (servers with `tls.server.mode`
+    /// `permissive` or `enforcing`); connections already open are closed.
+    pub fn set_tls(&mut self, tls: Option<crate::tls::TlsClient>) {
+        self.tls = tls;
         self.connections.clear();
     }
 
@@ -164,6 +173,7 @@ impl AdminClient {
                         .ok_or_else(|| "resolves to no address".to_owned())?;
                     let config = ClientConfig {
                         credentials: self.credentials.clone(),
+                        tls: self.tls.clone(),
                         ..ClientConfig::default()
                     };
                     connect_tokio(target, config)

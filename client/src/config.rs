@@ -26,6 +26,9 @@ pub struct ClientConfig {
     /// Keys that sign every request, for brokers with `aclEnable=true` (Java's
     /// `AclClientRPCHook`); `None` sends unsigned requests.
     pub credentials: Option<Credentials>,
+    /// Encrypts every connection (Java's `useTLS`, from `-Dtls.enable=true`); `None` speaks
+    /// plain TCP.
+    pub tls: Option<crate::tls::TlsClient>,
 }
 
 impl ClientConfig {
@@ -48,6 +51,7 @@ impl ClientConfig {
             persist_consumer_offset_interval: Duration::from_secs(5),
             serialize_type: SerializeType::Json,
             credentials: None,
+            tls: None,
         }
     }
 

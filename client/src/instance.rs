@@ -700,6 +700,7 @@ impl ClientInstance {
         let config = ConnectionConfig {
             serialize_type: self.config.serialize_type,
             credentials: self.config.credentials.clone(),
+            tls: self.config.tls.clone(),
             ..ConnectionConfig::default()
         };
         let timeout = self.config.request_timeout;

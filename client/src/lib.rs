@@ -48,6 +48,7 @@ pub mod msg_id;
 pub mod producer;
 pub mod query;
 pub mod remoting;
+pub mod tls;
 pub mod transaction;
 
 pub use ferromq_protocol as protocol;

@@ -56,6 +56,9 @@ pub struct ClientConfig {
     /// Signs every request with these keys (Java's `AclClientRPCHook`), for brokers with
     /// `aclEnable=true`.
     pub credentials: Option<Credentials>,
+    /// Encrypts the connection (Java's `tls.enable`), for servers whose `tls.server.mode`
+    /// is `permissive` or `enforcing`.
+    pub tls: Option<crate::tls::TlsClient>,
 }
 
 impl Default for ClientConfig {
@@ -64,6 +67,7 @@ impl Default for ClientConfig {
             serialize_type: SerializeType::Json,
             frame_size_max: limits::FRAME_SIZE_MAX,
             credentials: None,
+            tls: None,
         }
     }
 }
@@ -331,6 +335,16 @@ pub async fn connect_tokio(
     stream
         .set_nodelay(true)
         .map_err(|source| ClientError::Connect { addr, source })?;
+    if let Some(tls) = config.tls.clone() {
+        let stream = tls
+            .handshake(addr, stream.compat())
+            .await
+            .map_err(|source| ClientError::Connect { addr, source })?;
+        let (reader, writer) = stream.split();
+        let (client, driver, inbound) = RemotingClient::new(reader, writer, config);
+        tokio::spawn(driver);
+        return Ok((client, inbound));
+    }
     let (reader, writer) = stream.into_split();
     let (client, driver, inbound) =
         RemotingClient::new(reader.compat(), writer.compat_write(), config);

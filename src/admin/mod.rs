@@ -59,6 +59,11 @@ pub struct AdminArgs {
     )]
     pub secret_key: Option<String>,
 
+    /// Speaks TLS to name servers and brokers (mqadmin's `-Dtls.enable=true`), checking no
+    /// certificate as Java's tools do by default.
+    #[arg(long, global = true)]
+    pub tls: bool,
+
     /// The command.
     #[command(subcommand)]
     pub command: AdminCommand,
@@ -117,6 +122,9 @@ pub fn run(args: AdminArgs) -> Result<String, AdminError> {
     let mut client = AdminClient::new(namesrv.as_deref(), Duration::from_millis(args.timeout_ms))?;
     if let (Some(access_key), Some(secret_key)) = (&args.access_key, &args.secret_key) {
         client.set_credentials(Some(Credentials::new(access_key, secret_key)));
+    }
+    if args.tls {
+        client.set_tls(Some(ferromq_client::tls::TlsClient::insecure()));
     }
     let report = execute(&mut client, args.command)?;
     if args.json {

@@ -516,6 +516,7 @@ async fn serve_net(
         frame_size_max: config.frame_size_max,
         idle_timeout: config.channel_idle_timeout,
         connections_max: config.connections_max,
+        tls: state.server_tls.clone(),
     };
     let main = server::serve(
         ctx.id,

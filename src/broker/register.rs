@@ -57,7 +57,13 @@ async fn run(state: &BrokerState, addr: SocketAddr, shutdown: &Shutdown) {
     }
     let announced = SocketAddr::new(state.config.broker_ip1, addr.port());
     let period = state.config.register_name_server_period;
-    let mut connections = Connections::default();
+    let mut connections = Connections {
+        open: HashMap::new(),
+        config: ClientConfig {
+            tls: state.own_tls.clone(),
+            ..ClientConfig::default()
+        },
+    };
     let slave = state.config.broker_role == BrokerRole::Slave;
     let mut next_sync = Instant::now() + SLAVE_SYNC_DELAY;
     loop {
@@ -145,9 +151,11 @@ async fn sync_from_master(state: &BrokerState, connections: &mut Connections) {
     }
 }
 
-/// One open connection per name server.
-#[derive(Default)]
-struct Connections(HashMap<String, RemotingClient>);
+/// One open connection per name server (and master), all made with `config`.
+struct Connections {
+    open: HashMap<String, RemotingClient>,
+    config: ClientConfig,
+}
 
 impl Connections {
     async fn request(
@@ -155,7 +163,7 @@ impl Connections {
         namesrv: &str,
         command: RemotingCommand,
     ) -> Result<RemotingCommand, String> {
-        let client = match self.0.get(namesrv).filter(|c| !c.is_closed()) {
+        let client = match self.open.get(namesrv).filter(|c| !c.is_closed()) {
             Some(client) => client.clone(),
             None => {
                 let addr: SocketAddr = tokio::net::lookup_host(namesrv)
@@ -163,16 +171,16 @@ impl Connections {
                     .map_err(|e| e.to_string())?
                     .next()
                     .ok_or_else(|| format!("{namesrv} resolves to nothing"))?;
-                let (client, _inbound) = connect_tokio(addr, ClientConfig::default())
+                let (client, _inbound) = connect_tokio(addr, self.config.clone())
                     .await
                     .map_err(|e| e.to_string())?;
-                self.0.insert(namesrv.to_owned(), client.clone());
+                self.open.insert(namesrv.to_owned(), client.clone());
                 client
             }
         };
         let answer = client.request_timeout(command, REGISTER_TIMEOUT).await;
         if answer.is_err() {
-            self.0.remove(namesrv);
+            self.open.remove(namesrv);
         }
         answer.map_err(|e| e.to_string())
     }

@@ -232,6 +232,10 @@ pub struct BrokerState {
     registration_due: AtomicBool,
     /// The plain ACL rules, with `aclEnable`.
     pub acl: Option<Arc<super::acl::AclRules>>,
+    /// TLS on the remoting ports (`tls.server.mode` not `disabled`).
+    pub server_tls: Option<crate::remoting::tls::ServerTls>,
+    /// TLS on the broker's own connections (`tls.enable`).
+    pub own_tls: Option<ferromq_client::tls::TlsClient>,
 }
 
 impl BrokerState {
@@ -253,6 +257,10 @@ impl BrokerState {
             true => Some(Arc::new(super::acl::AclRules::load(&config.rocketmq_home)?)),
             false => None,
         };
+        let mut tls = config.tls.clone();
+        tls.apply_config_file()?;
+        let server_tls = tls.server().map_err(|e| format!("TLS: {e}"))?;
+        let own_tls = tls.own_client().map_err(|e| format!("TLS: {e}"))?;
         let state = BrokerState {
             runtime: ArcSwap::from_pointee(config.clone()),
             config_version: Mutex::new(DataVersion {
@@ -276,6 +284,8 @@ impl BrokerState {
             master: Arc::default(),
             registration_due: AtomicBool::new(false),
             acl,
+            server_tls,
+            own_tls,
         };
         state.add_system_topics();
         Ok(state)

@@ -70,6 +70,9 @@ pub struct BrokerConfig {
     /// `aclEnable` (false): every request is checked against the plain ACL files under
     /// `rocketmqHome` (see `broker::acl`).
     pub acl_enable: bool,
+    /// The `tls.*` keys (Java's `TlsSystemConfig`, there JVM properties): TLS on the
+    /// remoting ports and on the broker's connections to name servers.
+    pub tls: crate::remoting::tls::TlsSettings,
     /// `rocketmqHome` (the `ROCKETMQ_HOME` environment variable, else the working
     /// directory): where `conf/plain_acl.yml` and `conf/acl/` are.
     pub rocketmq_home: PathBuf,
@@ -158,6 +161,7 @@ impl Default for BrokerConfig {
             broker_permission: 6,
             slave_read_enable: false,
             acl_enable: false,
+            tls: crate::remoting::tls::TlsSettings::default(),
             rocketmq_home: std::env::var_os("ROCKETMQ_HOME")
                 .map_or_else(|| PathBuf::from("."), PathBuf::from),
             auto_create_topic_enable: true,
@@ -471,6 +475,11 @@ impl BrokerConfig {
                 _ if IGNORED_JAVA_KEYS.contains(&key) => {
                     tracing::debug!(key, "Java broker key has no effect in ferromq");
                 }
+                _ if key.starts_with("tls.") => match self.tls.set(key, value) {
+                    Ok(true) => {}
+                    Ok(false) => unknown.push(key.to_owned()),
+                    Err(expected) => return Err(bad(&at, key, value, &expected)),
+                },
                 _ => unknown.push(key.to_owned()),
             }
         }

@@ -39,6 +39,8 @@ pub struct NamesrvConfig {
     pub shards: Option<Placement>,
     /// `configBlackList`: keys UPDATE_NAMESRV_CONFIG may not change, `;`-separated.
     pub config_black_list: String,
+    /// The `tls.*` keys (Java's `TlsSystemConfig`): TLS on the port.
+    pub tls: crate::remoting::tls::TlsSettings,
 }
 
 impl Default for NamesrvConfig {
@@ -58,6 +60,7 @@ impl Default for NamesrvConfig {
             connections_max: limits::CONNECTIONS_MAX,
             shards: None,
             config_black_list: "configBlackList;configStorePath;kvConfigPath".to_owned(),
+            tls: crate::remoting::tls::TlsSettings::default(),
         }
     }
 }
@@ -149,6 +152,11 @@ impl NamesrvConfig {
                 _ if IGNORED_JAVA_KEYS.contains(&key) => {
                     tracing::debug!(key, "Java name server key has no effect in ferromq");
                 }
+                _ if key.starts_with("tls.") => match self.tls.set(key, value) {
+                    Ok(true) => {}
+                    Ok(false) => unknown.push(key.to_owned()),
+                    Err(expected) => return Err(bad(&at, key, value, &expected)),
+                },
                 _ => unknown.push(key.to_owned()),
             }
         }

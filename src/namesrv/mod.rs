@@ -62,6 +62,9 @@ pub enum NamesrvError {
     /// Listening failed.
     #[error("{0}")]
     Listen(String),
+    /// The TLS settings cannot be used.
+    #[error("TLS: {0}")]
+    Tls(String),
 }
 
 /// A running name server.
@@ -105,6 +108,9 @@ impl NamesrvHandle {
 /// cannot be bound.
 pub fn start(config: NamesrvConfig, shutdown: Shutdown) -> Result<NamesrvHandle, NamesrvError> {
     let kv = KvConfigManager::load(&config.kv_config_path).map_err(NamesrvError::KvConfig)?;
+    let mut tls = config.tls.clone();
+    tls.apply_config_file().map_err(NamesrvError::Tls)?;
+    let tls = tls.server().map_err(|e| NamesrvError::Tls(e.to_string()))?;
     let mut roles = RoleSet::default();
     roles.insert(Role::Net);
     roles.insert(Role::Control);
@@ -128,6 +134,7 @@ pub fn start(config: NamesrvConfig, shutdown: Shutdown) -> Result<NamesrvHandle,
             let kv = kv.clone();
             let bound = shard_bound.clone();
             let snapshot = snapshot.clone();
+            let tls = tls.clone();
             async move {
                 let owner = ctx.placement.owner_of(Role::Control);
                 let mesh = Rc::new(ctx.mesh);
@@ -168,6 +175,7 @@ pub fn start(config: NamesrvConfig, shutdown: Shutdown) -> Result<NamesrvHandle,
                             frame_size_max: config.frame_size_max,
                             idle_timeout: config.channel_idle_timeout,
                             connections_max: config.connections_max,
+                            tls,
                         };
                         server::serve(
                             ctx.id,

@@ -6,3 +6,4 @@
 pub use ferromq_client::remoting as client;
 pub use ferromq_protocol::remoting::*;
 pub mod server;
+pub mod tls;

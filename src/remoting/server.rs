@@ -118,6 +118,8 @@ pub struct ServerConfig {
     pub idle_timeout: Duration,
     /// Connections beyond this many are closed at accept (`serverMaxConnections`), per shard.
     pub connections_max: usize,
+    /// TLS, in `permissive` or `enforcing` mode; `None` is `disabled` (plain TCP only).
+    pub tls: Option<super::tls::ServerTls>,
 }
 
 impl Default for ServerConfig {
@@ -126,6 +128,7 @@ impl Default for ServerConfig {
             frame_size_max: limits::FRAME_SIZE_MAX,
             idle_timeout: limits::CHANNEL_IDLE_TIMEOUT,
             connections_max: limits::CONNECTIONS_MAX,
+            tls: None,
         }
     }
 }
@@ -199,7 +202,18 @@ pub async fn accept(listener: &TcpListener, shutdown: &Shutdown) -> Option<TcpSt
 /// Requests of one connection processed at once, at most (Java bounds its pools' queues).
 pub const REQUESTS_IN_FLIGHT_MAX: usize = 1024;
 
+/// How long a TLS handshake may take (netty's `SslHandler` default).
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Bytes read to tell a TLS connection from a plain one.
+const FIRST_READ_SIZE: usize = 512;
+
 /// Serves one connection until the peer closes it, it errs, idles out, or shutdown.
+///
+/// Without TLS the socket is served as it is. With TLS, the first bytes tell a handshake
+/// (0x16) from a plain frame (whose first byte is the top of a length under 16 MiB, 0x00):
+/// the first is served encrypted, the second as it is in `permissive` mode and closed in
+/// `enforcing` mode, as Java's `HandshakeHandler`.
 async fn run_connection<H: RequestHandler>(
     info: ConnectionInfo,
     stream: TcpStream,
@@ -207,37 +221,91 @@ async fn run_connection<H: RequestHandler>(
     config: &ServerConfig,
     shutdown: &Shutdown,
 ) {
+    use super::tls::{Prefixed, TlsMode, HANDSHAKE_RECORD};
     if let Err(error) = prepare_stream(&stream, Some(config.idle_timeout)) {
         tracing::warn!(peer = %info.peer, %error, "cannot configure connection");
         return;
     }
     tracing::debug!(peer = %info.peer, connection = ?info.id, "connection opened");
     let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+    let Some(tls) = &config.tls else {
+        serve_stream(
+            info,
+            stream,
+            Some(fd),
+            Vec::new(),
+            handler,
+            config,
+            shutdown,
+        )
+        .await;
+        return;
+    };
+    let mut stream = stream;
+    let mut first = vec![0u8; FIRST_READ_SIZE];
+    let read = match select(Box::pin(stream.read(&mut first)), Box::pin(shutdown.wait())).await {
+        Either::Left((read, _)) => read,
+        Either::Right(_) => return,
+    };
+    let n = match read {
+        Ok(0) => return,
+        Ok(n) => n,
+        Err(error) => {
+            tracing::debug!(peer = %info.peer, %error, "read failed");
+            return;
+        }
+    };
+    first.truncate(n);
+    if first[0] != HANDSHAKE_RECORD {
+        if tls.mode == TlsMode::Enforcing {
+            tracing::warn!(peer = %info.peer,
+                "closing connection: plain TCP to a server in TLS enforcing mode");
+            return;
+        }
+        serve_stream(info, stream, Some(fd), first, handler, config, shutdown).await;
+        return;
+    }
+    let handshake = tls.acceptor.accept(Prefixed::new(first, stream));
+    let stream = match glommio::timer::timeout(TLS_HANDSHAKE_TIMEOUT, async { Ok(handshake.await) })
+        .await
+    {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(error)) => {
+            tracing::info!(peer = %info.peer, %error, "closing connection: TLS handshake failed");
+            return;
+        }
+        Err(_) => {
+            tracing::info!(peer = %info.peer, "closing connection: TLS handshake timed out");
+            return;
+        }
+    };
+    serve_stream(info, stream, None, Vec::new(), handler, config, shutdown).await;
+}
+
+/// Serves requests read from `stream`, starting with the bytes in `first` that were read
+/// already. `fd` is the socket under a plain `stream`, for gathering writes; `None` writes
+/// through `stream` (TLS).
+async fn serve_stream<H, S>(
+    info: ConnectionInfo,
+    stream: S,
+    fd: Option<std::os::fd::RawFd>,
+    first: Vec<u8>,
+    handler: Rc<H>,
+    config: &ServerConfig,
+    shutdown: &Shutdown,
+) where
+    H: RequestHandler,
+    S: futures_lite::AsyncRead + futures_lite::AsyncWrite + Unpin + 'static,
+{
     let (mut reader, writer) = futures_lite::io::split(stream);
     let (responses, outbox) = futures::channel::mpsc::channel::<OutFrame>(REQUESTS_IN_FLIGHT_MAX);
     let writing = glommio::spawn_local(write_responses(fd, writer, outbox, info));
     let permits = Rc::new(glommio::sync::Semaphore::new(REQUESTS_IN_FLIGHT_MAX as u64));
     let mut decoder = FrameDecoder::new(config.frame_size_max);
+    decoder.extend(&first);
     let mut chunk = vec![0u8; limits::READ_CHUNK_SIZE];
     let mut opened = false;
     'connection: loop {
-        let read = match select(Box::pin(reader.read(&mut chunk)), Box::pin(shutdown.wait())).await
-        {
-            Either::Left((read, _)) => read,
-            Either::Right(_) => break,
-        };
-        match read {
-            Ok(0) => break,
-            Ok(n) => decoder.extend(&chunk[..n]),
-            Err(error) if error.kind() == std::io::ErrorKind::TimedOut => {
-                tracing::info!(peer = %info.peer, "closing idle connection");
-                break;
-            }
-            Err(error) => {
-                tracing::debug!(peer = %info.peer, %error, "read failed");
-                break;
-            }
-        }
         loop {
             match decoder.next_command() {
                 Ok(Some(request)) => {
@@ -280,6 +348,23 @@ async fn run_connection<H: RequestHandler>(
                 }
             }
         }
+        let read = match select(Box::pin(reader.read(&mut chunk)), Box::pin(shutdown.wait())).await
+        {
+            Either::Left((read, _)) => read,
+            Either::Right(_) => break,
+        };
+        match read {
+            Ok(0) => break,
+            Ok(n) => decoder.extend(&chunk[..n]),
+            Err(error) if error.kind() == std::io::ErrorKind::TimedOut => {
+                tracing::info!(peer = %info.peer, "closing idle connection");
+                break;
+            }
+            Err(error) => {
+                tracing::debug!(peer = %info.peer, %error, "read failed");
+                break;
+            }
+        }
     }
     // Responses already queued are written; requests still running, and holders of an
     // `Outbound`, find the queue closed and drop theirs.
@@ -299,9 +384,10 @@ const FRAMES_PER_WRITE_MAX: usize = 256;
 
 /// Writes response frames as they come, joining those already waiting into one gathering
 /// write: heads side by side in one buffer, body parts (slices of mapped segments) pointed
-/// at where they are. `fd` is the socket under `writer`, which the connection holds open.
+/// at where they are. `fd` is the socket under `writer`, which the connection holds open;
+/// without one (TLS) the parts are copied into one buffer that `writer` encrypts.
 async fn write_responses<W: futures_lite::AsyncWrite + Unpin>(
-    fd: std::os::fd::RawFd,
+    fd: Option<std::os::fd::RawFd>,
     mut writer: W,
     mut outbox: futures::channel::mpsc::Receiver<OutFrame>,
     info: ConnectionInfo,
@@ -331,7 +417,17 @@ async fn write_responses<W: futures_lite::AsyncWrite + Unpin>(
             .flat_map(|f| std::iter::once(&f.head[..]).chain(f.parts.iter().map(|p| &p[..])))
             .filter(|s| !s.is_empty())
             .collect();
-        if let Err(error) = ferromq_uring::net::write_all_gathered(fd, &mut writer, &slices).await {
+        let written = match fd {
+            Some(fd) => ferromq_uring::net::write_all_gathered(fd, &mut writer, &slices).await,
+            None => {
+                let joined = slices.concat();
+                match writer.write_all(&joined).await {
+                    Ok(()) => writer.flush().await,
+                    Err(error) => Err(error),
+                }
+            }
+        };
+        if let Err(error) = written {
             tracing::debug!(peer = %info.peer, %error, "write failed");
             return;
         }

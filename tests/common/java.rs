@@ -193,6 +193,17 @@ impl JavaOutput {
 /// Runs `main` of the compiled `tests/java/` classes with `args`, in `serialize`, for at
 /// most `timeout`.
 pub fn run_java(main: &str, args: &[&str], serialize: Serialize, timeout: Duration) -> JavaOutput {
+    run_java_with(main, args, serialize, "", timeout)
+}
+
+/// [`run_java`] with `jvm_extra` after the serialization flags (e.g. `-Dtls.enable=true`).
+pub fn run_java_with(
+    main: &str,
+    args: &[&str],
+    serialize: Serialize,
+    jvm_extra: &str,
+    timeout: Duration,
+) -> JavaOutput {
     let classes = classes();
     let home = TempDir::on_disk("java-home");
     let home_path = home.path().to_path_buf();
@@ -205,7 +216,10 @@ pub fn run_java(main: &str, args: &[&str], serialize: Serialize, timeout: Durati
         .arg(main)
         .args(args)
         .env("RMQ_LOGDIR", &home_path)
-        .env("JVM_EXTRA", serialize.jvm_flags())
+        .env(
+            "JVM_EXTRA",
+            format!("{} {jvm_extra}", serialize.jvm_flags()),
+        )
         .stdin(Stdio::null())
         .stdout(out.try_clone().unwrap())
         .stderr(out);
@@ -295,6 +309,8 @@ pub struct Standalone {
     pub log: mpsc::Receiver<String>,
     /// Holds `data` (removed on drop); taken by [`Standalone::stop`].
     dir: Option<TempDir>,
+    /// Whether its config says `tls.server.mode=enforcing` (so tests must speak TLS).
+    pub tls_only: bool,
 }
 
 impl Standalone {
@@ -370,6 +386,7 @@ impl Standalone {
             data,
             log,
             dir: Some(dir),
+            tls_only: config.contains("tls.server.mode=enforcing"),
         };
         standalone.wait_registered();
         standalone
@@ -396,7 +413,15 @@ impl Standalone {
         runtime.block_on(async {
             use ferromq::remoting::headers::GetRouteInfoRequestHeader;
             use ferromq::remoting::{RemotingCommand, RequestCode};
-            let client = super::connect(self.namesrv, ferromq::remoting::SerializeType::Json).await;
+            let config = ferromq::remoting::client::ClientConfig {
+                tls: self
+                    .tls_only
+                    .then(ferromq::client::tls::TlsClient::insecure),
+                ..Default::default()
+            };
+            let (client, _) = ferromq::remoting::client::connect_tokio(self.namesrv, config)
+                .await
+                .expect("connect to the name server");
             loop {
                 let request = RemotingCommand::request_with_header(
                     RequestCode::GET_ROUTEINFO_BY_TOPIC,

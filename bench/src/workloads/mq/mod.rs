@@ -149,6 +149,10 @@ pub struct MqArgs {
     /// Secret key of `--access-key`.
     #[arg(long, value_name = "KEY", requires = "access_key")]
     pub secret_key: Option<String>,
+    /// Speak TLS to name servers and brokers (Java's `-Dtls.enable=true`), checking no
+    /// certificate, as Java's client by default.
+    #[arg(long)]
+    pub tls: bool,
     /// Write the report and run metadata as JSON to this file.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -289,6 +293,7 @@ async fn run_async(workload: Workload, args: &MqArgs) -> anyhow::Result<Outcome>
     let config = ClientConfig {
         serialize_type,
         credentials,
+        tls: args.tls.then(ferromq::client::tls::TlsClient::insecure),
         ..ClientConfig::default()
     };
     let brokers = resolve_brokers(args, &config).await?;
