@@ -29,7 +29,13 @@
 # broker group: the master in that role and a slave of the same kind (brokerId=1, listening
 # on the broker port + 10), given a few seconds to connect before the run.
 #
+# With --idle-connections N in ARGS (a connection-load run), each produce run of a side started
+# here also gets --server-pid of its broker, and the summary adds the idle connections still
+# answering and the broker's memory per idle connection.
+#
 #   scripts/compare.sh produce "--threads 16 --duration 10 --size 1024" ferromq rocketmq-rust
+#   scripts/compare.sh produce "--threads 200 --connections 200 --idle-connections 10000 \
+#       --duration 20" ferromq java 1
 #   scripts/compare.sh e2e "--rate 5000 --duration 20" 127.0.0.1:9876 10.0.0.2:9876 3
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -101,6 +107,7 @@ resolve() { # side label: prints the name server address, starting a broker if a
                 --namesrv-listen "127.0.0.1:$ns" --broker-listen "127.0.0.1:$broker" \
                 > /dev/null 2> "$work/$label-ferromq.log" &
             pids+=("$!")
+            echo "$!" > "$work/$label.pid"
             wait_port "$ns" >&2 && wait_port "$broker" >&2
             if [[ -n "$ha" ]]; then
                 cat > "$work/$label-slave.conf" <<CONF
@@ -143,6 +150,7 @@ CONF
             bash "$kit/bin/broker" "$work/$label-java.conf" "$work/$label-java-broker" \
                 > "$work/$label-java-broker.log" 2>&1 &
             pids+=("$!")
+            echo "$!" > "$work/$label.pid" # bin/broker execs the JVM
             local deadline=$((SECONDS + 60))
             until grep -q "boot success" "$work/$label-java-broker.log"; do
                 ((SECONDS <= deadline)) || { echo "the Java broker did not start" >&2; exit 1; }
@@ -204,7 +212,12 @@ run_side() { # side addr round
     if [[ "$workload" == e2e ]]; then
         bench_run "$side-$round-e2e" e2e -n "$addr" --topic "$topic" --create-topic $args
     else
-        bench_run "$side-$round-produce" produce -n "$addr" --topic "$topic" --create-topic $args
+        local pid_args=""
+        if [[ "$args" == *--idle-connections* && -s "$work/$side.pid" ]]; then
+            pid_args="--server-pid $(cat "$work/$side.pid")"
+        fi
+        bench_run "$side-$round-produce" produce -n "$addr" --topic "$topic" --create-topic \
+            $args $pid_args
         bench_run "$side-$round-consume" consume -n "$addr" --topic "$topic" --create-topic \
             --drain --from first --duration 300
     fi
@@ -255,6 +268,18 @@ for key in keys + (["e2e p50 µs", "e2e p99 µs"] if workload == "e2e" else []):
     ratio = b[key] / a[key] if a[key] else float("nan")
     print(f"{key:16} {a[key]:>22.0f} {b[key]:>22.0f} {ratio:>10.2f}")
 print("(p99: a ratio below 1 means B is faster; msg/s: above 1 means B is faster)")
+for label, side in (("A", a), ("B", b)):
+    for r in range(1, rounds + 1):
+        if workload == "e2e":
+            break
+        idle = json.load(open(f"{work}/{label.lower()}-{r}-produce.json")).get("idle")
+        if idle:
+            per = idle["kib_per_connection"]
+            rss = idle["server_rss_kib"]
+            print(f"{label} round {r}: {idle['opened']} idle connections, "
+                  f"{idle['answering_at_end']} answering at the end; broker RssAnon KiB "
+                  f"before/open/end {rss}, "
+                  + (f"{per:.1f} KiB per idle connection" if per is not None else "no pid"))
 for label, side in (("A", a), ("B", b)):
     produce, p99, consume = side["rounds"]
     print(f"{label} per round: produce msg/s {[round(x) for x in produce]}, "

@@ -124,6 +124,10 @@ fn main() -> anyhow::Result<()> {
         Command::Admin(_) => Some("warn"),
         _ => None,
     }));
+    if !matches!(cli.command, Command::Admin(_)) {
+        let limit = ferromq_uring::net::raise_open_files_limit();
+        tracing::debug!(?limit, "open files limit");
+    }
     match cli.command {
         Command::Admin(args) => run_admin(args),
         Command::Namesrv(args) => run_namesrv(args),

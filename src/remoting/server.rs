@@ -265,7 +265,8 @@ async fn run_connection<H: RequestHandler>(
         serve_stream(info, stream, Some(fd), first, handler, config, shutdown).await;
         return;
     }
-    let handshake = tls.acceptor.accept(Prefixed::new(first, stream));
+    // Boxed, as the encrypted serving below: a plain connection's task holds neither.
+    let handshake = Box::pin(tls.acceptor.accept(Prefixed::new(first, stream)));
     let stream = match glommio::timer::timeout(TLS_HANDSHAKE_TIMEOUT, async { Ok(handshake.await) })
         .await
     {
@@ -279,7 +280,16 @@ async fn run_connection<H: RequestHandler>(
             return;
         }
     };
-    serve_stream(info, stream, None, Vec::new(), handler, config, shutdown).await;
+    Box::pin(serve_stream(
+        info,
+        stream,
+        None,
+        Vec::new(),
+        handler,
+        config,
+        shutdown,
+    ))
+    .await;
 }
 
 /// Serves requests read from `stream`, starting with the bytes in `first` that were read
@@ -303,7 +313,7 @@ async fn serve_stream<H, S>(
     let permits = Rc::new(glommio::sync::Semaphore::new(REQUESTS_IN_FLIGHT_MAX as u64));
     let mut decoder = FrameDecoder::new(config.frame_size_max);
     decoder.extend(&first);
-    let mut chunk = vec![0u8; limits::READ_CHUNK_SIZE];
+    drop(first);
     let mut opened = false;
     'connection: loop {
         loop {
@@ -348,14 +358,17 @@ async fn serve_stream<H, S>(
                 }
             }
         }
-        let read = match select(Box::pin(reader.read(&mut chunk)), Box::pin(shutdown.wait())).await
-        {
+        let read = ReadInto {
+            reader: &mut reader,
+            decoder: &mut decoder,
+        };
+        let read = match select(Box::pin(read), Box::pin(shutdown.wait())).await {
             Either::Left((read, _)) => read,
             Either::Right(_) => break,
         };
         match read {
             Ok(0) => break,
-            Ok(n) => decoder.extend(&chunk[..n]),
+            Ok(_) => {}
             Err(error) if error.kind() == std::io::ErrorKind::TimedOut => {
                 tracing::info!(peer = %info.peer, "closing idle connection");
                 break;
@@ -376,6 +389,52 @@ async fn serve_stream<H, S>(
     })
     .await;
     tracing::debug!(peer = %info.peer, connection = ?info.id, "connection closed");
+}
+
+std::thread_local! {
+    /// The read buffer of every connection served on this thread (shard). A read borrows it
+    /// only inside the `poll_read` that copies from the socket (glommio's reads are
+    /// non-blocking `recv`s into the buffer given, and rustls' copy out of its own), and
+    /// hands the bytes to the connection's decoder at once: a connection waiting for its
+    /// next request holds no read buffer.
+    static READ_BUFFER: std::cell::RefCell<Vec<u8>> =
+        std::cell::RefCell::new(vec![0; limits::READ_CHUNK_SIZE]);
+}
+
+/// Reads what the peer sent next into `decoder`, through this thread's [`READ_BUFFER`];
+/// resolves to the byte count (0: the peer closed).
+struct ReadInto<'a, R> {
+    reader: &'a mut R,
+    decoder: &'a mut FrameDecoder,
+}
+
+impl<R: futures_lite::AsyncRead + Unpin> Future for ReadInto<'_, R> {
+    type Output = std::io::Result<usize>;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        READ_BUFFER.with(|shared| {
+            let mut own = Vec::new();
+            // A poll never runs inside another (the buffer is free); if one ever did, it
+            // would read through a buffer of its own.
+            let mut borrowed = shared.try_borrow_mut();
+            let buffer = match &mut borrowed {
+                Ok(buffer) => &mut buffer[..],
+                Err(_) => {
+                    own.resize(limits::READ_CHUNK_SIZE, 0);
+                    &mut own[..]
+                }
+            };
+            let polled = std::pin::Pin::new(&mut *this.reader).poll_read(cx, buffer);
+            if let std::task::Poll::Ready(Ok(n)) = &polled {
+                this.decoder.extend(&buffer[..*n]);
+            }
+            polled
+        })
+    }
 }
 
 /// Frames one gathering write takes at most, so that a long queue of answers does not

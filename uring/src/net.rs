@@ -147,3 +147,20 @@ pub async fn write_all_gathered<W: futures_lite::AsyncWrite + Unpin>(
     }
     Ok(())
 }
+
+/// Raises this process's soft limit of open files to its hard limit (a server holds one
+/// descriptor per connection, and the soft limit is often 1024); returns the limit now in
+/// force, `None` when it cannot be read.
+pub fn raise_open_files_limit() -> Option<u64> {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut limit = getrlimit(Resource::Nofile);
+    if let (Some(current), Some(maximum)) = (limit.current, limit.maximum) {
+        if current < maximum {
+            limit.current = Some(maximum);
+            if setrlimit(Resource::Nofile, limit).is_err() {
+                return getrlimit(Resource::Nofile).current;
+            }
+        }
+    }
+    limit.current
+}

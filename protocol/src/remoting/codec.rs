@@ -196,6 +196,9 @@ pub fn encode_to_vec(command: &RemotingCommand) -> Vec<u8> {
     out
 }
 
+/// Bytes of buffer a [`FrameDecoder`] keeps once it has decoded everything it was given.
+pub const DECODER_RETAINED: usize = 4096;
+
 /// A streaming decoder: feed it bytes as they arrive, take whole commands out.
 ///
 /// It buffers at most one frame (bounded by the frame limit) plus whatever extra bytes the last
@@ -212,7 +215,7 @@ impl FrameDecoder {
     #[must_use]
     pub fn new(frame_size_max: usize) -> FrameDecoder {
         FrameDecoder {
-            buf: Vec::with_capacity(4096),
+            buf: Vec::new(),
             start: 0,
             frame_size_max,
         }
@@ -231,6 +234,9 @@ impl FrameDecoder {
     pub fn next_command(&mut self) -> Result<Option<RemotingCommand>, DecodeError> {
         let pending = &self.buf[self.start..];
         let Some(size) = check_frame(pending, self.frame_size_max)? else {
+            if pending.is_empty() {
+                self.release();
+            }
             return Ok(None);
         };
         let command = decode_frame(&pending[..size])?;
@@ -253,6 +259,18 @@ impl FrameDecoder {
         let len = i32::from_be_bytes(prefix.try_into().expect("4 bytes"));
         let size = usize::try_from(len).ok()?.checked_add(4)?;
         size.checked_sub(pending.len())
+    }
+
+    /// Everything read was decoded: the buffer goes back to empty, and its memory too when
+    /// it grew past [`DECODER_RETAINED`] for a large frame, so that a connection that once
+    /// sent a 4 MiB message and then idles holds none of it.
+    fn release(&mut self) {
+        self.start = 0;
+        if self.buf.capacity() > DECODER_RETAINED {
+            self.buf = Vec::new();
+        } else {
+            self.buf.clear();
+        }
     }
 
     fn compact(&mut self) {

@@ -18,6 +18,7 @@
 //! the broker stored what it acknowledged.
 
 mod consume;
+mod idle;
 mod pace;
 mod produce;
 mod report;
@@ -149,6 +150,15 @@ pub struct MqArgs {
     /// Secret key of `--access-key`.
     #[arg(long, value_name = "KEY", requires = "access_key")]
     pub secret_key: Option<String>,
+    /// Connections opened before the run and held idle through it, each answering one
+    /// request before and one after (a connection-load test, with `--threads` senders over
+    /// `--connections`).
+    #[arg(long, default_value_t = 0)]
+    pub idle_connections: usize,
+    /// The server's process id, to report its resident memory around `--idle-connections`
+    /// (this machine only).
+    #[arg(long, value_name = "PID")]
+    pub server_pid: Option<u32>,
     /// Speak TLS to name servers and brokers (Java's `-Dtls.enable=true`), checking no
     /// certificate, as Java's client by default.
     #[arg(long)]
@@ -278,9 +288,14 @@ pub struct Outcome {
     pub stored: Option<i64>,
     /// Warnings to repeat in the report.
     pub warnings: Vec<String>,
+    /// What `--idle-connections` saw.
+    pub idle: Option<idle::IdleReport>,
 }
 
 async fn run_async(workload: Workload, args: &MqArgs) -> anyhow::Result<Outcome> {
+    if args.idle_connections > 0 {
+        ferromq_uring::net::raise_open_files_limit();
+    }
     let serialize_type = match args.serialize.as_str() {
         "json" => SerializeType::Json,
         "rocketmq" => SerializeType::RocketMq,
@@ -327,6 +342,13 @@ async fn run_async(workload: Workload, args: &MqArgs) -> anyhow::Result<Outcome>
             info,
         });
     }
+    let idle = match args.idle_connections {
+        0 => None,
+        count => {
+            let opened = idle::open(&targets, count, &config, &args.topic, args.server_pid);
+            Some(opened.await?)
+        }
+    };
     let targets = Arc::new(targets);
     let admin_view: Vec<(Broker, RemotingClient)> = targets
         .iter()
@@ -404,6 +426,10 @@ async fn run_async(workload: Workload, args: &MqArgs) -> anyhow::Result<Outcome>
     }
     let end = Instant::now();
     stop_progress.notify_one();
+    let idle = match idle {
+        Some(idle) => Some(idle.check(&args.topic).await),
+        None => None,
+    };
     let _ = progress.await;
 
     let stored = match (before, &produce_side) {
@@ -426,6 +452,7 @@ async fn run_async(workload: Workload, args: &MqArgs) -> anyhow::Result<Outcome>
         consume: consume_side.map(|s| s.summary(end)),
         stored,
         warnings,
+        idle,
     })
 }
 

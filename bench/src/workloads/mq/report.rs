@@ -97,6 +97,24 @@ pub fn text(workload: Workload, args: &MqArgs, outcome: &Outcome) -> String {
     for side in outcome.produce.iter().chain(&outcome.consume) {
         side.text(&mut out);
     }
+    if let Some(idle) = &outcome.idle {
+        let _ = writeln!(
+            out,
+            "idle connections: {} opened in {:.1} s, {} answering at the end",
+            idle.opened, idle.open_secs, idle.answering_at_end
+        );
+        if let (Some([before, open, end]), Some(per)) = (idle.rss_kib, idle.kib_per_connection()) {
+            let mib = |kib: u64| kib as f64 / 1024.0;
+            let _ = writeln!(
+                out,
+                "  server RssAnon {:.1} MiB before, {:.1} MiB with them open, {:.1} MiB at the \
+                 end: {per:.1} KiB per idle connection",
+                mib(before),
+                mib(open),
+                mib(end)
+            );
+        }
+    }
     if let Some((expected, stored, ok)) = verified(args, outcome) {
         let what = if args.mode == Mode::Oneway {
             "sent"
@@ -162,6 +180,13 @@ pub fn json(
         "consume": outcome.consume.as_ref().map(super::stats::Summary::json),
         "verification": verification,
         "warnings": outcome.warnings,
+        "idle": outcome.idle.as_ref().map(|idle| serde_json::json!({
+            "opened": idle.opened,
+            "open_secs": idle.open_secs,
+            "answering_at_end": idle.answering_at_end,
+            "server_rss_kib": idle.rss_kib,
+            "kib_per_connection": idle.kib_per_connection(),
+        })),
         "options": options_json(args),
         "metadata": metadata(started),
     })
