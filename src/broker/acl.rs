@@ -249,7 +249,10 @@ fn list(yaml: &Yaml) -> Vec<String> {
 
 impl PlainAcl {
     /// Adds the rules of one file's text; `origin` names it in errors.
-    fn add_file(&mut self, origin: &Path, yaml_text: &str) -> Result<(), String> {
+    ///
+    /// # Errors
+    /// Text that is not YAML, or rules that are not valid, named by `origin`.
+    pub fn add_file(&mut self, origin: &Path, yaml_text: &str) -> Result<(), String> {
         let docs = YamlLoader::load_from_str(yaml_text)
             .map_err(|e| format!("{}: not YAML: {e}", origin.display()))?;
         let Some(doc) = docs.first() else {

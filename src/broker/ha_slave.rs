@@ -407,9 +407,10 @@ fn diverged(reason: String) -> String {
 }
 
 /// Finds the records in the replicated bytes: where each starts, checked (magic, size, body
-/// CRC, its physical offset field), and the dispatch entry of each one whole.
+/// CRC, its physical offset field), and the dispatch entry of each one whole. Public for the
+/// fuzz target of the HA stream.
 #[derive(Debug)]
-struct RecordCursor {
+pub struct RecordCursor {
     segment_size: u64,
     record_max: usize,
     delay_levels: DelayLevels,
@@ -424,7 +425,10 @@ struct RecordCursor {
 }
 
 impl RecordCursor {
-    fn new(segment_size: u64, record_max: usize, delay_levels: DelayLevels) -> RecordCursor {
+    /// A cursor over an empty log of `segment_size` segments, taking records up to
+    /// `record_max` bytes.
+    #[must_use]
+    pub fn new(segment_size: u64, record_max: usize, delay_levels: DelayLevels) -> RecordCursor {
         RecordCursor {
             segment_size,
             record_max,
@@ -465,7 +469,10 @@ impl RecordCursor {
     /// Takes `bytes` at `offset` (the end of what it has seen); returns the entries of the
     /// records they complete, or why they do not continue the log. On an error it is as
     /// before the call.
-    fn feed(&mut self, offset: u64, bytes: &[u8]) -> Result<Vec<DispatchEntry>, String> {
+    ///
+    /// # Errors
+    /// Bytes that do not continue the log, with why.
+    pub fn feed(&mut self, offset: u64, bytes: &[u8]) -> Result<Vec<DispatchEntry>, String> {
         let saved = (self.placed, self.start, self.carry.len(), self.skip);
         if !self.placed {
             if !offset.is_multiple_of(self.segment_size) {
