@@ -649,15 +649,15 @@ impl AclRules {
         self.home.join("conf/plain_acl.yml")
     }
 
-    /// The file that holds `access_key`'s account, if any.
-    fn file_of(&self, access_key: &str) -> Option<PathBuf> {
-        acl_files(&self.home).into_iter().find(|file| {
-            read_yaml(file).is_ok_and(|doc| {
-                doc["accounts"].as_vec().is_some_and(|a| {
-                    a.iter()
-                        .any(|x| text(&x["accessKey"]).as_deref() == Some(access_key))
-                })
-            })
+    /// The file that holds `access_key`'s account, if any, with its document as read.
+    fn file_of(&self, access_key: &str) -> Option<(PathBuf, Yaml)> {
+        acl_files(&self.home).into_iter().find_map(|file| {
+            let doc = read_yaml(&file).ok()?;
+            let holds = doc["accounts"].as_vec().is_some_and(|a| {
+                a.iter()
+                    .any(|x| text(&x["accessKey"]).as_deref() == Some(access_key))
+            });
+            holds.then_some((file, doc))
         })
     }
 
@@ -689,22 +689,18 @@ impl AclRules {
                 }
                 check_resource_perms(topic_perms.as_deref().unwrap_or_default())?;
                 check_resource_perms(group_perms.as_deref().unwrap_or_default())?;
-                let file = self
-                    .file_of(access_key)
-                    .unwrap_or_else(|| self.default_file());
-                let doc = read_yaml(&file).unwrap_or(Yaml::Hash(Default::default()));
-                (file, doc)
+                self.file_of(access_key).unwrap_or_else(|| {
+                    let file = self.default_file();
+                    let doc = read_yaml(&file).unwrap_or(Yaml::Hash(Default::default()));
+                    (file, doc)
+                })
             }
-            AclChange::Delete { access_key } => {
-                let file = self.file_of(access_key).ok_or_else(|| {
-                    format!(
-                        "The accesskey[{access_key}] corresponding to accessConfig has been \
+            AclChange::Delete { access_key } => self.file_of(access_key).ok_or_else(|| {
+                format!(
+                    "The accesskey[{access_key}] corresponding to accessConfig has been \
                          deleted failed."
-                    )
-                })?;
-                let doc = read_yaml(&file)?;
-                (file, doc)
-            }
+                )
+            })?,
             AclChange::GlobalWhite { file, .. } => {
                 let file = file.clone().unwrap_or_else(|| self.default_file());
                 if !file.starts_with(&self.home) || !file.is_file() {

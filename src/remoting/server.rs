@@ -251,7 +251,7 @@ async fn run_connection<H: RequestHandler>(
         Ok(0) => return,
         Ok(n) => n,
         Err(error) => {
-            tracing::debug!(peer = %info.peer, %error, "read failed");
+            log_read_end(info, &error);
             return;
         }
     };
@@ -290,6 +290,16 @@ async fn run_connection<H: RequestHandler>(
         shutdown,
     ))
     .await;
+}
+
+/// Logs why a connection's read ended: idle for `serverChannelMaxIdleTimeSeconds`, or an
+/// error.
+fn log_read_end(info: ConnectionInfo, error: &std::io::Error) {
+    if error.kind() == std::io::ErrorKind::TimedOut {
+        tracing::info!(peer = %info.peer, "closing idle connection");
+    } else {
+        tracing::debug!(peer = %info.peer, %error, "read failed");
+    }
 }
 
 /// Serves requests read from `stream`, starting with the bytes in `first` that were read
@@ -369,12 +379,8 @@ async fn serve_stream<H, S>(
         match read {
             Ok(0) => break,
             Ok(_) => {}
-            Err(error) if error.kind() == std::io::ErrorKind::TimedOut => {
-                tracing::info!(peer = %info.peer, "closing idle connection");
-                break;
-            }
             Err(error) => {
-                tracing::debug!(peer = %info.peer, %error, "read failed");
+                log_read_end(info, &error);
                 break;
             }
         }
