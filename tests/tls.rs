@@ -225,6 +225,14 @@ fn settings_a_server_cannot_use_stop_it_at_start_with_the_reason() {
             ),
             "needs tls.server.trustCertPath",
         ),
+        (
+            "tls.server.authClient=yes".to_owned(),
+            "tls.server.authClient = 'yes' is invalid: true or false",
+        ),
+        (
+            "tls.client.authServer=maybe".to_owned(),
+            "tls.client.authServer = 'maybe' is invalid: true or false",
+        ),
     ];
     for (config, reason) in cases {
         let file = dir.path().join("namesrv.conf");

@@ -79,6 +79,21 @@ pub fn local_ipv4() -> String {
     }
 }
 
+/// Java's `Boolean.parseBoolean` made strict: `true` or `false` in any case, around spaces,
+/// and `None` for anything else, so that a typo in a setting is an error rather than a
+/// silent `false`.
+#[must_use]
+pub fn parse_java_bool(value: &str) -> Option<bool> {
+    let value = value.trim();
+    if value.eq_ignore_ascii_case("true") {
+        Some(true)
+    } else if value.eq_ignore_ascii_case("false") {
+        Some(false)
+    } else {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,5 +106,14 @@ mod tests {
         assert_eq!(config.request_timeout, Duration::from_secs(3));
         assert!(config.client_id().ends_with("@DEFAULT"));
         assert!(config.client_ip.parse::<std::net::Ipv4Addr>().is_ok());
+    }
+
+    #[test]
+    fn java_booleans_are_either_word_in_any_case_and_nothing_else() {
+        assert_eq!(parse_java_bool(" TRUE "), Some(true));
+        assert_eq!(parse_java_bool("False"), Some(false));
+        for typo in ["", "yes", "1", "ture", "true false"] {
+            assert_eq!(parse_java_bool(typo), None, "{typo:?}");
+        }
     }
 }

@@ -12,6 +12,7 @@
 //! The PEM loaders and the accept-any certificate checks are public for the broker's server
 //! side, which reads the same files.
 
+use crate::config::parse_java_bool;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
 use rustls::pki_types::pem::PemObject;
@@ -75,30 +76,37 @@ impl ClientTlsSettings {
     /// # Errors
     /// A message for a boolean that is neither `true` nor `false`.
     pub fn set(&mut self, key: &str, value: &str) -> Result<bool, String> {
-        let path = || (!value.is_empty()).then(|| PathBuf::from(value));
         match key {
-            "tls.test.mode.enable" => self.test_mode = java_bool(value)?,
-            "tls.client.authServer" => self.auth_server = java_bool(value)?,
-            "tls.client.trustCertPath" => self.trust_cert_path = path(),
-            "tls.client.certPath" => self.cert_path = path(),
-            "tls.client.keyPath" => self.key_path = path(),
-            "tls.client.keyPassword" => {
-                self.key_password = (!value.is_empty()).then(|| value.to_owned());
-            }
+            "tls.test.mode.enable" => self.test_mode = parse_bool(value)?,
+            "tls.client.authServer" => self.auth_server = parse_bool(value)?,
+            "tls.client.trustCertPath" => self.trust_cert_path = optional_path(value),
+            "tls.client.certPath" => self.cert_path = optional_path(value),
+            "tls.client.keyPath" => self.key_path = optional_path(value),
+            "tls.client.keyPassword" => self.key_password = optional_text(value),
             _ => return Ok(false),
         }
         Ok(true)
     }
 }
 
-/// Java's `Boolean.parseBoolean`, but refusing what is neither word instead of reading it
-/// as false.
-fn java_bool(value: &str) -> Result<bool, String> {
-    match value.trim().to_ascii_lowercase().as_str() {
-        "true" => Ok(true),
-        "false" => Ok(false),
-        _ => Err(format!("{value:?} is not true or false")),
-    }
+/// A boolean `tls.*` value, or what it should have been.
+///
+/// # Errors
+/// `"true or false"` for anything else (see [`parse_java_bool`]).
+pub fn parse_bool(value: &str) -> Result<bool, String> {
+    parse_java_bool(value).ok_or_else(|| "true or false".to_owned())
+}
+
+/// A file setting: unset when empty, as Java's `TlsSystemConfig` reads it.
+#[must_use]
+pub fn optional_path(value: &str) -> Option<PathBuf> {
+    optional_text(value).map(PathBuf::from)
+}
+
+/// A text setting: unset when empty.
+#[must_use]
+pub fn optional_text(value: &str) -> Option<String> {
+    (!value.is_empty()).then(|| value.to_owned())
 }
 
 /// How a client connection is encrypted; cheap to clone. Clones are equal to each other, and
@@ -136,8 +144,7 @@ impl TlsClient {
                     .with_custom_certificate_verifier(Arc::new(AnyCertificate { provider }))
                     .with_no_client_auth()
             });
-        // The ring provider supports the default versions; this cannot fail.
-        let config = config.unwrap_or_else(|_| unreachable!("ring supports TLS 1.2 and 1.3"));
+        let config = config.expect("the ring provider supports rustls' default protocol versions");
         TlsClient::of(config)
     }
 

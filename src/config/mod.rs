@@ -55,11 +55,8 @@ pub(crate) fn parse_value<T: std::str::FromStr>(
 /// Parses a Java boolean strictly (`true` / `false`, any case): a typo in a config file is
 /// an error rather than a silent `false`.
 pub(crate) fn parse_bool(origin: &str, key: &str, value: &str) -> Result<bool, ConfigError> {
-    match value.trim().to_ascii_lowercase().as_str() {
-        "true" => Ok(true),
-        "false" => Ok(false),
-        _ => Err(bad_value(origin, key, value, "true or false")),
-    }
+    ferromq_client::config::parse_java_bool(value)
+        .ok_or_else(|| bad_value(origin, key, value, "true or false"))
 }
 
 /// Parses a duration in milliseconds, at least 1.

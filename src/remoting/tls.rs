@@ -19,7 +19,7 @@
 //! connections to name servers use TLS with the `tls.client.*` keys.
 
 use ferromq_client::tls::{load_certs, load_key, root_store, AnyCertificate, ClientTlsSettings};
-use ferromq_client::tls::{TlsClient, TlsError};
+use ferromq_client::tls::{optional_path, optional_text, parse_bool, TlsClient, TlsError};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::WebPkiClientVerifier;
@@ -58,8 +58,6 @@ pub struct TlsSettings {
     pub enable: bool,
     /// `tls.config.file` (`/etc/rocketmq/tls.properties`), read when it exists.
     pub config_file: PathBuf,
-    /// `tls.test.mode.enable` (true): a self-signed certificate, and clients that check none.
-    pub test_mode: bool,
     /// `tls.server.need.client.auth` (`none`).
     pub need_client_auth: ClientAuth,
     /// `tls.server.certPath`: the server's PEM certificate chain.
@@ -73,7 +71,8 @@ pub struct TlsSettings {
     pub auth_client: bool,
     /// `tls.server.trustCertPath`: the certificates client certificates must chain to.
     pub trust_cert_path: Option<PathBuf>,
-    /// The `tls.client.*` keys, for `enable`.
+    /// The `tls.client.*` keys, for `enable`, and `tls.test.mode.enable` (true), which
+    /// also makes the server's certificate a self-signed one and its client checks lax.
     pub client: ClientTlsSettings,
 }
 
@@ -83,7 +82,6 @@ impl Default for TlsSettings {
             mode: TlsMode::Permissive,
             enable: false,
             config_file: PathBuf::from("/etc/rocketmq/tls.properties"),
-            test_mode: true,
             need_client_auth: ClientAuth::None,
             cert_path: None,
             key_path: None,
@@ -101,7 +99,6 @@ impl TlsSettings {
     /// # Errors
     /// What the value should have been.
     pub fn set(&mut self, key: &str, value: &str) -> Result<bool, String> {
-        let path = || (!value.is_empty()).then(|| PathBuf::from(value));
         match key {
             "tls.server.mode" => {
                 self.mode = match value.trim().to_ascii_lowercase().as_str() {
@@ -121,20 +118,13 @@ impl TlsSettings {
             }
             "tls.enable" => self.enable = parse_bool(value)?,
             "tls.config.file" => self.config_file = PathBuf::from(value),
-            "tls.server.certPath" => self.cert_path = path(),
-            "tls.server.keyPath" => self.key_path = path(),
-            "tls.server.keyPassword" => {
-                self.key_password = (!value.is_empty()).then(|| value.to_owned());
-            }
+            "tls.server.certPath" => self.cert_path = optional_path(value),
+            "tls.server.keyPath" => self.key_path = optional_path(value),
+            "tls.server.keyPassword" => self.key_password = optional_text(value),
             "tls.server.authClient" => self.auth_client = parse_bool(value)?,
-            "tls.server.trustCertPath" => self.trust_cert_path = path(),
-            _ => {
-                let known = self.client.set(key, value)?;
-                if key == "tls.test.mode.enable" {
-                    self.test_mode = self.client.test_mode;
-                }
-                return Ok(known);
-            }
+            "tls.server.trustCertPath" => self.trust_cert_path = optional_path(value),
+            // `tls.test.mode.enable` among them: one key for both sides, as in Java.
+            _ => return self.client.set(key, value),
         }
         Ok(true)
     }
@@ -178,7 +168,7 @@ impl TlsSettings {
         let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .map_err(|e| TlsError::Config(e.to_string()))?;
-        let (certs, key) = if self.test_mode {
+        let (certs, key) = if self.client.test_mode {
             self_signed()?
         } else {
             if self.key_password.is_some() {
@@ -219,7 +209,7 @@ impl TlsSettings {
             ClientAuth::Optional => false,
             ClientAuth::Require => true,
         };
-        if !self.auth_client || self.test_mode {
+        if !self.auth_client || self.client.test_mode {
             let any = AnyClientCertificate {
                 check: AnyCertificate { provider },
                 mandatory,
@@ -253,14 +243,6 @@ impl TlsSettings {
             return Ok(None);
         }
         TlsClient::from_settings(&self.client).map(Some)
-    }
-}
-
-fn parse_bool(value: &str) -> Result<bool, String> {
-    match value.trim() {
-        "true" => Ok(true),
-        "false" => Ok(false),
-        _ => Err("true or false".to_owned()),
     }
 }
 
