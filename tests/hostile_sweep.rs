@@ -14,86 +14,32 @@ mod common;
 
 use common::{connect, BrokerProcess, NamesrvProcess, TempDir};
 use ferromq::remoting::client::RemotingClient;
+use ferromq::remoting::headers::EVERY_HEADER;
 use ferromq::remoting::{ExtFields, RemotingCommand, RequestCode, ResponseCode, SerializeType};
+use ferromq_protocol::acl;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-/// Field names of the typed headers peers send (Java's names; SEND_MESSAGE_V2's letters).
-const FIELDS: &[&str] = &[
-    "topic",
-    "consumerGroup",
-    "producerGroup",
-    "group",
-    "queueId",
-    "queueOffset",
-    "maxMsgNums",
-    "sysFlag",
-    "commitOffset",
-    "suspendTimeoutMillis",
-    "subscription",
-    "subVersion",
-    "expressionType",
-    "offset",
-    "timestamp",
-    "key",
-    "maxNum",
-    "beginTimestamp",
-    "endTimestamp",
-    "brokerName",
-    "brokerAddr",
-    "clusterName",
-    "brokerId",
-    "msgId",
-    "offsetMsgId",
-    "tranStateTableOffset",
-    "commitLogOffset",
-    "commitOrRollback",
-    "fromTransactionCheck",
-    "originMsgId",
-    "originTopic",
-    "delayLevel",
-    "maxReconsumeTimes",
-    "clientId",
-    "readQueueNums",
-    "writeQueueNums",
-    "perm",
-    "topicFilterType",
-    "order",
-    "force",
-    "defaultTopic",
-    "defaultTopicQueueNums",
-    "bornTimestamp",
-    "flag",
-    "properties",
-    "reconsumeTimes",
-    "unitMode",
-    "batch",
-    "haServerAddr",
-    "compressed",
-    "bodyCrc32",
-    "namespace",
-    "accessKey",
-    "uniqueKey",
-    "isUnqiueKey",
-    "transactionId",
-    "topicList",
-    "brokerPermission",
-    "globalWhiteAddrs",
-    "a",
-    "b",
-    "c",
-    "d",
-    "e",
-    "f",
-    "g",
-    "h",
-    "i",
-    "j",
-    "k",
-    "l",
-    "m",
-    "n",
-];
+/// Every key a peer's ext fields can name: each typed header's (Java's names; SEND_MESSAGE_V2's
+/// letters), then those read outside them (ACL's, the zone of a 5.x client, a query by key's
+/// flag), each once.
+fn field_names() -> Vec<&'static str> {
+    let outside = [
+        acl::ACCESS_KEY,
+        acl::SIGNATURE,
+        acl::SECURITY_TOKEN,
+        acl::UNIQUE_MSG_QUERY_FLAG,
+        "__ZONE_NAME",
+    ];
+    let mut keys: Vec<&str> = EVERY_HEADER
+        .iter()
+        .flat_map(|(_, fields)| fields.iter().map(|f| f.key))
+        .chain(outside)
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys
+}
 
 /// Requests in flight at once, each on its own connection.
 const CONCURRENT: usize = 32;
@@ -135,8 +81,8 @@ fn request(code: RequestCode, value: Option<&str>, body: &[u8]) -> RemotingComma
     let mut command = RemotingCommand::request(code);
     if let Some(value) = value {
         let mut fields = ExtFields::new();
-        for field in FIELDS {
-            fields.insert(*field, value);
+        for field in field_names() {
+            fields.insert(field, value);
         }
         command.ext_fields = Some(fields);
     }

@@ -11,7 +11,6 @@
 
 use ferromq::remoting::codec::{check_frame, decode_frame, encode_to_vec, FrameDecoder};
 use ferromq::remoting::header::{CommandHeader, ValueKind};
-use ferromq::remoting::headers::*;
 use ferromq::remoting::{
     DecodeError, ExtFields, LanguageCode, RemotingCommand, RequestCode, SerializeType,
 };
@@ -87,7 +86,7 @@ fn header_round_trips<H: CommandHeader + PartialEq + std::fmt::Debug>() {
 }
 
 macro_rules! all_headers_round_trip {
-    ($($header:ident,)*) => {
+    ($($header:ty,)*) => {
         #[test]
         fn every_typed_header_round_trips_in_both_serializations() {
             let mut count = 0;
@@ -97,62 +96,7 @@ macro_rules! all_headers_round_trip {
     };
 }
 
-all_headers_round_trip! {
-        GetRouteInfoRequestHeader,
-        RegisterBrokerRequestHeader,
-        RegisterBrokerResponseHeader,
-        UnregisterBrokerRequestHeader,
-        QueryDataVersionRequestHeader,
-        QueryDataVersionResponseHeader,
-        BrokerHeartbeatRequestHeader,
-        GetBrokerMemberGroupRequestHeader,
-        DeleteTopicFromNamesrvRequestHeader,
-        RegisterTopicRequestHeader,
-        PutKvConfigRequestHeader,
-        GetKvConfigRequestHeader,
-        GetKvConfigResponseHeader,
-        DeleteKvConfigRequestHeader,
-        GetKvListByNamespaceRequestHeader,
-        WipeWritePermOfBrokerRequestHeader,
-        WipeWritePermOfBrokerResponseHeader,
-        AddWritePermOfBrokerRequestHeader,
-        AddWritePermOfBrokerResponseHeader,
-        GetTopicsByClusterRequestHeader,
-        SendMessageRequestHeader,
-        SendMessageRequestHeaderV2,
-        SendMessageResponseHeader,
-        PullMessageRequestHeader,
-        PullMessageResponseHeader,
-        QueryConsumerOffsetRequestHeader,
-        QueryConsumerOffsetResponseHeader,
-        UpdateConsumerOffsetRequestHeader,
-        UnregisterClientRequestHeader,
-        GetConsumerListByGroupRequestHeader,
-        NotifyConsumerIdsChangedRequestHeader,
-        ConsumerSendMsgBackRequestHeader,
-        GetMaxOffsetRequestHeader,
-        GetMinOffsetRequestHeader,
-        OffsetResponseHeader,
-        GetEarliestMsgStoretimeRequestHeader,
-        GetEarliestMsgStoretimeResponseHeader,
-        SearchOffsetRequestHeader,
-        QueryMessageRequestHeader,
-        QueryMessageResponseHeader,
-        ViewMessageRequestHeader,
-        CreateTopicRequestHeader,
-        DeleteTopicRequestHeader,
-        DeleteSubscriptionGroupRequestHeader,
-        GetTopicStatsInfoRequestHeader,
-        GetConsumerConnectionListRequestHeader,
-        GetProducerConnectionListRequestHeader,
-        GetConsumeStatsRequestHeader,
-        QueryTopicConsumeByWhoRequestHeader,
-        GetBrokerConfigResponseHeader,
-        EndTransactionRequestHeader,
-        CheckTransactionStateRequestHeader,
-        GetConsumerRunningInfoRequestHeader,
-        ResetOffsetRequestHeader,
-}
+ferromq_protocol::for_each_header!(all_headers_round_trip);
 
 /// A valid frame of either serialization, with arbitrary fields and body.
 fn any_frame() -> impl Strategy<Value = Vec<u8>> {

@@ -407,6 +407,9 @@ fn resources(request: &RemotingCommand) -> Result<Vec<(String, u8)>, String> {
         }
         RequestCode::QUERY_MESSAGE => add(ext("topic"), SUB),
         RequestCode::HEART_BEAT => {
+            // Decoded again by the processor, as Java's validator and processor each do: a
+            // heartbeat comes every 30 s per client, and the check must not hand a decoded
+            // body to a processor that may be on another code path (a refused request).
             let value = ferromq_protocol::fastjson::parse_lenient(&request.body)?;
             let heartbeat: HeartbeatData =
                 serde_json::from_value(value).map_err(|e| e.to_string())?;

@@ -827,3 +827,106 @@ command_header! {
         cluster_name: String = "clusterName",
     }
 }
+
+/// Calls `$callback!` with the path of every header type above, comma-separated, so that
+/// what covers every header (round-trip tests, the hostile sweep) needs no list of its own.
+/// `every_header_is_listed` fails when a header is added without a line here.
+#[macro_export]
+macro_rules! for_each_header {
+    ($callback:ident) => {
+        $callback! {
+            $crate::remoting::headers::GetRouteInfoRequestHeader,
+            $crate::remoting::headers::RegisterBrokerRequestHeader,
+            $crate::remoting::headers::RegisterBrokerResponseHeader,
+            $crate::remoting::headers::UnregisterBrokerRequestHeader,
+            $crate::remoting::headers::QueryDataVersionRequestHeader,
+            $crate::remoting::headers::QueryDataVersionResponseHeader,
+            $crate::remoting::headers::BrokerHeartbeatRequestHeader,
+            $crate::remoting::headers::GetBrokerMemberGroupRequestHeader,
+            $crate::remoting::headers::DeleteTopicFromNamesrvRequestHeader,
+            $crate::remoting::headers::RegisterTopicRequestHeader,
+            $crate::remoting::headers::PutKvConfigRequestHeader,
+            $crate::remoting::headers::GetKvConfigRequestHeader,
+            $crate::remoting::headers::GetKvConfigResponseHeader,
+            $crate::remoting::headers::DeleteKvConfigRequestHeader,
+            $crate::remoting::headers::GetKvListByNamespaceRequestHeader,
+            $crate::remoting::headers::WipeWritePermOfBrokerRequestHeader,
+            $crate::remoting::headers::WipeWritePermOfBrokerResponseHeader,
+            $crate::remoting::headers::AddWritePermOfBrokerRequestHeader,
+            $crate::remoting::headers::AddWritePermOfBrokerResponseHeader,
+            $crate::remoting::headers::GetTopicsByClusterRequestHeader,
+            $crate::remoting::headers::SendMessageRequestHeader,
+            $crate::remoting::headers::SendMessageRequestHeaderV2,
+            $crate::remoting::headers::SendMessageResponseHeader,
+            $crate::remoting::headers::PullMessageRequestHeader,
+            $crate::remoting::headers::PullMessageResponseHeader,
+            $crate::remoting::headers::QueryConsumerOffsetRequestHeader,
+            $crate::remoting::headers::QueryConsumerOffsetResponseHeader,
+            $crate::remoting::headers::UpdateConsumerOffsetRequestHeader,
+            $crate::remoting::headers::UnregisterClientRequestHeader,
+            $crate::remoting::headers::GetConsumerListByGroupRequestHeader,
+            $crate::remoting::headers::NotifyConsumerIdsChangedRequestHeader,
+            $crate::remoting::headers::ConsumerSendMsgBackRequestHeader,
+            $crate::remoting::headers::GetMaxOffsetRequestHeader,
+            $crate::remoting::headers::GetMinOffsetRequestHeader,
+            $crate::remoting::headers::OffsetResponseHeader,
+            $crate::remoting::headers::GetEarliestMsgStoretimeRequestHeader,
+            $crate::remoting::headers::GetEarliestMsgStoretimeResponseHeader,
+            $crate::remoting::headers::SearchOffsetRequestHeader,
+            $crate::remoting::headers::QueryMessageRequestHeader,
+            $crate::remoting::headers::QueryMessageResponseHeader,
+            $crate::remoting::headers::ViewMessageRequestHeader,
+            $crate::remoting::headers::CreateTopicRequestHeader,
+            $crate::remoting::headers::DeleteTopicRequestHeader,
+            $crate::remoting::headers::DeleteSubscriptionGroupRequestHeader,
+            $crate::remoting::headers::GetTopicStatsInfoRequestHeader,
+            $crate::remoting::headers::GetConsumerConnectionListRequestHeader,
+            $crate::remoting::headers::GetProducerConnectionListRequestHeader,
+            $crate::remoting::headers::GetConsumeStatsRequestHeader,
+            $crate::remoting::headers::QueryTopicConsumeByWhoRequestHeader,
+            $crate::remoting::headers::GetBrokerConfigResponseHeader,
+            $crate::remoting::headers::EndTransactionRequestHeader,
+            $crate::remoting::headers::CheckTransactionStateRequestHeader,
+            $crate::remoting::headers::GetConsumerRunningInfoRequestHeader,
+            $crate::remoting::headers::ResetOffsetRequestHeader,
+            $crate::remoting::headers::CreateAccessConfigRequestHeader,
+            $crate::remoting::headers::DeleteAccessConfigRequestHeader,
+            $crate::remoting::headers::UpdateGlobalWhiteAddrsConfigRequestHeader,
+            $crate::remoting::headers::GetBrokerAclConfigResponseHeader,
+        }
+    };
+}
+
+macro_rules! fields_of_every_header {
+    ($($header:ty,)*) => {
+        /// Each header's type name and fields.
+        pub const EVERY_HEADER: &[(&str, &[super::header::FieldInfo])] = &[$((
+            stringify!($header),
+            <$header as super::header::CommandHeader>::FIELDS,
+        ),)*];
+    };
+}
+
+crate::for_each_header!(fields_of_every_header);
+
+#[cfg(test)]
+mod tests {
+    use super::EVERY_HEADER;
+
+    #[test]
+    fn every_header_is_listed() {
+        // The marker is split so that this test's own text does not hold it.
+        let marker = concat!("command_header", "! {");
+        let defined: Vec<&str> = include_str!("headers.rs")
+            .split(marker)
+            .skip(1)
+            .filter_map(|block| block.split("pub struct ").nth(1)?.split_whitespace().next())
+            .collect();
+        let listed: Vec<&str> = EVERY_HEADER
+            .iter()
+            .map(|(name, _)| name.rsplit("::").next().unwrap_or(name).trim())
+            .collect();
+        assert!(defined.len() > 50, "{defined:?}");
+        assert_eq!(listed, defined);
+    }
+}
