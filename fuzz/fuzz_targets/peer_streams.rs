@@ -14,7 +14,7 @@ use ferromq::broker::ha_slave::RecordCursor;
 use ferromq::remoting::{RemotingCommand, RequestCode};
 use ferromq::store::dispatch::DelayLevels;
 use libfuzzer_sys::fuzz_target;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// Small segments, so that blank records at a segment's end come up.
 const SEGMENT: u64 = 4096;
@@ -64,7 +64,12 @@ fn acl_text(bytes: &[u8]) {
         ("b", "groupA"),
     ];
     request.ext_fields = Some(fields.into_iter().collect());
-    for peer in [Ipv4Addr::LOCALHOST, Ipv4Addr::new(10, 10, 103, 7)] {
-        let _ = acl.check(&request, IpAddr::V4(peer));
+    let peers = [
+        IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V4(Ipv4Addr::new(10, 10, 103, 7)),
+        IpAddr::V6(Ipv6Addr::new(2, 0, 0, 0, 0, 0xac5, 0x78, 0x100)),
+    ];
+    for peer in peers {
+        let _ = acl.check(&request, peer);
     }
 }
