@@ -16,7 +16,9 @@ use libfuzzer_sys::fuzz_target;
 const FRAME_SIZE_MAX: usize = 1 << 16;
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&chunk, stream)) = data.split_first() else { return };
+    let Some((&chunk, stream)) = data.split_first() else {
+        return;
+    };
     let chunk = usize::from(chunk).max(1);
     let mut decoder = FrameDecoder::new(FRAME_SIZE_MAX);
     for piece in stream.chunks(chunk) {

@@ -20,7 +20,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 const SEGMENT: u64 = 4096;
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&pick, bytes)) = data.split_first() else { return };
+    let Some((&pick, bytes)) = data.split_first() else {
+        return;
+    };
     if pick % 2 == 0 {
         ha_stream(bytes);
     } else {
@@ -43,7 +45,11 @@ fn ha_stream(mut bytes: &[u8]) {
             Ok(_) => end += frame.len() as u64,
             Err(first) => {
                 let again = cursor.feed(end, frame);
-                assert_eq!(again.err(), Some(first), "a refusal leaves the cursor as it was");
+                assert_eq!(
+                    again.err(),
+                    Some(first),
+                    "a refusal leaves the cursor as it was"
+                );
                 break;
             }
         }
@@ -53,7 +59,10 @@ fn ha_stream(mut bytes: &[u8]) {
 fn acl_text(bytes: &[u8]) {
     let text = String::from_utf8_lossy(bytes);
     let mut acl = PlainAcl::default();
-    if acl.add_file(std::path::Path::new("fuzz.yml"), &text).is_err() {
+    if acl
+        .add_file(std::path::Path::new("fuzz.yml"), &text)
+        .is_err()
+    {
         return;
     }
     let mut request = RemotingCommand::request(RequestCode::SEND_MESSAGE);

@@ -12,7 +12,9 @@ use ferromq::store::message::{
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&pick, bytes)) = data.split_first() else { return };
+    let Some((&pick, bytes)) = data.split_first() else {
+        return;
+    };
     match pick % 6 {
         0 | 1 => {
             if let Ok(Record::Message { record, size }) = decode_record(bytes, pick % 2 == 0) {
