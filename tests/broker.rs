@@ -847,23 +847,23 @@ fn standalone_routes_clients_to_its_broker_and_stops_cleanly() {
     let (mut child, namesrv, _log, _early) = common::spawn_server("standalone", &args);
     runtime().block_on(async {
         let lookup = connect(namesrv, SerializeType::Json).await;
-        let route_request = || {
+        let route_of = |topic: &str| {
             RemotingCommand::request_with_header(
                 RequestCode::GET_ROUTEINFO_BY_TOPIC,
                 &GetRouteInfoRequestHeader {
-                    topic: "TBW102".into(),
+                    topic: topic.into(),
                     accept_standard_json_only: Some(true),
                 },
             )
         };
         // The broker registers right after it listens.
-        let mut route = lookup.request(route_request()).await.unwrap();
+        let mut route = lookup.request(route_of("TBW102")).await.unwrap();
         for _ in 0..500 {
             if route.code == 0 {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
-            route = lookup.request(route_request()).await.unwrap();
+            route = lookup.request(route_of("TBW102")).await.unwrap();
         }
         assert_eq!(route.code, 0, "{:?}", route.remark);
         let route: serde_json::Value = serde_json::from_slice(&route.body).unwrap();
@@ -875,6 +875,30 @@ fn standalone_routes_clients_to_its_broker_and_stops_cleanly() {
         let client = connect(broker, SerializeType::Json).await;
         let sent = send(&client, "StandaloneT", 0, b"hello standalone").await;
         assert_eq!(sent.code, 0, "{:?}", sent.remark);
+        // As Java, a request that made a topic is answered once the name server has been
+        // sent it: the auto-created topic's route is there at once...
+        let found = lookup.request(route_of("StandaloneT")).await.unwrap();
+        assert_eq!(found.code, 0, "auto-created topic: {:?}", found.remark);
+        // ...and so is a new group's retry topic after its first heartbeat (a Java push
+        // consumer that misses it takes its retry queue at a later rebalance, 20-40 s on,
+        // and its first redeliveries come that late).
+        for round in 0..20 {
+            let group = format!("StandaloneGroup{round}");
+            let mut heartbeat = RemotingCommand::request(RequestCode::HEART_BEAT);
+            heartbeat.body = format!(
+                r#"{{"clientID":"127.0.0.1@route","producerDataSet":[],
+                "consumerDataSet":[{{"groupName":"{group}","consumeType":"CONSUME_PASSIVELY",
+                "messageModel":"CLUSTERING","consumeFromWhere":"CONSUME_FROM_LAST_OFFSET",
+                "subscriptionDataSet":[],"unitMode":false}}]}}"#
+            )
+            .into_bytes();
+            assert_eq!(client.request(heartbeat).await.unwrap().code, 0);
+            let found = lookup
+                .request(route_of(&format!("%RETRY%{group}")))
+                .await
+                .unwrap();
+            assert_eq!(found.code, 0, "retry topic {round}: {:?}", found.remark);
+        }
         while max_offset(&client, "StandaloneT", 0).await < 1 {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
@@ -884,8 +908,8 @@ fn standalone_routes_clients_to_its_broker_and_stops_cleanly() {
             .unwrap();
         assert_eq!(bodies(&pulled), vec![b"hello standalone".to_vec()]);
 
-        // A topic created on the broker reaches the name server at once, not at the next
-        // periodic registration (30 s by default).
+        // A topic created by an admin request too, not at the next periodic registration
+        // (30 s by default).
         let create = RemotingCommand::request_with_header(
             RequestCode::UPDATE_AND_CREATE_TOPIC,
             &CreateTopicRequestHeader {
@@ -902,21 +926,7 @@ fn standalone_routes_clients_to_its_broker_and_stops_cleanly() {
             },
         );
         assert_eq!(client.request(create).await.unwrap().code, 0);
-        let new_route = || {
-            RemotingCommand::request_with_header(
-                RequestCode::GET_ROUTEINFO_BY_TOPIC,
-                &GetRouteInfoRequestHeader {
-                    topic: "StandaloneNew".into(),
-                    accept_standard_json_only: Some(true),
-                },
-            )
-        };
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        let mut found = lookup.request(new_route()).await.unwrap();
-        while found.code != 0 && std::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            found = lookup.request(new_route()).await.unwrap();
-        }
+        let found = lookup.request(route_of("StandaloneNew")).await.unwrap();
         assert_eq!(found.code, 0, "route of a new topic: {:?}", found.remark);
     });
     let status = common::terminate(&mut child, Duration::from_secs(20));

@@ -67,11 +67,13 @@ async fn run(state: &BrokerState, addr: SocketAddr, shutdown: &Shutdown) {
     let slave = state.config.broker_role == BrokerRole::Slave;
     let mut next_sync = Instant::now() + SLAVE_SYNC_DELAY;
     loop {
+        let changes = state.topic_changes();
         for namesrv in &state.config.namesrv_addr {
             if let Err(error) = register(state, announced, namesrv, &mut connections).await {
                 tracing::warn!(namesrv, %error, "registration failed");
             }
         }
+        state.announced(changes);
         let next = Instant::now() + period;
         while Instant::now() < next {
             if shutdown.is_triggered() {
@@ -80,14 +82,14 @@ async fn run(state: &BrokerState, addr: SocketAddr, shutdown: &Shutdown) {
                 }
                 return;
             }
-            if state.take_registration_due() {
+            if state.registration_due() {
                 break;
             }
             if slave && Instant::now() >= next_sync {
                 next_sync = Instant::now() + SLAVE_SYNC_PERIOD;
                 sync_from_master(state, &mut connections).await;
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
 }

@@ -28,7 +28,7 @@ pub use ferromq_protocol::calendar::now_ms;
 pub use ferromq_protocol::names::*;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -227,9 +227,12 @@ pub struct BrokerState {
     pub slaves: Arc<super::ha::SlaveProgress>,
     /// For a slave: its master's addresses, as the name server told them.
     pub master: Arc<super::ha_slave::MasterAddrs>,
-    /// Set when the topic table changed: the name servers should hear of it now, not at the
-    /// next periodic registration (Java registers after every topic change).
-    registration_due: AtomicBool,
+    /// Changes of the topic table so far, and how many of them the name servers have been
+    /// sent: they hear of a change at once, not at the next periodic registration, and a
+    /// request that made a topic is answered after that (Java registers after every topic
+    /// change, before it answers).
+    topic_changes: AtomicU64,
+    announced_changes: AtomicU64,
     /// The plain ACL rules, with `aclEnable`.
     pub acl: Option<Arc<super::acl::AclRules>>,
     /// TLS on the remoting ports (`tls.server.mode` not `disabled`).
@@ -282,7 +285,8 @@ impl BrokerState {
             ended_transactions: super::transaction::EndedTransactions::default(),
             slaves: Arc::default(),
             master: Arc::default(),
-            registration_due: AtomicBool::new(false),
+            topic_changes: AtomicU64::new(0),
+            announced_changes: AtomicU64::new(0),
             acl,
             server_tls,
             own_tls,
@@ -419,7 +423,7 @@ impl BrokerState {
         if permission_changed {
             // As Java: a new topic version, so that name servers take the routes again.
             write_change(self.topics.update(|_| true)).await;
-            self.registration_due.store(true, Ordering::Release);
+            self.topic_changes.fetch_add(1, Ordering::AcqRel);
         }
         accepted
     }
@@ -505,10 +509,14 @@ impl BrokerState {
             table.insert(config);
             true
         });
-        if file.is_some() {
-            self.registration_due.store(true, Ordering::Release);
+        let changed = file.is_some();
+        if changed {
+            self.topic_changes.fetch_add(1, Ordering::AcqRel);
         }
         write_change(file).await;
+        if changed {
+            self.until_announced().await;
+        }
     }
 
     /// Removes a topic's config; whether it existed. Ends once `topics.json` lacks it.
@@ -520,15 +528,45 @@ impl BrokerState {
         });
         let existed = file.is_some();
         if existed {
-            self.registration_due.store(true, Ordering::Release);
+            self.topic_changes.fetch_add(1, Ordering::AcqRel);
         }
         write_change(file).await;
         existed
     }
 
-    /// Whether the topic table changed since the last call (and clears the mark).
-    pub fn take_registration_due(&self) -> bool {
-        self.registration_due.swap(false, Ordering::AcqRel)
+    /// The topic-table changes so far: a registration that reads the table after this call
+    /// covers them ([`Self::announced`]).
+    pub fn topic_changes(&self) -> u64 {
+        self.topic_changes.load(Ordering::Acquire)
+    }
+
+    /// Whether the topic table changed since the name servers were last sent it.
+    pub fn registration_due(&self) -> bool {
+        self.topic_changes() > self.announced_changes.load(Ordering::Acquire)
+    }
+
+    /// The name servers have been sent the table as it was after `changes` changes.
+    pub fn announced(&self, changes: u64) {
+        self.announced_changes.fetch_max(changes, Ordering::AcqRel);
+    }
+
+    /// Waits (on a shard) until the name servers have been sent the topic table as it is now,
+    /// at most [`ANNOUNCE_WAIT`]: a client that made a topic (a new group's retry topic at its
+    /// heartbeat, an auto-created or admin-created one) finds its route once answered. Java
+    /// registers synchronously in the request's thread (`registerBrokerAll`).
+    async fn until_announced(&self) {
+        if self.config.namesrv_addr.is_empty() {
+            return;
+        }
+        let changes = self.topic_changes();
+        let deadline = Instant::now() + ANNOUNCE_WAIT;
+        while self.announced_changes.load(Ordering::Acquire) < changes {
+            if Instant::now() >= deadline {
+                tracing::warn!("the name servers have not taken the new topic table yet");
+                return;
+            }
+            glommio::timer::sleep(std::time::Duration::from_millis(2)).await;
+        }
     }
 
     /// Every topic's config with the table's version (for registration and admin).
@@ -1011,6 +1049,11 @@ fn load_offsets(path: &Path) -> Result<BTreeMap<String, BTreeMap<i32, i64>>, Str
         .map(|(key, queues)| (key, queues.into_iter().collect()))
         .collect())
 }
+
+/// How long a request that changed the topic table waits for the name servers to be sent
+/// it: less than a Java client's 3 s request timeout, so that a dead name server delays the
+/// answer instead of failing it.
+const ANNOUNCE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// How long a queue lock lasts without renewal by default (`rebalanceLockMaxLiveTime`, 60 s;
 /// [`BrokerConfig::rebalance_lock_max_live_time`] sets it).
