@@ -291,15 +291,27 @@ fn ferromq_slave(
     broker_name: &str,
     ha: Option<&str>,
 ) -> (common::BrokerProcess, PathBuf) {
+    ferromq_slave_on(store, namesrv, broker_name, ha, "127.0.0.1:0")
+}
+
+/// As [`ferromq_slave`], listening on `listen`.
+fn ferromq_slave_on(
+    store: &Path,
+    namesrv: &str,
+    broker_name: &str,
+    ha: Option<&str>,
+    listen: &str,
+) -> (common::BrokerProcess, PathBuf) {
     let ha_line = ha
         .map(|a| format!("haMasterAddress={a}\n"))
         .unwrap_or_default();
-    let slave = common::BrokerProcess::start(
+    let slave = common::BrokerProcess::start_on(
         store,
         &format!(
             "namesrvAddr={namesrv}\nbrokerName={broker_name}\nbrokerId=1\nbrokerRole=SLAVE\n\
              {ha_line}mappedFileSizeCommitLog={SEGMENT}"
         ),
+        listen,
     );
     (slave, store.join("commitlog"))
 }
@@ -424,6 +436,37 @@ fn a_ferromq_slave_copies_a_ferromq_masters_commit_log_byte_for_byte() {
         client.request(request).await.unwrap().code
     });
     assert_eq!(code, ResponseCode::SERVICE_NOT_AVAILABLE.0);
+}
+
+/// A slave whose own HA port (its port + 1) another process holds still follows its master:
+/// it only cannot serve slaves of its own (it once did neither, silently).
+#[test]
+fn a_ferromq_slave_whose_ha_port_is_taken_still_copies_its_master() {
+    let (master, _) = master_on_ha_port("brokerName=broker-taken");
+    let namesrv = master.namesrv_addr();
+    produce(&namesrv, 0, 500);
+    let (port, _holder) = loop {
+        let port = common::java::free_port();
+        if let Some(ha) = port.checked_add(1) {
+            if let Ok(holder) = std::net::TcpListener::bind(("127.0.0.1", ha)) {
+                break (port, holder);
+            }
+        }
+    };
+    let dir = TempDir::on_disk("ferromq-slave-taken");
+    let (_slave, slave_log) = ferromq_slave_on(
+        &dir.path().join("slave"),
+        &namesrv,
+        "broker-taken",
+        None,
+        &format!("127.0.0.1:{port}"),
+    );
+    produce(&namesrv, 500, 500);
+    wait_same_log(
+        &commit_log_dir(&master.data),
+        &slave_log,
+        Duration::from_secs(60),
+    );
 }
 
 /// `ferromq admin -n <namesrv> <args> --json`, which must succeed.

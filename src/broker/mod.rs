@@ -415,8 +415,8 @@ async fn run_control_role(
 }
 
 /// Serves slaves on `listenPort + 1` (4.9's HA port) once the broker's port is known,
-/// until shutdown. A port that cannot be bound leaves the broker without slaves, with an
-/// error line.
+/// until shutdown, and on a slave follows its master. A port that cannot be bound leaves
+/// the broker without slaves of its own, with an error line; a slave still follows.
 async fn serve_ha(
     shutdown: Shutdown,
     state: Arc<BrokerState>,
@@ -426,40 +426,42 @@ async fn serve_ha(
     let Ok(addr) = bound.await else {
         return;
     };
-    let Some(port) = addr.port().checked_add(1) else {
-        return;
-    };
-    let ha_addr = SocketAddr::new(addr.ip(), port);
-    // Not shared (no SO_REUSEPORT): a port another process listens on is an error here.
-    let listener = match ferromq_uring::net::bind_exclusive_listener(ha_addr) {
-        Ok(listener) => listener,
-        Err(error) => {
-            tracing::error!(ha = %ha_addr, %error, "no HA port: slaves cannot connect");
-            return;
-        }
-    };
-    // Not "listening addr=": that line names the broker's own port to whoever reads the log.
-    tracing::info!(ha = %ha_addr, "slaves are served here");
-    let serve = ha::serve(
-        listener,
-        Rc::new(handle.reader()),
-        Arc::clone(handle.shared()),
-        state.config.ha,
-        Arc::clone(&state.slaves),
-        shutdown.clone(),
-    );
-    if state.config.broker_role == BrokerRole::Slave {
-        let follow = glommio::spawn_local(ha_slave::follow(
+    let follow = (state.config.broker_role == BrokerRole::Slave).then(|| {
+        glommio::spawn_local(ha_slave::follow(
             handle.clone(),
             state.config.ha,
             state.config.ha_master_address.clone(),
             Arc::clone(&state.master),
             shutdown.clone(),
-        ));
-        serve.await;
+        ))
+    });
+    let ha_addr = addr
+        .port()
+        .checked_add(1)
+        .map(|port| SocketAddr::new(addr.ip(), port));
+    // Not shared (no SO_REUSEPORT): a port another process listens on is an error here.
+    match ha_addr.map(|ha| (ha, ferromq_uring::net::bind_exclusive_listener(ha))) {
+        Some((ha, Ok(listener))) => {
+            // Not "listening addr=": that line names the broker's own port to whoever reads
+            // the log.
+            tracing::info!(%ha, "slaves are served here");
+            ha::serve(
+                listener,
+                Rc::new(handle.reader()),
+                Arc::clone(handle.shared()),
+                state.config.ha,
+                Arc::clone(&state.slaves),
+                shutdown.clone(),
+            )
+            .await;
+        }
+        Some((ha, Err(error))) => {
+            tracing::error!(%ha, %error, "no HA port: slaves cannot connect");
+        }
+        None => tracing::error!(%addr, "no HA port after the broker's port"),
+    }
+    if let Some(follow) = follow {
         follow.await;
-    } else {
-        serve.await;
     }
 }
 

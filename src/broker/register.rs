@@ -89,7 +89,12 @@ async fn run(state: &BrokerState, addr: SocketAddr, shutdown: &Shutdown) {
                 next_sync = Instant::now() + SLAVE_SYNC_PERIOD;
                 sync_from_master(state, &mut connections).await;
             }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            // Woken at once by a topic change; the timeout looks at shutdown and slave sync.
+            let _ = tokio::time::timeout(
+                Duration::from_millis(50),
+                state.registration_wanted.notified(),
+            )
+            .await;
         }
     }
 }

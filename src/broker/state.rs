@@ -233,6 +233,8 @@ pub struct BrokerState {
     /// change, before it answers).
     topic_changes: AtomicU64,
     announced_changes: AtomicU64,
+    /// Wakes the registration thread after a change (its permit is kept if none waits).
+    pub registration_wanted: tokio::sync::Notify,
     /// The plain ACL rules, with `aclEnable`.
     pub acl: Option<Arc<super::acl::AclRules>>,
     /// TLS on the remoting ports (`tls.server.mode` not `disabled`).
@@ -287,6 +289,7 @@ impl BrokerState {
             master: Arc::default(),
             topic_changes: AtomicU64::new(0),
             announced_changes: AtomicU64::new(0),
+            registration_wanted: tokio::sync::Notify::new(),
             acl,
             server_tls,
             own_tls,
@@ -423,7 +426,7 @@ impl BrokerState {
         if permission_changed {
             // As Java: a new topic version, so that name servers take the routes again.
             write_change(self.topics.update(|_| true)).await;
-            self.topic_changes.fetch_add(1, Ordering::AcqRel);
+            self.topics_changed();
         }
         accepted
     }
@@ -511,7 +514,7 @@ impl BrokerState {
         });
         let changed = file.is_some();
         if changed {
-            self.topic_changes.fetch_add(1, Ordering::AcqRel);
+            self.topics_changed();
         }
         write_change(file).await;
         if changed {
@@ -528,10 +531,16 @@ impl BrokerState {
         });
         let existed = file.is_some();
         if existed {
-            self.topic_changes.fetch_add(1, Ordering::AcqRel);
+            self.topics_changed();
         }
         write_change(file).await;
         existed
+    }
+
+    /// Counts a change of the topic table and wakes the registration thread.
+    fn topics_changed(&self) {
+        self.topic_changes.fetch_add(1, Ordering::AcqRel);
+        self.registration_wanted.notify_one();
     }
 
     /// The topic-table changes so far: a registration that reads the table after this call
