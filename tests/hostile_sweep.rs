@@ -13,6 +13,7 @@
 mod common;
 
 use common::{connect, BrokerProcess, NamesrvProcess, TempDir};
+use ferromq::broker::codes::route_of;
 use ferromq::remoting::client::RemotingClient;
 use ferromq::remoting::headers::EVERY_HEADER;
 use ferromq::remoting::{ExtFields, RemotingCommand, RequestCode, ResponseCode, SerializeType};
@@ -207,5 +208,31 @@ fn every_code_in_every_hostile_shape_is_answered_and_hurts_nothing() {
         );
         let client = connect(broker.addr, SerializeType::Json).await;
         still_serves(&namesrv.addr.to_string(), &client).await;
+        served_as_the_table_says(&client).await;
     });
+}
+
+/// The broker serves exactly the codes of its table (`broker::codes::ROUTES`): each of them
+/// gets an answer of its processor, every other code REQUEST_CODE_NOT_SUPPORTED.
+async fn served_as_the_table_says(broker: &RemotingClient) {
+    let mut wrong = Vec::new();
+    for (name, code) in RequestCode::ALL {
+        // Not the pulls: with no header they are refused at once too, but a valid-looking
+        // one would be held; neither is needed to tell served from not served.
+        let command = RemotingCommand::request(*code);
+        let answer = broker
+            .request_timeout(command, Duration::from_secs(10))
+            .await
+            .unwrap_or_else(|e| panic!("{name}: no answer ({e})"));
+        let routed = route_of(*code).is_some();
+        let unsupported = answer.response_code() == ResponseCode::REQUEST_CODE_NOT_SUPPORTED;
+        if routed == unsupported {
+            let answer = (answer.code, answer.remark);
+            wrong.push(format!("{name}: routed {routed}, answered {answer:?}"));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "served otherwise than the table says: {wrong:#?}"
+    );
 }

@@ -8,8 +8,12 @@
 //! - every `unsafe` block is preceded by a `// SAFETY:` comment;
 //! - no file reaches across layers (ARCHITECTURE.md, "Layers"): the protocol crate names no
 //!   runtime and no other ferromq crate, the client crate never the broker's, the store never
-//!   the remoting protocol or the servers above it.
+//!   the remoting protocol or the servers above it;
+//! - inside `src/broker/` and `src/store/`: no circle of files importing each other, no file
+//!   over 800 lines, and the broker's layers (ARCHITECTURE.md, "Broker"): `state` names no
+//!   processor or service, a service names no processor.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
@@ -210,4 +214,244 @@ fn no_file_reaches_across_layers() {
         }
     }
     assert!(crossings.is_empty(), "layer crossings: {crossings:#?}");
+}
+
+/// The areas whose files are checked as a graph: (directory, crate path of its root).
+const GRAPHS: &[(&str, &str)] = &[("src/broker", "broker"), ("src/store", "store")];
+
+/// Most lines a file of those areas may have.
+const FILE_LINES_MAX: usize = 800;
+
+/// A module path inside an area ("" for its root, "processors::send") of a file there.
+fn module_of(area_dir: &Path, file: &Path) -> String {
+    let relative = file.strip_prefix(area_dir).unwrap().with_extension("");
+    let mut parts: Vec<String> = relative
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if parts.last().is_some_and(|last| last == "mod") {
+        parts.pop();
+    }
+    parts.join("::")
+}
+
+/// The modules of the area that `file` (module `module`) names through `super::` or
+/// `crate::<area>::` paths, outside its `#[cfg(test)]` tail.
+fn named_modules(text: &str, module: &str, area: &str, modules: &BTreeSet<String>) -> Vec<String> {
+    let code: String = text
+        .lines()
+        .take_while(|line| line.trim() != "#[cfg(test)]")
+        .map(|line| line.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let parent = |m: &str| {
+        m.rsplit_once("::")
+            .map_or(String::new(), |(p, _)| p.to_owned())
+    };
+    // `super::` names the parent of the file's module, a mod.rs's included.
+    let super_base = parent(module);
+    let crate_prefix = format!("crate::{area}::");
+    let mut named = Vec::new();
+    for (prefix, base) in [
+        (crate_prefix.as_str(), String::new()),
+        ("super::", super_base),
+    ] {
+        for (at, _) in code.match_indices(prefix) {
+            let before = code[..at].chars().next_back();
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                continue;
+            }
+            let rest = &code[at + prefix.len()..];
+            let path: Vec<&str> = rest
+                .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+                .next()
+                .unwrap_or("")
+                .split("::")
+                .filter(|p| !p.is_empty())
+                .collect();
+            // The longest module the path names.
+            let mut target = base.clone();
+            for part in path {
+                let next = if target.is_empty() {
+                    part.to_owned()
+                } else {
+                    format!("{target}::{part}")
+                };
+                if modules.contains(&next) {
+                    target = next;
+                } else {
+                    break;
+                }
+            }
+            if target != module && modules.contains(&target) {
+                named.push(target);
+            }
+        }
+    }
+    named
+}
+
+/// Each area's modules and the modules each names.
+fn module_graphs() -> Vec<(&'static str, BTreeMap<String, BTreeSet<String>>)> {
+    let mut graphs = Vec::new();
+    for (dir, area) in GRAPHS {
+        let area_dir = Path::new(ROOT).join(dir);
+        let files = rust_files(dir);
+        let modules: BTreeSet<String> = files.iter().map(|f| module_of(&area_dir, f)).collect();
+        let mut edges = BTreeMap::new();
+        for file in &files {
+            let module = module_of(&area_dir, file);
+            let text = std::fs::read_to_string(file).unwrap();
+            let named = named_modules(&text, &module, area, &modules);
+            edges.insert(module, named.into_iter().collect());
+        }
+        graphs.push((*dir, edges));
+    }
+    graphs
+}
+
+/// The strongly connected components of more than one module (Tarjan's algorithm).
+fn circles(edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    struct Walk<'a> {
+        edges: &'a BTreeMap<String, BTreeSet<String>>,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        found: Vec<Vec<String>>,
+    }
+    impl<'a> Walk<'a> {
+        fn visit(&mut self, node: &'a str) {
+            let at = self.index.len();
+            self.index.insert(node, at);
+            self.low.insert(node, at);
+            self.stack.push(node);
+            for next in self.edges.get(node).into_iter().flatten() {
+                if !self.index.contains_key(next.as_str()) {
+                    self.visit(next);
+                    let low = self.low[node].min(self.low[next.as_str()]);
+                    self.low.insert(node, low);
+                } else if self.stack.contains(&next.as_str()) {
+                    let low = self.low[node].min(self.index[next.as_str()]);
+                    self.low.insert(node, low);
+                }
+            }
+            if self.low[node] == self.index[node] {
+                let mut component = Vec::new();
+                while let Some(top) = self.stack.pop() {
+                    component.push(top.to_owned());
+                    if top == node {
+                        break;
+                    }
+                }
+                if component.len() > 1 {
+                    component.sort();
+                    self.found.push(component);
+                }
+            }
+        }
+    }
+    let mut walk = Walk {
+        edges,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        found: Vec::new(),
+    };
+    for node in edges.keys() {
+        if !walk.index.contains_key(node.as_str()) {
+            walk.visit(node);
+        }
+    }
+    walk.found
+}
+
+#[test]
+fn no_circle_of_files_in_the_broker_or_the_store() {
+    let mut found = Vec::new();
+    for (dir, edges) in module_graphs() {
+        for circle in circles(&edges) {
+            found.push(format!("{dir}: {}", circle.join(" <-> ")));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "files importing each other in a circle: {found:#?}"
+    );
+}
+
+#[test]
+fn the_circle_check_finds_a_circle() {
+    let mut edges = BTreeMap::new();
+    let link = |to: &[&str]| to.iter().map(|t| (*t).to_owned()).collect::<BTreeSet<_>>();
+    edges.insert("a".to_owned(), link(&["b"]));
+    edges.insert("b".to_owned(), link(&["c"]));
+    edges.insert("c".to_owned(), link(&["a"]));
+    edges.insert("d".to_owned(), link(&["a"]));
+    assert_eq!(circles(&edges), [["a", "b", "c"]]);
+    let modules: BTreeSet<String> = ["", "state", "processors", "processors::send"]
+        .iter()
+        .map(|m| (*m).to_owned())
+        .collect();
+    let text = "use super::Context;\nuse crate::broker::state::BrokerState;\n";
+    let named = named_modules(text, "processors::send", "broker", &modules);
+    assert_eq!(named, ["state", "processors"]);
+}
+
+#[test]
+fn no_file_of_the_broker_or_the_store_is_over_800_lines() {
+    let mut long = Vec::new();
+    for (dir, _) in GRAPHS {
+        for file in rust_files(dir) {
+            let lines = std::fs::read_to_string(&file).unwrap().lines().count();
+            if lines > FILE_LINES_MAX {
+                long.push(format!("{}: {lines} lines", relative(&file)));
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "files over {FILE_LINES_MAX} lines: {long:#?}"
+    );
+}
+
+/// The broker's layers: (modules, modules they may not name, why).
+const BROKER_LAYERS: &[(&str, &[&str], &str)] = &[
+    (
+        "state",
+        &["processors", "services"],
+        "state is changed by processors and services, and knows neither",
+    ),
+    (
+        "services",
+        &["processors"],
+        "a service shares with processors only what lives below both",
+    ),
+];
+
+#[test]
+fn the_broker_layers_point_down() {
+    let mut crossings = Vec::new();
+    for (dir, edges) in module_graphs() {
+        if dir != "src/broker" {
+            continue;
+        }
+        for (module, named) in &edges {
+            for (layer, forbidden, why) in BROKER_LAYERS {
+                let inside = module == layer || module.starts_with(&format!("{layer}::"));
+                if !inside {
+                    continue;
+                }
+                for target in named {
+                    let top = target.split("::").next().unwrap_or("");
+                    if forbidden.contains(&top) {
+                        crossings.push(format!("{module} names {target} ({why})"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        crossings.is_empty(),
+        "broker layer crossings: {crossings:#?}"
+    );
 }

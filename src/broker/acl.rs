@@ -62,15 +62,6 @@ const AT_CHECK_DEFAULT: &str = frame!("PlainPermissionManager", "checkPerm", 606
 const AT_CHECK_OWNED: &str = frame!("PlainPermissionManager", "checkPerm", 611);
 const AT_PARSE: &str = frame!("PlainAccessValidator", "parse", 134);
 
-/// Request codes only an admin account may send (`Permission.ADMIN_CODE`).
-const ADMIN_CODES: [RequestCode; 5] = [
-    RequestCode::UPDATE_AND_CREATE_TOPIC,
-    RequestCode::UPDATE_BROKER_CONFIG,
-    RequestCode::DELETE_TOPIC_IN_BROKER,
-    RequestCode::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
-    RequestCode::DELETE_SUBSCRIPTIONGROUP,
-];
-
 /// Why a request is refused: the remark Java's broker sends.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Denied(pub String);
@@ -420,7 +411,9 @@ impl PlainAcl {
             return Ok(());
         }
         let code = request.request_code();
-        if ADMIN_CODES.contains(&code) && !account.admin {
+        // Only an admin account may send these (`Permission.ADMIN_CODE`).
+        let admin_only = super::codes::route_of(code).is_some_and(|route| route.admin_only);
+        if admin_only && !account.admin {
             return Err(denied(
                 format!(
                     "Need admin permission for request code={}, but accessKey={access_key} is not",

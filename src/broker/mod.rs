@@ -18,18 +18,18 @@
 //! dispatch syncs and writes the checkpoint, and the `abort` file goes.
 
 pub mod acl;
-pub mod admin;
 pub use ferromq_protocol::batch;
-pub mod ha;
-pub mod ha_slave;
-pub mod long_poll;
-pub mod processor;
-pub mod register;
-pub mod schedule;
-pub mod send_back;
+pub mod codes;
+pub mod delay;
+pub mod processors;
+pub mod reply;
+pub mod retry;
+pub mod services;
 pub mod state;
 pub mod stats;
 pub mod transaction;
+
+pub use services::{ha, ha_slave, long_poll, register, schedule};
 
 use crate::config::broker::{BrokerConfig, BrokerRole};
 use crate::remoting::server::{self, ServerConfig};
@@ -343,8 +343,8 @@ async fn run_writer_role(
     drop(closer);
 }
 
-/// Periodic broker work: consumer offsets, retention, client expiry, and (once the store is
-/// open) delayed delivery and the transaction check.
+/// The control shard's services: housekeeping (consumer offsets, client expiry), statistics,
+/// retention, and (once the store is open) delayed delivery and the transaction check.
 async fn run_control_role(
     state: Arc<BrokerState>,
     handle: StoreHandle,
@@ -370,8 +370,11 @@ async fn run_control_role(
     let transactions = glommio::spawn_local(async move {
         let master = transaction_state.config.broker_role != BrokerRole::Slave;
         if master && wait_for(&ready).await.is_ok() {
-            let check =
-                transaction::run_check(transaction_state, transaction_handle, transaction_shutdown);
+            let check = services::transaction_check::run_check(
+                transaction_state,
+                transaction_handle,
+                transaction_shutdown,
+            );
             check.await;
         }
     })
@@ -382,32 +385,9 @@ async fn run_control_role(
         shutdown.wait(),
     ))
     .detach();
-    // The statistics' snapshot of every second (`StoreStatsService.sampling`).
-    let sampler_state = Arc::clone(&state);
-    let sampler_shutdown = shutdown.clone();
-    let sampler = glommio::spawn_local(async move {
-        while !sampler_shutdown.is_triggered() {
-            sampler_state.stats.sample(state::now_ms());
-            glommio::timer::sleep(Duration::from_secs(1)).await;
-        }
-    })
-    .detach();
-    let interval = state.config.flush_consumer_offset_interval;
-    let periodic = async {
-        loop {
-            glommio::timer::sleep(interval).await;
-            for group in state.expire_clients() {
-                tracing::info!(group, "consumer expired without heartbeat");
-            }
-            if let Err(error) = state.persist_offsets_off_shard().await {
-                tracing::error!(%error, "cannot persist consumer offsets");
-            }
-        }
-    };
-    futures::pin_mut!(periodic);
-    let stop = shutdown.wait();
-    futures::pin_mut!(stop);
-    futures::future::select(periodic, stop).await;
+    let sampler =
+        glommio::spawn_local(services::sampler::run(Arc::clone(&state), shutdown.clone())).detach();
+    services::housekeeping::run(state, shutdown).await;
     let _ = sampler.await;
     let _ = retention.await;
     let _ = schedule.await;
@@ -507,7 +487,7 @@ async fn serve_net(
         .local_addr()
         .map_or(config.listen_port, |addr| addr.port());
     state.set_listen_port(listen_port);
-    let handler = Rc::new(processor::BrokerHandler::new(
+    let handler = Rc::new(processors::BrokerHandler::new(
         Arc::clone(state),
         handle.clone(),
         long_poll,

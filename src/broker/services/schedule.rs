@@ -16,15 +16,14 @@
 //! read back at start, clamped into each queue's range as Java does
 //! (`correctDelayOffset`); deliveries after the last write are made again after a crash.
 
-use super::state::{now_ms, BrokerState};
-use super::transaction::{HALF_TOPIC, TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE};
+use crate::broker::delay::{property, PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC};
+use crate::broker::state::{now_ms, BrokerState};
+use crate::broker::transaction::HALF_TOPIC;
 use crate::config::persist::{next_snapshot_version, read_with_backup, write_snapshot_off_shard};
 use crate::store::commit_log::PutMessage;
 use crate::store::config_files::DelayOffsetTable;
 use crate::store::dispatch::{DelayLevels, SCHEDULE_TOPIC};
-use crate::store::message::{
-    decode_record, parse_properties, properties_to_string, MessageRecord, Record,
-};
+use crate::store::message::{decode_record, parse_properties, MessageRecord, Record};
 use crate::store::message_store::StoreHandle;
 use crate::store::reader::{GetMessageStatus, PullFilter, StoreReader};
 use ferromq_shards::Shutdown;
@@ -35,17 +34,8 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// `MessageConst.PROPERTY_DELAY_TIME_LEVEL`.
-pub const PROPERTY_DELAY: &str = "DELAY";
-/// `MessageConst.PROPERTY_REAL_TOPIC`.
-pub const PROPERTY_REAL_TOPIC: &str = "REAL_TOPIC";
-/// `MessageConst.PROPERTY_REAL_QUEUE_ID`.
-pub const PROPERTY_REAL_QUEUE_ID: &str = "REAL_QID";
 /// `TopicValidator.RMQ_SYS_TRANS_HALF_TOPIC`: never a delivery target.
 const TRANS_HALF_TOPIC: &str = HALF_TOPIC;
-
-/// `MessageSysFlag` transaction bits.
-const TRANSACTION_TYPE_MASK: i32 = 0x3 << 2;
 
 /// Pause between two looks at a level's queue (`DELAY_FOR_A_WHILE`).
 const DELAY_FOR_A_WHILE: Duration = Duration::from_millis(100);
@@ -57,62 +47,6 @@ const DELAY_FOR_A_PERIOD: Duration = Duration::from_secs(10);
 const FIRST_DELAY_TIME: Duration = Duration::from_secs(1);
 /// Records read from a level's queue per look.
 const BATCH: usize = 32;
-
-/// A property's value in a properties list.
-fn property<'a>(properties: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    properties
-        .iter()
-        .find(|(key, _)| key == name)
-        .map(|(_, value)| value.as_str())
-}
-
-/// Sets `name` to `value`, in place if present, else at the end.
-pub(crate) fn set_property(properties: &mut Vec<(String, String)>, name: &str, value: String) {
-    match properties.iter_mut().find(|(key, _)| key == name) {
-        Some(entry) => entry.1 = value,
-        None => properties.push((name.to_owned(), value)),
-    }
-}
-
-/// The properties in their stored form.
-pub(crate) fn encode_properties(properties: &[(String, String)]) -> Vec<u8> {
-    properties_to_string(properties.iter().map(|(k, v)| (k.as_str(), v.as_str()))).into_bytes()
-}
-
-/// The delay level a put asks for (`getDelayTimeLevel`): `DELAY` as a number, else 0.
-fn delay_level(properties: &[(String, String)]) -> i32 {
-    property(properties, PROPERTY_DELAY)
-        .and_then(|level| level.trim().parse().ok())
-        .unwrap_or(0)
-}
-
-/// Redirects a put with a delay level to `SCHEDULE_TOPIC_XXXX` (the delay part of Java's
-/// `CommitLog.putMessage`): the level clamped to the highest, the real topic and queue kept
-/// in `REAL_TOPIC`/`REAL_QID`. Puts without a level, and transaction prepared or rollback
-/// records, are left alone.
-pub fn redirect_delayed(message: &mut PutMessage, levels: &DelayLevels) {
-    let transaction = message.sys_flag & TRANSACTION_TYPE_MASK;
-    if transaction != TRANSACTION_NOT_TYPE && transaction != TRANSACTION_COMMIT_TYPE {
-        return;
-    }
-    let mut properties = parse_properties(&message.properties);
-    let level = delay_level(&properties);
-    if level <= 0 {
-        return;
-    }
-    let max = i32::try_from(levels.len()).unwrap_or(i32::MAX);
-    let level = level.min(max);
-    set_property(&mut properties, PROPERTY_DELAY, level.to_string());
-    set_property(&mut properties, PROPERTY_REAL_TOPIC, message.topic.clone());
-    set_property(
-        &mut properties,
-        PROPERTY_REAL_QUEUE_ID,
-        message.queue_id.to_string(),
-    );
-    message.properties = encode_properties(&properties);
-    message.topic = SCHEDULE_TOPIC.to_owned();
-    message.queue_id = level - 1;
-}
 
 /// The copy of a due record for its real topic (`messageTimeup`): `None` when the record
 /// names no usable real topic and queue.
@@ -338,6 +272,7 @@ pub async fn run_schedule(state: Arc<BrokerState>, store: StoreHandle, shutdown:
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::broker::delay::redirect_delayed;
     use std::net::SocketAddr;
 
     fn put(properties: &str, sys_flag: i32) -> PutMessage {

@@ -8,7 +8,7 @@
 //! Runs on its own thread with a small tokio runtime: the remoting client is tokio's, and
 //! registration is slow, rare network work that has no place on a shard.
 
-use super::state::{BrokerState, PERM_READ, PERM_WRITE};
+use crate::broker::state::{BrokerState, PERM_READ, PERM_WRITE};
 use crate::config::broker::BrokerRole;
 use crate::remoting::body::{DataVersion, TopicConfigSerializeWrapper};
 use crate::remoting::client::{connect_tokio, ClientConfig, RemotingClient};

@@ -1,0 +1,186 @@
+//! The broker's request processors, one module per request family (Java's
+//! `SendMessageProcessor`, `PullMessageProcessor`, `ClientManageProcessor`,
+//! `ConsumerManageProcessor`, `QueryMessageProcessor`, `EndTransactionProcessor`,
+//! `AdminBrokerProcessor`): one [`BrokerHandler`] per net shard checks the ACL, finds the
+//! request's processor in the table of [`codes`](super::codes) and hands it the request
+//! with the shard's [`Context`].
+//!
+//! Architecture Invariant: a processor serves the codes the table gives it and calls no
+//! other processor; what two of them share lives below them (`reply`, `retry`, `delay`,
+//! `transaction`, `state`).
+
+mod acl_admin;
+mod broker_admin;
+mod client;
+mod end_transaction;
+mod groups;
+mod offsets;
+mod pull;
+mod query;
+mod send;
+mod send_back;
+mod topics;
+
+use super::codes::{route_of, Processor};
+use super::long_poll::LongPoll;
+use super::reply::{error, Response};
+use super::state::BrokerState;
+use crate::remoting::heartbeat::MessageQueue;
+use crate::remoting::server::{ConnectionInfo, Outbound, RequestHandler};
+use crate::remoting::{RemotingCommand, ResponseCode};
+use crate::store::message_store::StoreHandle;
+use crate::store::put_coalescer::PutCoalescer;
+use crate::store::reader::StoreReader;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Longest wait of a request that reports max offsets for dispatch to publish what was
+/// committed when it came (read-your-writes); past it, what is published is answered.
+const DISPATCH_WAIT_MAX: Duration = Duration::from_secs(3);
+
+async fn last_store_time(reader: &StoreReader, topic: &str, queue_id: i32, offset: i64) -> i64 {
+    if offset <= 0 {
+        return 0;
+    }
+    reader
+        .store_time_at(topic, queue_id, offset - 1)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or(0)
+}
+
+/// A fastjson map keyed by `MessageQueue` objects, as Java writes `offsetTable`s: the key is
+/// the queue's JSON, unquoted (the Java and fastjson-compatible clients read it so).
+fn queue_keyed_map(entries: &[(MessageQueue, serde_json::Value)]) -> String {
+    let fields: Vec<String> = entries
+        .iter()
+        .map(|(queue, value)| {
+            let key = serde_json::json!({
+                "brokerName": queue.broker_name,
+                "queueId": queue.queue_id,
+                "topic": queue.topic,
+            });
+            format!("{key}:{value}")
+        })
+        .collect();
+    format!("{{{}}}", fields.join(","))
+}
+
+/// What a processor works with on its net shard.
+#[derive(Debug)]
+pub(crate) struct Context {
+    state: Arc<BrokerState>,
+    store: StoreHandle,
+    /// This shard's sends, handed to the writer together.
+    puts: PutCoalescer,
+    reader: StoreReader,
+    long_poll: Rc<LongPoll>,
+    store_host: SocketAddr,
+    /// This shard's index: its slot in the broker's statistics.
+    shard: usize,
+}
+
+/// Serves one net shard's connections.
+#[derive(Debug)]
+pub struct BrokerHandler {
+    ctx: Context,
+}
+
+impl BrokerHandler {
+    /// A handler of shard `shard` over the shared state, the store, and this shard's
+    /// long-poll table; `listen_port` is the port actually bound (it differs from the
+    /// config's when that asks for port 0), the one stored messages and their ids name.
+    #[must_use]
+    pub fn new(
+        state: Arc<BrokerState>,
+        store: StoreHandle,
+        long_poll: Rc<LongPoll>,
+        listen_port: u16,
+        shard: usize,
+    ) -> Self {
+        let store_host = SocketAddr::new(state.config.broker_ip1, listen_port);
+        let ctx = Context {
+            reader: store.reader(),
+            puts: store.coalescer(),
+            state,
+            store,
+            long_poll,
+            store_host,
+            shard,
+        };
+        BrokerHandler { ctx }
+    }
+
+    async fn process(&self, connection: ConnectionInfo, request: RemotingCommand) -> Response {
+        let ctx = &self.ctx;
+        if let Some(acl) = &ctx.state.acl {
+            if let Err(super::acl::Denied(remark)) = acl.check(&request, connection.peer.ip()) {
+                let (peer, code) = (connection.peer, request.code);
+                tracing::debug!(%peer, code, remark, "ACL refused");
+                // Java's answer to any exception in a request hook: SYSTEM_ERROR, no fields.
+                let mut refusal = RemotingCommand::response_to(
+                    &request,
+                    ResponseCode::SYSTEM_ERROR,
+                    Some(remark),
+                );
+                refusal.ext_fields = None;
+                return Some(refusal);
+            }
+        }
+        let code = request.request_code();
+        let connection = &connection;
+        let answer = match route_of(code).map(|route| route.processor) {
+            Some(Processor::Send) => send::process(ctx, connection, request).await,
+            Some(Processor::SendBack) => send_back::process(ctx, &request).await,
+            Some(Processor::Pull) => pull::process(ctx, connection, &request).await,
+            Some(Processor::Client) => client::process(ctx, connection, &request).await,
+            Some(Processor::Offsets) => offsets::process(ctx, &request).await,
+            Some(Processor::Query) => query::process(ctx, &request).await,
+            Some(Processor::EndTransaction) => end_transaction::process(ctx, &request).await,
+            Some(Processor::Topics) => topics::process(ctx, &request).await,
+            Some(Processor::Groups) => groups::process(ctx, &request).await,
+            Some(Processor::BrokerAdmin) => broker_admin::process(ctx, &request).await,
+            Some(Processor::AclAdmin) => acl_admin::acl_admin(&ctx.state, &request),
+            None => error(
+                &request,
+                ResponseCode::REQUEST_CODE_NOT_SUPPORTED,
+                format!(" request type {} not supported", code.0),
+            ),
+        };
+        // Refusals at debug level: what a client asked for and what it was told, for
+        // finding out what a third-party client needs (`RUST_LOG=ferromq=debug`).
+        if let Some(response) = &answer {
+            let refused = response.code != ResponseCode::SUCCESS.0
+                && response.code != ResponseCode::PULL_NOT_FOUND.0;
+            if refused {
+                tracing::debug!(
+                    request = code.0,
+                    response = response.code,
+                    remark = response.remark.as_deref().unwrap_or(""),
+                    peer = %connection.peer,
+                    "request refused"
+                );
+            }
+        }
+        answer
+    }
+}
+
+impl RequestHandler for BrokerHandler {
+    async fn handle(&self, connection: ConnectionInfo, request: RemotingCommand) -> Response {
+        self.process(connection, request).await
+    }
+
+    fn connection_opened(&self, connection: ConnectionInfo, outbound: Outbound) {
+        self.ctx.state.connection_opened(connection.id, outbound);
+    }
+
+    async fn connection_closed(&self, connection: ConnectionInfo) {
+        for group in self.ctx.state.unregister(connection.id, None) {
+            tracing::info!(group, peer = %connection.peer, "consumer left with its connection");
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! Consumer offsets and queue bounds (`ConsumerManageProcessor`, part of
+//! `AdminBrokerProcessor`): QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET, GET_MAX_OFFSET,
+//! GET_MIN_OFFSET, GET_EARLIEST_MSG_STORETIME and SEARCH_OFFSET_BY_TIMESTAMP.
+
+use super::{Context, DISPATCH_WAIT_MAX};
+use crate::broker::reply::{error, Response};
+use crate::remoting::headers::{
+    GetEarliestMsgStoretimeRequestHeader, GetEarliestMsgStoretimeResponseHeader,
+    GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader, OffsetResponseHeader,
+    QueryConsumerOffsetRequestHeader, QueryConsumerOffsetResponseHeader, SearchOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+};
+use crate::remoting::{RemotingCommand, RequestCode, ResponseCode};
+
+/// QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET, GET_MAX_OFFSET, GET_MIN_OFFSET,
+/// GET_EARLIEST_MSG_STORETIME and SEARCH_OFFSET_BY_TIMESTAMP.
+pub(super) async fn process(ctx: &Context, request: &RemotingCommand) -> Response {
+    match request.request_code() {
+        RequestCode::QUERY_CONSUMER_OFFSET => query_consumer_offset(ctx, request),
+        RequestCode::UPDATE_CONSUMER_OFFSET => update_consumer_offset(ctx, request),
+        RequestCode::GET_MAX_OFFSET => max_offset(ctx, request).await,
+        RequestCode::GET_MIN_OFFSET => min_offset(ctx, request),
+        RequestCode::GET_EARLIEST_MSG_STORETIME => earliest_time(ctx, request).await,
+        _ => search_offset(ctx, request).await,
+    }
+}
+
+fn query_consumer_offset(ctx: &Context, request: &RemotingCommand) -> Response {
+    let header = match request.decode_header::<QueryConsumerOffsetRequestHeader>() {
+        Ok(header) => header,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    let committed =
+        ctx.state
+            .committed_offset(&header.consumer_group, &header.topic, header.queue_id);
+    let offset = match committed {
+        Some(offset) if offset >= 0 => Some(offset),
+        _ => {
+            // Never consumed: start from 0 if the queue still begins there (Java also
+            // checks that its first message is in memory).
+            let min = ctx
+                .reader
+                .min_offset_in_queue(&header.topic, header.queue_id);
+            (min <= 0 || header.set_zero_if_not_found == Some(true)).then_some(0)
+        }
+    };
+    let Some(offset) = offset else {
+        return error(
+            request,
+            ResponseCode::QUERY_NOT_FOUND,
+            "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first",
+        );
+    };
+    let mut response = RemotingCommand::success_to(request);
+    response.set_header(&QueryConsumerOffsetResponseHeader {
+        offset: Some(offset),
+    });
+    Some(response)
+}
+
+fn update_consumer_offset(ctx: &Context, request: &RemotingCommand) -> Response {
+    let header = match request.decode_header::<UpdateConsumerOffsetRequestHeader>() {
+        Ok(header) => header,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    ctx.state.commit_offset(
+        &header.consumer_group,
+        &header.topic,
+        header.queue_id,
+        header.commit_offset,
+    );
+    Some(RemotingCommand::success_to(request))
+}
+
+async fn max_offset(ctx: &Context, request: &RemotingCommand) -> Response {
+    let header = match request.decode_header::<GetMaxOffsetRequestHeader>() {
+        Ok(header) => header,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    // A put answered before this request counts, as against Java's broker.
+    ctx.reader.dispatched_to_committed(DISPATCH_WAIT_MAX).await;
+    let offset = ctx
+        .reader
+        .max_offset_in_queue(&header.topic, header.queue_id);
+    offset_response(request, offset)
+}
+
+fn min_offset(ctx: &Context, request: &RemotingCommand) -> Response {
+    let header = match request.decode_header::<GetMinOffsetRequestHeader>() {
+        Ok(header) => header,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    let offset = ctx
+        .reader
+        .min_offset_in_queue(&header.topic, header.queue_id);
+    offset_response(request, offset)
+}
+
+async fn earliest_time(ctx: &Context, request: &RemotingCommand) -> Response {
+    let header = match request.decode_header::<GetEarliestMsgStoretimeRequestHeader>() {
+        Ok(header) => header,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    let time = match ctx
+        .reader
+        .earliest_message_time(&header.topic, header.queue_id)
+        .await
+    {
+        Ok(time) => time.unwrap_or(-1),
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    let mut response = RemotingCommand::success_to(request);
+    response.set_header(&GetEarliestMsgStoretimeResponseHeader { timestamp: time });
+    Some(response)
+}
+
+async fn search_offset(ctx: &Context, request: &RemotingCommand) -> Response {
+    let header = match request.decode_header::<SearchOffsetRequestHeader>() {
+        Ok(header) => header,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    match ctx
+        .reader
+        .offset_by_time(&header.topic, header.queue_id, header.timestamp)
+        .await
+    {
+        Ok(offset) => offset_response(request, offset),
+        Err(e) => error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    }
+}
+
+fn offset_response(request: &RemotingCommand, offset: i64) -> Response {
+    let mut response = RemotingCommand::success_to(request);
+    response.set_header(&OffsetResponseHeader { offset });
+    Some(response)
+}

@@ -1,0 +1,260 @@
+//! PULL_MESSAGE and LITE_PULL_MESSAGE (`PullMessageProcessor`): Java's checks, the offset
+//! commit a pull carries, the tag filter, and the long-polling wait when nothing is there.
+
+use super::Context;
+use crate::broker::reply::{error, Response, FAQ};
+use crate::broker::state::PERM_READ;
+use crate::remoting::headers::{PullMessageRequestHeader, PullMessageResponseHeader};
+use crate::remoting::heartbeat::SubscriptionData;
+use crate::remoting::server::ConnectionInfo;
+use crate::remoting::{RemotingCommand, ResponseCode};
+use crate::store::consume_queue::tags_code;
+use crate::store::reader::{GetMessageStatus, PullFilter};
+use futures::future::select;
+use std::time::Duration;
+
+/// `PullSysFlag` bits.
+const PULL_COMMIT_OFFSET: i32 = 0x1;
+
+const PULL_SUSPEND: i32 = 0x2;
+
+const PULL_SUBSCRIPTION: i32 = 0x4;
+
+pub(super) async fn process(
+    ctx: &Context,
+    connection: &ConnectionInfo,
+    request: &RemotingCommand,
+) -> Response {
+    let header = match request.decode_header_strict::<PullMessageRequestHeader>() {
+        Ok(header) => header,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    let config = ctx.state.runtime();
+    if config.broker_permission & PERM_READ == 0 {
+        let remark = format!(
+            "the broker[{}] pulling message is forbidden",
+            config.broker_ip1
+        );
+        return error(request, ResponseCode::NO_PERMISSION, remark);
+    }
+    let Some(group) = ctx.state.group_or_create(&header.consumer_group).await else {
+        let remark = format!(
+            "subscription group [{}] does not exist, {FAQ}",
+            header.consumer_group
+        );
+        return error(request, ResponseCode::SUBSCRIPTION_GROUP_NOT_EXIST, remark);
+    };
+    if !group.consume_enable {
+        let remark = format!(
+            "subscription group no permission, {}",
+            header.consumer_group
+        );
+        return error(request, ResponseCode::NO_PERMISSION, remark);
+    }
+    let Some(topic) = ctx.state.topic(&header.topic) else {
+        let remark = format!(
+            "topic[{}] not exist, apply first please! {FAQ}",
+            header.topic
+        );
+        return error(request, ResponseCode::TOPIC_NOT_EXIST, remark);
+    };
+    if topic.perm & PERM_READ == 0 {
+        let remark = format!("the topic[{}] pulling message is forbidden", header.topic);
+        return error(request, ResponseCode::NO_PERMISSION, remark);
+    }
+    if header.queue_id < 0 || header.queue_id >= topic.read_queue_nums {
+        let remark = format!(
+            "queueId[{}] is illegal, topic:[{}] topicConfig.readQueueNums:[{}] consumer:[/{}]",
+            header.queue_id, header.topic, topic.read_queue_nums, connection.peer
+        );
+        return error(request, ResponseCode::SYSTEM_ERROR, remark);
+    }
+    let codes = if header.sys_flag & PULL_SUBSCRIPTION != 0 {
+        let kind = header.expression_type.as_deref();
+        if let Some(refusal) = unsupported_filter(request, kind) {
+            return Some(refusal);
+        }
+        tag_codes(header.subscription.as_deref().unwrap_or("*"))
+    } else if !ctx.state.has_consumer_group(&header.consumer_group) {
+        let remark = format!("the consumer's group info not exist{FAQ}");
+        return error(request, ResponseCode::SUBSCRIPTION_NOT_EXIST, remark);
+    } else if !group.consume_broadcast_enable
+        && ctx.state.consumes_by_broadcast(&header.consumer_group)
+    {
+        let remark = format!(
+            "the consumer group[{}] can not consume by broadcast way",
+            header.consumer_group
+        );
+        return error(request, ResponseCode::NO_PERMISSION, remark);
+    } else {
+        match ctx
+            .state
+            .subscription(&header.consumer_group, &header.topic)
+        {
+            None => {
+                let remark = format!("the consumer's subscription not exist{FAQ}");
+                return error(request, ResponseCode::SUBSCRIPTION_NOT_EXIST, remark);
+            }
+            Some(subscription) if subscription.sub_version < header.sub_version => {
+                let remark = "the consumer's subscription not latest";
+                return error(request, ResponseCode::SUBSCRIPTION_NOT_LATEST, remark);
+            }
+            Some(subscription) => {
+                let kind = subscription.expression_type.as_deref();
+                if let Some(refusal) = unsupported_filter(request, kind) {
+                    return Some(refusal);
+                }
+                subscription_codes(&subscription)
+            }
+        }
+    };
+    if header.sys_flag & PULL_COMMIT_OFFSET != 0 && header.commit_offset >= 0 {
+        ctx.state.commit_offset(
+            &header.consumer_group,
+            &header.topic,
+            header.queue_id,
+            header.commit_offset,
+        );
+    }
+    let max = usize::try_from(header.max_msg_nums).unwrap_or(0).max(1);
+    let route = (group.broker_id, group.which_broker_when_consume_slowly);
+    let mut answer = pull_once(ctx, request, &header, max, codes.as_deref(), route).await;
+    let not_found = answer
+        .as_ref()
+        .is_some_and(|r| r.code == ResponseCode::PULL_NOT_FOUND.0);
+    if not_found && header.sys_flag & PULL_SUSPEND != 0 {
+        let wait = if config.long_polling_enable {
+            Duration::from_millis(u64::try_from(header.suspend_timeout_millis).unwrap_or(0))
+        } else {
+            config.short_polling_time
+        };
+        let woken = ctx.long_poll.wait(
+            ctx.store.shared(),
+            &header.topic,
+            header.queue_id,
+            header.queue_offset,
+        );
+        let timer = glommio::timer::sleep(wait);
+        let _ = select(woken, Box::pin(timer)).await;
+        answer = pull_once(ctx, request, &header, max, codes.as_deref(), route).await;
+    }
+    answer
+}
+
+/// One pull; `group` is the consumer group's (`brokerId`, `whichBrokerWhenConsumeSlowly`),
+/// for the broker the answer suggests.
+async fn pull_once(
+    ctx: &Context,
+    request: &RemotingCommand,
+    header: &PullMessageRequestHeader,
+    max: usize,
+    codes: Option<&[i64]>,
+    group: (i64, i64),
+) -> Response {
+    let accepts = |code: i64| codes.is_none_or(|codes| codes.contains(&code));
+    let filter = PullFilter {
+        tags_codes: codes.map(|_| &accepts as &dyn Fn(i64) -> bool),
+    };
+    let started = std::time::Instant::now();
+    let result = match ctx
+        .reader
+        .get_message(
+            &header.topic,
+            header.queue_id,
+            header.queue_offset,
+            max,
+            &filter,
+        )
+        .await
+    {
+        Ok(result) => result,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    let elapsed = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    ctx.state
+        .stats
+        .record_get(ctx.shard, result.messages.len() as u64, elapsed);
+    let code = match result.status {
+        GetMessageStatus::Found => ResponseCode::SUCCESS,
+        GetMessageStatus::MessageWasRemoving | GetMessageStatus::NoMatchedMessage => {
+            ResponseCode::PULL_RETRY_IMMEDIATELY
+        }
+        GetMessageStatus::NoMatchedLogicQueue | GetMessageStatus::NoMessageInQueue => {
+            if header.queue_offset == 0 {
+                ResponseCode::PULL_NOT_FOUND
+            } else {
+                ResponseCode::PULL_OFFSET_MOVED
+            }
+        }
+        GetMessageStatus::OffsetFoundNull | GetMessageStatus::OffsetOverflowOne => {
+            ResponseCode::PULL_NOT_FOUND
+        }
+        GetMessageStatus::OffsetOverflowBadly | GetMessageStatus::OffsetTooSmall => {
+            ResponseCode::PULL_OFFSET_MOVED
+        }
+    };
+    // Java names the status in every answer, FOUND too.
+    let remark = Some(result.status.java_name().to_owned());
+    // 4.9's rule, whatever the role: with slaveReadEnable, a pull reading what is no
+    // longer in memory goes to the group's slow-consumer broker, others to its broker;
+    // without, to the master.
+    let suggest_which_broker_id = if !ctx.state.runtime().slave_read_enable {
+        0
+    } else if result.suggest_pulling_from_slave {
+        group.1
+    } else {
+        group.0
+    };
+    let mut response = RemotingCommand::response_to(request, code, remark);
+    response.set_header(&PullMessageResponseHeader {
+        suggest_which_broker_id,
+        next_begin_offset: result.next_begin_offset,
+        min_offset: result.min_offset,
+        max_offset: result.max_offset,
+        offset_delta: None,
+        topic_sys_flag: None,
+        group_sys_flag: None,
+        forbidden_type: None,
+    });
+    response.body_parts = result.parts;
+    Some(response)
+}
+
+/// The refusal of a pull whose subscription is not a tag expression (`SQL92`): ferromq
+/// filters by tags only, and answers as a Java broker with `enablePropertyFilter=false`
+/// (its default) does.
+fn unsupported_filter(
+    request: &RemotingCommand,
+    expression_type: Option<&str>,
+) -> Option<RemotingCommand> {
+    let kind = expression_type.unwrap_or_default();
+    if kind.is_empty() || kind == "TAG" {
+        return None;
+    }
+    let remark = format!("The broker does not support consumer to filter message by {kind}");
+    error(request, ResponseCode::SYSTEM_ERROR, remark)
+}
+
+/// Tag hash codes of a TAG expression; `None` for "all" (`*` or empty).
+fn tag_codes(expression: &str) -> Option<Vec<i64>> {
+    let expression = expression.trim();
+    if expression.is_empty() || expression == "*" {
+        return None;
+    }
+    Some(
+        expression
+            .split("||")
+            .map(str::trim)
+            .filter(|tag| !tag.is_empty())
+            .map(|tag| tags_code(Some(tag)))
+            .collect(),
+    )
+}
+
+/// Tag codes of a heartbeat subscription, from its `subString` as Java's `FilterAPI` builds
+/// them (each tag trimmed). The `codeSet` the client sent is not used: a Java client sends
+/// exactly these codes, while rocketmq-client-rust 1.0.0 hashes the tags untrimmed (for
+/// `TagA || TagC`, the codes of `"TagA "` and `" TagC"`), which would match no message.
+fn subscription_codes(subscription: &SubscriptionData) -> Option<Vec<i64>> {
+    tag_codes(&subscription.sub_string)
+}
