@@ -35,7 +35,8 @@ use ferromq_uring::IoError;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 
-pub use super::segment_writer::{SegmentOpener, StoreError};
+pub use super::segment::SegmentOpener;
+pub use super::segment_writer::StoreError;
 
 /// A message to store, as the writer receives it (`MessageExtBrokerInner` in Java).
 #[derive(Clone, Debug)]

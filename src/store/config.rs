@@ -2,7 +2,6 @@
 //! (`reference/store-format.md` §1–§2), and the paths derived from `storePathRootDir`.
 
 use super::dispatch::DelayLevels;
-use super::flush::FlushDiskType;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -178,6 +177,18 @@ impl StoreConfig {
             .filter_map(|h| h.trim().parse::<u32>().ok())
             .any(|h| h == hour)
     }
+}
+
+/// `flushDiskType`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlushDiskType {
+    /// Answer after the fdatasync that covers the put.
+    SyncFlush,
+    /// Answer after the write; fdatasync every interval.
+    AsyncFlush {
+        /// `flushIntervalCommitLog` (500 ms in Java).
+        interval: Duration,
+    },
 }
 
 #[cfg(test)]

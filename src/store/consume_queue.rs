@@ -12,7 +12,8 @@
 //! default; the logical offset of a unit is its byte position in the queue divided by 20.
 
 use super::message::java_string_hash;
-use super::segment_writer::{FileSyncs, SegmentOpener, SegmentWriter, StoreError};
+use super::segment::SegmentOpener;
+use super::segment_writer::{FileSyncs, SegmentWriter, StoreError};
 use ferromq_uring::file::SegmentFile;
 use ferromq_uring::IoError;
 

@@ -1,7 +1,8 @@
 //! Dispatch ("reput"): what a committed CommitLog record contributes to its ConsumeQueue
 //! (`CommitLogDispatcherBuildConsumeQueue`, `reference/store-format.md` §3 and §6).
 //!
-//! [`dispatch_entry`] also lists the record's IndexFile keys.
+//! [`dispatch_entry`] also lists the record's IndexFile keys. A deleted topic reaches dispatch
+//! as a [`TopicDrop`], in CommitLog order with the entries.
 //!
 //! A record enters its queue unless it is a prepared or rolled-back transaction record. The
 //! unit's tags code is Java's hash of the `TAGS` property, except in `SCHEDULE_TOPIC_XXXX`,
@@ -11,6 +12,7 @@ use super::consume_queue::{tags_code, CqUnit};
 use super::message::{
     enters_consume_queue, parse_properties, MessageRecord, TRANSACTION_TYPE_MASK,
 };
+use futures::channel::oneshot;
 
 /// The topic delayed messages wait in.
 pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
@@ -176,6 +178,18 @@ impl DispatchEntry {
         self.physical_offset
             .saturating_add(i64::try_from(self.size).unwrap_or(i64::MAX))
     }
+}
+
+/// A deleted topic whose ConsumeQueues dispatch drops (`cleanUnusedTopic`).
+#[derive(Debug)]
+pub struct TopicDrop {
+    /// The CommitLog end when the writer took the deletion: records below it were appended
+    /// before, and belong to the queues dropped.
+    pub at: u64,
+    /// The topic.
+    pub topic: String,
+    /// Answered once dispatch has dropped the queues.
+    pub done: oneshot::Sender<()>,
 }
 
 /// The entry of a record (`CommitLogDispatcherBuildConsumeQueue` and

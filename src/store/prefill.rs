@@ -42,9 +42,8 @@
 //! - a failed fill (no space, a move across filesystems) only costs speed: the writer then
 //!   creates the segment itself, as without the fill.
 
-use super::flush::FlushDiskType;
-use super::segment::segment_name;
-use super::segment_writer::SegmentOpener;
+use super::config::FlushDiskType;
+use super::segment::{segment_name, SegmentOpener};
 use ferromq_uring::file::{zero_fill, DmaSegment, MappedSegment, SegmentFile, ZeroFillPace};
 use ferromq_uring::IoError;
 use futures::future::Either;

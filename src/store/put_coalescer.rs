@@ -154,7 +154,7 @@ impl PutCoalescer {
     }
 
     /// Stores one message; answers when the flush mode says it is stored, as
-    /// [`super::message_store::StoreHandle::put`] does.
+    /// `StoreHandle::put` does.
     ///
     /// # Errors
     /// [`StoreError`]: refused (disk full, not writable, too large) or shutting down.
@@ -165,11 +165,11 @@ impl PutCoalescer {
         async move { answer.await.map_err(|_| StoreError::ShuttingDown)? }
     }
 
-    /// Stores `messages` whole, as [`super::message_store::StoreHandle::put_batch`] does,
+    /// Stores `messages` whole, as `StoreHandle::put_batch` does,
     /// after the puts made before it on this shard.
     ///
     /// # Errors
-    /// As [`super::message_store::StoreHandle::put_batch`].
+    /// As `StoreHandle::put_batch`.
     pub async fn put_batch(&self, messages: Vec<PutMessage>) -> Result<Vec<Appended>, StoreError> {
         let (reply, answer) = futures::channel::oneshot::channel();
         self.gathered.push_batch(messages, reply);

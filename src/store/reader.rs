@@ -12,8 +12,8 @@
 
 use super::chunks::ChunkCache;
 use super::consume_queue::{CqUnit, UNIT_SIZE};
+use super::handle::StoreHandle;
 use super::message::{decode_record, parse_properties, Record, MAGIC_CODE_V1, MAGIC_CODE_V2};
-use super::message_store::StoreHandle;
 use super::segment::{segment_name, segment_start};
 use super::shared::StoreShared;
 use bytes::Bytes;
@@ -728,6 +728,16 @@ impl StoreReader {
         self.files.borrow_mut().retain(|path, _| path.exists());
         self.queue_maps.borrow_mut().retain(|path, _| path.exists());
         self.chunks.forget_below(min);
+    }
+}
+
+// The handle makes readers here, beside them: a reader holds a handle, so the handle's own
+// module stays below this one and knows nothing of reading.
+impl StoreHandle {
+    /// A reader for the calling shard.
+    #[must_use]
+    pub fn reader(&self) -> StoreReader {
+        StoreReader::new(Arc::clone(self.shared()), self.clone())
     }
 }
 

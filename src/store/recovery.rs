@@ -19,8 +19,8 @@
 use super::config::StoreConfig;
 use super::dispatch::RecordMeta;
 use super::message::{decode_record, Record, RecordError, FLAG_BORN_HOST_V6};
-use super::segment::{parse_segment_name, segment_start, DmaDirectory};
-use super::segment_writer::{SegmentOpener, StoreError};
+use super::segment::{parse_segment_name, segment_start, DmaDirectory, SegmentOpener};
+use super::segment_writer::StoreError;
 use ferromq_uring::file::SegmentFile;
 use ferromq_uring::IoError;
 use std::path::Path;

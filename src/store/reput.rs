@@ -12,7 +12,9 @@
 use super::checkpoint::{StoreCheckpoint, CHECKPOINT_FILE_SIZE};
 use super::consume_queue::ConsumeQueueWriter;
 use super::dispatch::DispatchEntry;
+pub use super::dispatch::TopicDrop;
 use super::index::IndexService;
+use super::queue_retention::delete_queue_files_below;
 use super::segment::QueueDirectory;
 use super::segment_writer::StoreError;
 use super::shared::{QueueKey, StoreShared};
@@ -38,18 +40,6 @@ pub struct CommittedBatch {
     /// Topics deleted, in CommitLog order: each drop comes before the entries at or past
     /// its offset.
     pub drops: Vec<TopicDrop>,
-}
-
-/// A deleted topic whose ConsumeQueues dispatch drops (`cleanUnusedTopic`).
-#[derive(Debug)]
-pub struct TopicDrop {
-    /// The CommitLog end when the writer took the deletion: records below it were appended
-    /// before, and belong to the queues dropped.
-    pub at: u64,
-    /// The topic.
-    pub topic: String,
-    /// Answered once dispatch has dropped the queues.
-    pub done: oneshot::Sender<()>,
 }
 
 /// A lookup by key, answered by the index owner.
@@ -376,7 +366,7 @@ impl Reput {
     /// # Errors
     /// [`StoreError`] from reading or deleting files.
     pub async fn delete_below(&mut self, min_physical_offset: u64) -> Result<(), StoreError> {
-        super::retention::delete_queue_files_below(&self.shared, min_physical_offset).await?;
+        delete_queue_files_below(&self.shared, min_physical_offset).await?;
         if let Some(index) = &mut self.index {
             index
                 .delete_below(i64::try_from(min_physical_offset).unwrap_or(i64::MAX))

@@ -2,7 +2,12 @@
 //! byte (the `MappedFileQueue` role in Java, `reference/store-format.md` §2).
 //!
 //! A CommitLog of 1 GiB segments holds offset `o` in the file named
-//! `format!("{:020}", o - o % size)` at position `o % size`.
+//! `format!("{:020}", o - o % size)` at position `o % size`. A [`SegmentOpener`] opens a
+//! segment by its start offset: [`DmaDirectory`] and [`QueueDirectory`] are the real ones.
+
+use ferromq_uring::file::SegmentFile;
+use ferromq_uring::IoError;
+use std::future::Future;
 
 /// The file name of the segment starting at `start`.
 #[doc(alias = "MappedFile")]
@@ -55,6 +60,25 @@ pub fn segment_start(offset: u64, segment_size: u64) -> u64 {
     offset - offset % segment_size
 }
 
+/// Opens segment files by start offset (a directory of segments).
+pub trait SegmentOpener {
+    /// The file type.
+    type File: SegmentFile + std::fmt::Debug + 'static;
+    /// Opens (creating if needed) the segment starting at `start`, `size` bytes long.
+    fn open(&self, start: u64, size: u64) -> impl Future<Output = Result<Self::File, IoError>>;
+
+    /// The writer starts a job of `bytes`: a hint of the load for whoever prepares segments
+    /// ahead of it.
+    fn writing(&self, _bytes: u64) {}
+
+    /// Deletes the segment starting at `start`, which holds nothing: a slave's empty log
+    /// that starts where its master's last segment does instead. Openers whose files are
+    /// not named by offset (tests) need not do anything.
+    fn discard(&self, _start: u64) -> impl Future<Output = Result<(), IoError>> {
+        std::future::ready(Ok(()))
+    }
+}
+
 /// A directory of direct-I/O segment files named by [`segment_name`].
 #[derive(Clone, Debug)]
 pub struct DmaDirectory {
@@ -62,7 +86,7 @@ pub struct DmaDirectory {
     pub dir: std::path::PathBuf,
 }
 
-impl super::commit_log::SegmentOpener for DmaDirectory {
+impl SegmentOpener for DmaDirectory {
     type File = ferromq_uring::file::DmaSegment;
 
     async fn open(
@@ -105,7 +129,7 @@ impl QueueDirectory {
 /// A queue's files are written into the page cache through a mapping, as Java's: every
 /// pull reads units just dispatched, and reads them from memory instead of the device
 /// (`StoreReader` reads them through the page cache).
-impl super::commit_log::SegmentOpener for QueueDirectory {
+impl SegmentOpener for QueueDirectory {
     type File = ferromq_uring::file::MappedSegment;
 
     async fn open(

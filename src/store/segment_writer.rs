@@ -34,31 +34,12 @@
 //!   block cannot damage older bytes: they are rewritten with the same content.
 
 use super::segment::segment_start;
+pub use super::segment::SegmentOpener;
 use ferromq_uring::file::SegmentFile;
 use ferromq_uring::IoError;
 use futures::channel::oneshot;
 use futures::future::join;
-use std::future::Future;
 use std::rc::Rc;
-
-/// Opens segment files by start offset (a directory of segments).
-pub trait SegmentOpener {
-    /// The file type.
-    type File: SegmentFile + std::fmt::Debug + 'static;
-    /// Opens (creating if needed) the segment starting at `start`, `size` bytes long.
-    fn open(&self, start: u64, size: u64) -> impl Future<Output = Result<Self::File, IoError>>;
-
-    /// The writer starts a job of `bytes`: a hint of the load for whoever prepares segments
-    /// ahead of it.
-    fn writing(&self, _bytes: u64) {}
-
-    /// Deletes the segment starting at `start`, which holds nothing: a slave's empty log
-    /// that starts where its master's last segment does instead. Openers whose files are
-    /// not named by offset (tests) need not do anything.
-    fn discard(&self, _start: u64) -> impl Future<Output = Result<(), IoError>> {
-        std::future::ready(Ok(()))
-    }
-}
 
 /// Why an append, write or flush failed.
 #[derive(Debug, thiserror::Error)]
