@@ -61,7 +61,9 @@ pub struct StoreShared {
     synced_store_timestamp: AtomicI64,
     disk_used_percent: AtomicU32,
     disk_full: AtomicBool,
-    growth: Mutex<Vec<Weak<GrowthInner>>>,
+    /// The growth subscribers (one per net shard, made at start): read lock-free by every
+    /// dispatched batch, replaced whole by a subscription.
+    growth: ArcSwap<Vec<Weak<GrowthInner>>>,
     mapped_bytes: AtomicU64,
     mapping_readers: AtomicU64,
 }
@@ -79,7 +81,7 @@ impl StoreShared {
             synced_store_timestamp: AtomicI64::new(0),
             disk_used_percent: AtomicU32::new(0),
             disk_full: AtomicBool::new(false),
-            growth: Mutex::new(Vec::new()),
+            growth: ArcSwap::default(),
             mapped_bytes: AtomicU64::new(0),
             mapping_readers: AtomicU64::new(0),
         }
@@ -228,9 +230,15 @@ impl StoreShared {
     /// A subscription to queue growth: which queues got new units, and their new max.
     pub fn subscribe(&self) -> QueueGrowth {
         let inner = Arc::new(GrowthInner::default());
-        let mut subscribers = self.growth.lock().unwrap_or_else(|p| p.into_inner());
-        subscribers.retain(|s| s.strong_count() > 0);
-        subscribers.push(Arc::downgrade(&inner));
+        self.growth.rcu(|subscribers| {
+            let mut subscribers: Vec<_> = subscribers
+                .iter()
+                .filter(|s| s.strong_count() > 0)
+                .cloned()
+                .collect();
+            subscribers.push(Arc::downgrade(&inner));
+            subscribers
+        });
         QueueGrowth { inner }
     }
 
@@ -239,8 +247,10 @@ impl StoreShared {
         if grown.is_empty() {
             return;
         }
-        let subscribers = self.growth.lock().unwrap_or_else(|p| p.into_inner());
-        for subscriber in subscribers.iter().filter_map(Weak::upgrade) {
+        // Each subscriber's mailbox is a lock shared by two shards only, this dispatch shard
+        // and the subscriber's: held to merge a few entries, so announcements coalesce per
+        // queue and an idle subscriber holds at most one entry a queue.
+        for subscriber in self.growth.load().iter().filter_map(Weak::upgrade) {
             {
                 let mut pending = subscriber.pending.lock().unwrap_or_else(|p| p.into_inner());
                 for (key, max) in grown {

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 /// How long the broker may hold a pull that finds nothing (`suspendTimeoutMillis`).
 const SUSPEND_MS: i64 = 5_000;
-/// `PullSysFlag`: suspend (long polling) and subscription-in-request bits.
+/// `PullSysFlag`: commit-offset, suspend (long polling) and subscription-in-request bits.
+const FLAG_COMMIT_OFFSET: i32 = 0x1;
 const FLAG_SUSPEND: i32 = 0x2;
 const FLAG_SUBSCRIPTION: i32 = 0x4;
 /// Wall-clock nanoseconds below this are not send stamps (before 2001): fall back to the
@@ -107,14 +108,19 @@ struct Ctx {
 }
 
 fn pull_request(args: &MqArgs, queue_id: i32, offset: i64) -> RemotingCommand {
+    let commit = if args.commit_offsets {
+        FLAG_COMMIT_OFFSET
+    } else {
+        0
+    };
     let header = PullMessageRequestHeader {
         consumer_group: args.group.clone(),
         topic: args.topic.clone(),
         queue_id,
         queue_offset: offset,
         max_msg_nums: args.pull_batch,
-        sys_flag: FLAG_SUSPEND | FLAG_SUBSCRIPTION,
-        commit_offset: 0,
+        sys_flag: commit | FLAG_SUSPEND | FLAG_SUBSCRIPTION,
+        commit_offset: if args.commit_offsets { offset } else { 0 },
         suspend_timeout_millis: SUSPEND_MS,
         subscription: Some("*".to_owned()),
         sub_version: 0,

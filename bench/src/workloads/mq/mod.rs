@@ -135,6 +135,10 @@ pub struct MqArgs {
     /// Messages per pull.
     #[arg(long, default_value_t = 32)]
     pub pull_batch: i32,
+    /// Each pull also commits the group's offset of its queue (the commit bit and
+    /// `commitOffset` of PULL_MESSAGE, as Java's push consumer sends them).
+    #[arg(long)]
+    pub commit_offsets: bool,
     /// e2e: seconds the consumer may take to catch up after the producer stopped.
     #[arg(long, default_value_t = 10.0)]
     pub catch_up: f64,
