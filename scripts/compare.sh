@@ -24,6 +24,8 @@
 #   java           the Java 4.9.8 kit's name server and broker (../shared/java-4.9.8, its
 #                  dependencies installed), fresh store, ports from --peer
 # or ferromq=NS:BROKER / java=NS:BROKER / ... with the ports inline (two ferromq sides).
+# FERROMQ_BIN_A=path (or _B) runs that ferromq binary on side A (or B) instead of
+# target/release/ferromq, for before/after runs of two builds.
 # FLUSH=SYNC_FLUSH in the environment runs every broker started here with that flushDiskType
 # (default ASYNC_FLUSH). HA=SYNC_MASTER (or ASYNC_MASTER) makes each ferromq or java side a
 # broker group: the master in that role and a slave of the same kind (brokerId=1, listening
@@ -90,19 +92,22 @@ resolve() { # side label: prints the name server address, starting a broker if a
     # HA_A / HA_B set the group of one side only (SYNC_MASTER against ASYNC_MASTER).
     local ha_var="HA_${label^^}"
     local ha="${!ha_var:-$ha}"
+    # FERROMQ_BIN_A / FERROMQ_BIN_B run another ferromq build on one side (before vs after).
+    local bin_var="FERROMQ_BIN_${label^^}"
+    local bin="${!bin_var:-target/release/ferromq}"
     [[ "$1" == *=* ]] && ports="${1#*=}"
     case "$side" in
         ferromq | ferromq-direct | ferromq-copy)
             ports="${ports:-$ferromq_ports}"
             local ns="${ports%%:*}" broker="${ports##*:}"
-            [[ -x target/release/ferromq ]] || { echo "no target/release/ferromq" >&2; exit 1; }
+            [[ -x "$bin" ]] || { echo "no $bin" >&2; exit 1; }
             {
                 echo "flushDiskType=$flush"
                 [[ "$side" == ferromq-direct ]] && echo "commitLogPageCacheWrites=false"
                 [[ "$side" == ferromq-copy ]] && echo "pullMappedMemoryMax=0"
                 [[ -n "$ha" ]] && printf 'brokerName=broker-a\nbrokerRole=%s\n' "$ha"
             } > "$work/$label-ferromq.conf"
-            target/release/ferromq standalone --data "$work/$label-data" \
+            "$bin" standalone --data "$work/$label-data" \
                 -c "$work/$label-ferromq.conf" \
                 --namesrv-listen "127.0.0.1:$ns" --broker-listen "127.0.0.1:$broker" \
                 > /dev/null 2> "$work/$label-ferromq.log" &
@@ -118,7 +123,7 @@ brokerId=1
 brokerRole=SLAVE
 flushDiskType=$flush
 CONF
-                target/release/ferromq broker -c "$work/$label-slave.conf" \
+                "$bin" broker -c "$work/$label-slave.conf" \
                     --listen "127.0.0.1:$((broker + 10))" --store "$work/$label-slave" \
                     > /dev/null 2> "$work/$label-slave.log" &
                 pids+=("$!")

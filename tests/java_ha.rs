@@ -7,9 +7,10 @@ mod common;
 
 use common::java::{java_broker_port, JavaServer, Standalone};
 use common::{connect, pull_header, TempDir};
+use ferromq::broker::codes::ROUTES;
 use ferromq::client::{ClientConfig, Message, Producer};
 use ferromq::remoting::headers::PullMessageResponseHeader;
-use ferromq::remoting::{RemotingCommand, RequestCode, SerializeType};
+use ferromq::remoting::{ExtFields, RemotingCommand, RequestCode, ResponseCode, SerializeType};
 use ferromq::store::message::{decode_record, Record};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -406,11 +407,10 @@ fn pull_queue_from_min(broker: &str, topic: &str) -> Vec<(i64, Vec<u8>)> {
 
 /// A ferromq slave behind a ferromq master that already has several segments: it starts at
 /// the master's last one, takes what follows across rolls, and ends with the master's
-/// CommitLog byte for byte and the same queue; it refuses sends as Java's slave does
-/// (SERVICE_NOT_AVAILABLE).
+/// CommitLog byte for byte and the same queue; it refuses each code the table of codes says a
+/// slave refuses, with Java's answer.
 #[test]
 fn a_ferromq_slave_copies_a_ferromq_masters_commit_log_byte_for_byte() {
-    use ferromq::remoting::ResponseCode;
     let (master, _) = master_on_ha_port("brokerName=broker-fs");
     let namesrv = master.namesrv_addr();
     // About 10 MB: the master is in its third segment when the slave starts.
@@ -428,14 +428,107 @@ fn a_ferromq_slave_copies_a_ferromq_masters_commit_log_byte_for_byte() {
     );
     wait_same_queue(&master.broker_addr(), &slave.addr.to_string(), 500);
     group_shown_by_admin(&namesrv, &master.broker_addr(), &slave.addr.to_string());
-    // A slave takes no sends.
+    // A slave refuses what the table of codes says it refuses, as Java's slave does, and
+    // still serves reads.
     let rt = runtime();
-    let code = rt.block_on(async {
+    rt.block_on(async {
         let client = connect(slave.addr, SerializeType::Json).await;
-        let request = common::send_request(TOPIC, 0, b"to the slave", "");
-        client.request(request).await.unwrap().code
+        for route in ROUTES.iter().filter(|route| route.slave_refuses) {
+            let (request, code, remark) = slave_refused_request(route.code);
+            let answer = client.request(request).await.unwrap();
+            let what = format!("{:?}: {:?} {:?}", route.code, answer.code, answer.remark);
+            assert_eq!(answer.code, code.0, "{what}");
+            if let Some(remark) = remark {
+                assert_eq!(answer.remark.as_deref(), Some(remark), "{what}");
+            }
+        }
+        let served = [
+            RequestCode::GET_MAX_OFFSET,
+            RequestCode::QUERY_CONSUMER_OFFSET,
+        ];
+        for code in served {
+            let route = ROUTES.iter().find(|route| route.code == code).unwrap();
+            assert!(!route.slave_refuses, "{code:?}");
+        }
+        let mut request = RemotingCommand::request(RequestCode::GET_MAX_OFFSET);
+        let mut fields = ExtFields::new();
+        fields.insert("topic", TOPIC);
+        fields.insert("queueId", "0");
+        request.ext_fields = Some(fields);
+        let answer = client.request(request).await.unwrap();
+        assert_eq!(answer.code, ResponseCode::SUCCESS.0, "{:?}", answer.remark);
     });
-    assert_eq!(code, ResponseCode::SERVICE_NOT_AVAILABLE.0);
+}
+
+/// A request of a code a slave refuses, with the answer a Java slave gives it: its code and,
+/// where the refusal names it, the remark.
+fn slave_refused_request(
+    code: RequestCode,
+) -> (RemotingCommand, ResponseCode, Option<&'static str>) {
+    let send = common::send_request(TOPIC, 0, b"to the slave", "");
+    let fields = |pairs: &[(&str, &str)]| {
+        let mut fields = ExtFields::new();
+        for (key, value) in pairs {
+            fields.insert(*key, *value);
+        }
+        Some(fields)
+    };
+    match code {
+        RequestCode::SEND_MESSAGE_V2 => (send, ResponseCode::SERVICE_NOT_AVAILABLE, None),
+        RequestCode::SEND_MESSAGE => {
+            let mut request = RemotingCommand::request(code);
+            request.ext_fields = fields(&[
+                ("producerGroup", "slave_refusals"),
+                ("topic", TOPIC),
+                ("defaultTopic", "TBW102"),
+                ("defaultTopicQueueNums", "8"),
+                ("queueId", "0"),
+                ("sysFlag", "0"),
+                ("bornTimestamp", "0"),
+                ("flag", "0"),
+            ]);
+            request.body = b"to the slave".to_vec();
+            (request, ResponseCode::SERVICE_NOT_AVAILABLE, None)
+        }
+        RequestCode::SEND_BATCH_MESSAGE => {
+            let mut request = send;
+            request.code = code.0;
+            let mut body = Vec::new();
+            ferromq::broker::batch::BatchEntry {
+                flag: 0,
+                body: b"to the slave".to_vec(),
+                properties: Vec::new(),
+            }
+            .encode(&mut body);
+            request.body = body;
+            (request, ResponseCode::SERVICE_NOT_AVAILABLE, None)
+        }
+        // The first message the slave copied, handed back: its copy for the retry topic is
+        // a put, which the slave's store refuses (Java: SYSTEM_ERROR naming the status).
+        RequestCode::CONSUMER_SEND_MSG_BACK => {
+            let mut request = RemotingCommand::request(code);
+            request.ext_fields = fields(&[
+                ("offset", "0"),
+                ("group", "slave_refusals"),
+                ("delayLevel", "0"),
+                ("originTopic", TOPIC),
+            ]);
+            let remark = Some("SERVICE_NOT_AVAILABLE");
+            (request, ResponseCode::SYSTEM_ERROR, remark)
+        }
+        RequestCode::END_TRANSACTION => {
+            let mut request = RemotingCommand::request(code);
+            request.ext_fields = fields(&[
+                ("producerGroup", "slave_refusals"),
+                ("tranStateTableOffset", "0"),
+                ("commitLogOffset", "0"),
+                ("commitOrRollback", "8"),
+                ("msgId", "0"),
+            ]);
+            (request, ResponseCode::SLAVE_NOT_AVAILABLE, None)
+        }
+        other => panic!("no request for {other:?}, which the table says a slave refuses"),
+    }
 }
 
 /// A slave whose own HA port (its port + 1) another process holds still follows its master:

@@ -249,7 +249,7 @@ pub async fn runtime_info(
 /// each connected slave's last acknowledged offset and how many bytes it lags behind `end`;
 /// on a slave, the master it follows and whether the link is up.
 fn ha_runtime_info(state: &BrokerState, end: u64) -> Vec<(String, String)> {
-    use crate::broker::ha_slave::LinkState;
+    use crate::broker::state::LinkState;
     use crate::config::broker::BrokerRole;
     let role = state.config.broker_role;
     let mut table = vec![("brokerRole".to_owned(), role.java_name().to_owned())];

@@ -9,6 +9,7 @@ use crate::broker::transaction::{
     put_op, Stored, HALF_TOPIC, PGROUP, PREPARED_QUEUE_OFFSET, REAL_TOPIC, TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE, TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK,
 };
+use crate::config::broker::BrokerRole;
 use crate::remoting::headers::EndTransactionRequestHeader;
 use crate::remoting::{RemotingCommand, ResponseCode};
 use crate::store::message::MessageRecord;
@@ -23,6 +24,13 @@ const NOT_FOUND: &str = "Find prepared transaction message failed";
 /// Java's is refused (Java leaves it unanswered).
 /// Refusals are logged: the request is oneway, so the producer never sees the answer.
 pub(super) async fn process(ctx: &Context, request: &RemotingCommand) -> Response {
+    // A slave stores nothing of its own: SLAVE_NOT_AVAILABLE without a remark, as Java's
+    // processor answers before it looks at the request.
+    if ctx.state.config.broker_role == BrokerRole::Slave {
+        tracing::warn!("a slave takes no END_TRANSACTION; its master does");
+        let refusal = ResponseCode::SLAVE_NOT_AVAILABLE;
+        return Some(RemotingCommand::response_to(request, refusal, None));
+    }
     let answer = end(&ctx.state, &ctx.store, &ctx.reader, request).await;
     if let Some(refused) = answer
         .as_ref()

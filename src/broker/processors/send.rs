@@ -4,11 +4,11 @@
 use super::Context;
 use crate::broker::batch::{decode_batch, merge_properties, BatchDecodeError};
 use crate::broker::delay::redirect_delayed;
-use crate::broker::ha::ReplicaStatus;
 use crate::broker::reply::{
     add_region_fields, error, header_refusal, with_defaults, with_region_fields, Response, FAQ,
 };
 use crate::broker::retry::retry_or_dlq;
+use crate::broker::state::ReplicaStatus;
 use crate::broker::state::{
     invalid_topic_remark, NOT_ALLOWED_SEND_TOPICS, PERM_READ, PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX,
 };

@@ -15,20 +15,18 @@
 //! - Either side silent for `haHousekeepingInterval` closes the connection; so does a
 //!   negative offset.
 
+use crate::broker::state::SlaveProgress;
 use crate::store::reader::StoreReader;
 use crate::store::segment::segment_start;
 use crate::store::shared::StoreShared;
 use ferromq_shards::Shutdown;
 use ferromq_uring::net::{prepare_stream, TcpListener, TcpStream};
-use futures::channel::oneshot;
 use futures::future::{select, Either};
 use futures_lite::AsyncReadExt;
 use std::cell::Cell;
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Header of a data frame: offset (8) and body size (4) (`TRANSFER_HEADER_SIZE`).
@@ -64,121 +62,6 @@ impl Default for HaConfig {
             slave_timeout: Duration::from_secs(3),
             slave_fall_behind_max: 256 << 20,
         }
-    }
-}
-
-/// What the master knows of its slaves, for every shard: which are connected and what each
-/// last reported, the highest offset one acknowledged (`push2SlaveMaxOffset`), and the
-/// SYNC_MASTER puts waiting for an acknowledgement.
-#[derive(Debug, Default)]
-pub struct SlaveProgress {
-    acked: AtomicI64,
-    /// Each connected slave's last report (-1 before its first).
-    links: Mutex<BTreeMap<SocketAddr, i64>>,
-    /// Puts waiting, by the CommitLog offset a slave must acknowledge.
-    waiting: Mutex<BTreeMap<i64, Vec<oneshot::Sender<()>>>>,
-}
-
-/// Why a SYNC_MASTER put was not replicated in time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReplicaStatus {
-    /// A slave acknowledged the put's end.
-    Acked,
-    /// No slave, or every slave too far behind (`SLAVE_NOT_AVAILABLE`).
-    NoSlave,
-    /// No acknowledgement within the wait (`FLUSH_SLAVE_TIMEOUT`).
-    TimedOut,
-}
-
-impl SlaveProgress {
-    /// Waits until a slave acknowledged `end` (a put's end offset), at most `timeout`; first
-    /// refuses when no slave is connected or the best one is `fall_behind_max` or more behind
-    /// `end` (4.9's `isSlaveOK`).
-    pub async fn replicated(
-        &self,
-        end: i64,
-        fall_behind_max: i64,
-        timeout: Duration,
-    ) -> ReplicaStatus {
-        if self.connected() == 0 || end - self.acked() >= fall_behind_max {
-            return ReplicaStatus::NoSlave;
-        }
-        let (wake, woken) = oneshot::channel();
-        self.lock_waiting().entry(end).or_default().push(wake);
-        // An acknowledgement between the check and the registration is not missed.
-        self.wake_acked(self.acked());
-        match glommio::timer::timeout(timeout, async {
-            let _ = woken.await;
-            Ok(())
-        })
-        .await
-        {
-            Ok(()) => ReplicaStatus::Acked,
-            Err(_) => {
-                // A slave that never acknowledges must not make the waiting list grow.
-                let mut waiting = self.lock_waiting();
-                if let Some(list) = waiting.get_mut(&end) {
-                    list.retain(|wake| !wake.is_canceled());
-                    if list.is_empty() {
-                        waiting.remove(&end);
-                    }
-                }
-                ReplicaStatus::TimedOut
-            }
-        }
-    }
-
-    fn lock_waiting(&self) -> std::sync::MutexGuard<'_, BTreeMap<i64, Vec<oneshot::Sender<()>>>> {
-        self.waiting.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Takes `peer`'s acknowledgement of `offset`, waking the puts it covers.
-    fn ack(&self, peer: SocketAddr, offset: i64) {
-        if let Some(reported) = self.lock_links().get_mut(&peer) {
-            *reported = offset;
-        }
-        self.acked.fetch_max(offset, Ordering::AcqRel);
-        self.wake_acked(self.acked());
-    }
-
-    fn wake_acked(&self, acked: i64) {
-        let mut waiting = self.lock_waiting();
-        let later = waiting.split_off(&(acked + 1));
-        let covered = std::mem::replace(&mut *waiting, later);
-        drop(waiting);
-        for wake in covered.into_values().flatten() {
-            let _ = wake.send(());
-        }
-    }
-
-    fn lock_links(&self) -> std::sync::MutexGuard<'_, BTreeMap<SocketAddr, i64>> {
-        self.links.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn link_opened(&self, peer: SocketAddr) {
-        self.lock_links().insert(peer, -1);
-    }
-
-    fn link_closed(&self, peer: SocketAddr) {
-        self.lock_links().remove(&peer);
-    }
-
-    /// Each connected slave's address and last reported offset (-1 before its first).
-    #[must_use]
-    pub fn links(&self) -> Vec<(SocketAddr, i64)> {
-        self.lock_links().iter().map(|(a, o)| (*a, *o)).collect()
-    }
-
-    /// Slaves connected now.
-    #[must_use]
-    pub fn connected(&self) -> usize {
-        self.lock_links().len()
-    }
-
-    /// The highest CommitLog offset a slave has acknowledged (0 before any).
-    #[must_use]
-    pub fn acked(&self) -> i64 {
-        self.acked.load(Ordering::Acquire)
     }
 }
 

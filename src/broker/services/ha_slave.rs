@@ -22,6 +22,7 @@
 //!   again after [`RECONNECT_PAUSE`] (Java's 5 s).
 
 use crate::broker::ha::{HaConfig, TRANSFER_HEADER_SIZE};
+use crate::broker::state::{LinkState, MasterAddrs};
 use crate::store::dispatch::{dispatch_entry, DelayLevels, DispatchEntry, RecordMeta};
 use crate::store::flush::PutResult;
 use crate::store::message::{decode_record, Record, RecordError};
@@ -35,7 +36,6 @@ use futures::future::{select, Either};
 use futures::{SinkExt, StreamExt};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::Mutex;
 use std::time::Duration;
 
 /// Frames handed to the writer and not yet written, at most: 2 MiB of 32 KiB frames.
@@ -52,71 +52,6 @@ const READ_BUFFER: usize = 4 << 20;
 
 /// Slack over `maxMessageSize` for a record's other fields (topic, properties, header).
 const RECORD_OVERHEAD_MAX: usize = 1 << 20;
-
-/// The master's addresses as the name server last told them (REGISTER_BROKER's answer), and
-/// where following it stands, for the admin requests.
-#[derive(Debug, Default)]
-pub struct MasterAddrs {
-    learned: Mutex<(Option<String>, Option<String>)>,
-    link: Mutex<LinkState>,
-}
-
-/// Where a slave's replication stands.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum LinkState {
-    /// Not connected to the master: not yet, or again after the connection closed for
-    /// this reason.
-    Down(Option<String>),
-    /// Taking the master's CommitLog over a connection to this HA address.
-    Up(SocketAddr),
-    /// The store refused replicated bytes: replication stopped until a restart.
-    Stopped(String),
-}
-
-impl Default for LinkState {
-    fn default() -> Self {
-        LinkState::Down(None)
-    }
-}
-
-impl MasterAddrs {
-    /// Takes REGISTER_BROKER's answer: the master's remoting and HA addresses, if known.
-    pub fn learned(&self, master: Option<String>, ha: Option<String>) {
-        let nonempty = |a: Option<String>| a.filter(|a| !a.is_empty());
-        *lock(&self.learned) = (nonempty(master), nonempty(ha));
-    }
-
-    /// The master's remoting address, if known.
-    #[must_use]
-    pub fn master(&self) -> Option<String> {
-        lock(&self.learned).0.clone()
-    }
-
-    /// The HA address to follow: `configured` (`haMasterAddress`) if set, else the
-    /// master's as learned, if known.
-    #[must_use]
-    pub fn ha_target(&self, configured: Option<&str>) -> Option<String> {
-        configured
-            .map(str::to_owned)
-            .or_else(|| lock(&self.learned).1.clone())
-    }
-
-    /// Where replication stands now.
-    #[must_use]
-    pub fn link(&self) -> LinkState {
-        lock(&self.link).clone()
-    }
-
-    fn set_link(&self, state: LinkState) {
-        *lock(&self.link) = state;
-    }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 /// Why a connection to the master ended.
 enum LinkEnd {

@@ -11,19 +11,13 @@ use std::sync::Arc;
 /// Runs until shutdown.
 pub async fn run(state: Arc<BrokerState>, shutdown: Shutdown) {
     let interval = state.config.flush_consumer_offset_interval;
-    let periodic = async {
-        loop {
-            glommio::timer::sleep(interval).await;
-            for group in state.expire_clients() {
-                tracing::info!(group, "consumer expired without heartbeat");
-            }
-            if let Err(error) = state.persist_offsets_off_shard().await {
-                tracing::error!(%error, "cannot persist consumer offsets");
-            }
+    super::every(interval, &shutdown, || async {
+        for group in state.expire_clients() {
+            tracing::info!(group, "consumer expired without heartbeat");
         }
-    };
-    futures::pin_mut!(periodic);
-    let stop = shutdown.wait();
-    futures::pin_mut!(stop);
-    futures::future::select(periodic, stop).await;
+        if let Err(error) = state.persist_offsets_off_shard().await {
+            tracing::error!(%error, "cannot persist consumer offsets");
+        }
+    })
+    .await;
 }

@@ -16,3 +16,26 @@ pub mod register;
 pub mod sampler;
 pub mod schedule;
 pub mod transaction_check;
+
+use ferromq_shards::Shutdown;
+use std::future::Future;
+use std::time::Duration;
+
+/// Runs `round` every `interval` (the first after one interval) until `shutdown`; a round in
+/// progress at shutdown is dropped at its next await.
+pub async fn every<F, R>(interval: Duration, shutdown: &Shutdown, mut round: F)
+where
+    F: FnMut() -> R,
+    R: Future<Output = ()>,
+{
+    let periodic = async {
+        loop {
+            glommio::timer::sleep(interval).await;
+            round().await;
+        }
+    };
+    futures::pin_mut!(periodic);
+    let stop = shutdown.wait();
+    futures::pin_mut!(stop);
+    futures::future::select(periodic, stop).await;
+}

@@ -33,19 +33,13 @@ const READ_BATCH: usize = 32;
 pub async fn run_check(state: Arc<BrokerState>, store: StoreHandle, shutdown: Shutdown) {
     let interval = state.config.transaction_check_interval;
     let reader = store.reader();
-    let periodic = async {
-        loop {
-            glommio::timer::sleep(interval).await;
-            let mut check = Check::new(&state, &store, &reader);
-            if let Err(error) = check.round().await {
-                tracing::error!(%error, "transaction check failed");
-            }
+    super::every(interval, &shutdown, || async {
+        let mut check = Check::new(&state, &store, &reader);
+        if let Err(error) = check.round().await {
+            tracing::error!(%error, "transaction check failed");
         }
-    };
-    futures::pin_mut!(periodic);
-    let stop = shutdown.wait();
-    futures::pin_mut!(stop);
-    futures::future::select(periodic, stop).await;
+    })
+    .await;
 }
 
 /// One round of the check (`TransactionalMessageServiceImpl.check`).

@@ -28,10 +28,14 @@ mod groups;
 mod locks;
 mod offsets;
 mod persisted;
+mod replication;
 mod topics;
+mod transactions;
 
 pub use clients::ClientChannel;
 pub use locks::{LockTable, REBALANCE_LOCK_MAX_LIVE_TIME};
+pub use replication::{LinkState, MasterAddrs, ReplicaStatus, SlaveProgress};
+pub use transactions::EndedTransactions;
 
 use super::stats::BrokerStats;
 use crate::config::broker::BrokerConfig;
@@ -79,11 +83,11 @@ pub struct BrokerState {
     /// Messages stored and pulled, put latencies, TPS.
     pub stats: BrokerStats,
     /// Transactions ended lately, by their first half's queue offset.
-    pub ended_transactions: crate::broker::transaction::EndedTransactions,
+    pub ended_transactions: transactions::EndedTransactions,
     /// The slaves this master feeds over the HA link.
-    pub slaves: Arc<crate::broker::ha::SlaveProgress>,
+    pub slaves: Arc<replication::SlaveProgress>,
     /// For a slave: its master's addresses, as the name server told them.
-    pub master: Arc<crate::broker::ha_slave::MasterAddrs>,
+    pub master: Arc<replication::MasterAddrs>,
     /// Wakes the registration thread after a change of the topic table (its permit is kept
     /// if none waits).
     pub registration_wanted: tokio::sync::Notify,
@@ -134,7 +138,7 @@ impl BrokerState {
             clients: Clients::default(),
             locks,
             stats: BrokerStats::new(shards, now_ms()),
-            ended_transactions: crate::broker::transaction::EndedTransactions::default(),
+            ended_transactions: transactions::EndedTransactions::default(),
             slaves: Arc::default(),
             master: Arc::default(),
             registration_wanted: tokio::sync::Notify::new(),
