@@ -429,12 +429,13 @@ fn a_ferromq_slave_copies_a_ferromq_masters_commit_log_byte_for_byte() {
     wait_same_queue(&master.broker_addr(), &slave.addr.to_string(), 500);
     group_shown_by_admin(&namesrv, &master.broker_addr(), &slave.addr.to_string());
     // A slave refuses what the table of codes says it refuses, as Java's slave does, and
-    // still serves reads.
+    // still serves reads. Its first segment begins with a record.
+    let first_record: i64 = slave_files[0].0.parse().unwrap();
     let rt = runtime();
     rt.block_on(async {
         let client = connect(slave.addr, SerializeType::Json).await;
         for route in ROUTES.iter().filter(|route| route.slave_refuses) {
-            let (request, code, remark) = slave_refused_request(route.code);
+            let (request, code, remark) = slave_refused_request(route.code, first_record);
             let answer = client.request(request).await.unwrap();
             let what = format!("{:?}: {:?} {:?}", route.code, answer.code, answer.remark);
             assert_eq!(answer.code, code.0, "{what}");
@@ -464,7 +465,9 @@ fn a_ferromq_slave_copies_a_ferromq_masters_commit_log_byte_for_byte() {
 /// where the refusal names it, the remark.
 fn slave_refused_request(
     code: RequestCode,
+    record_offset: i64,
 ) -> (RemotingCommand, ResponseCode, Option<&'static str>) {
+    let record_offset = record_offset.to_string();
     let send = common::send_request(TOPIC, 0, b"to the slave", "");
     let fields = |pairs: &[(&str, &str)]| {
         let mut fields = ExtFields::new();
@@ -503,12 +506,12 @@ fn slave_refused_request(
             request.body = body;
             (request, ResponseCode::SERVICE_NOT_AVAILABLE, None)
         }
-        // The first message the slave copied, handed back: its copy for the retry topic is
-        // a put, which the slave's store refuses (Java: SYSTEM_ERROR naming the status).
+        // A message the slave holds, handed back: its copy for the retry topic is a put,
+        // which the slave's store refuses (Java: SYSTEM_ERROR naming the status).
         RequestCode::CONSUMER_SEND_MSG_BACK => {
             let mut request = RemotingCommand::request(code);
             request.ext_fields = fields(&[
-                ("offset", "0"),
+                ("offset", &record_offset),
                 ("group", "slave_refusals"),
                 ("delayLevel", "0"),
                 ("originTopic", TOPIC),
