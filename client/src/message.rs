@@ -337,27 +337,41 @@ pub fn decode_messages(mut body: &[u8]) -> Result<Vec<MessageExt>> {
     Ok(messages)
 }
 
-/// Inflates a zlib stream (Java `UtilAll.uncompress`).
+/// Inflates a zlib stream (Java `UtilAll.uncompress`), at most
+/// [`INFLATED_BODY_MAX`](ferromq_protocol::limits::INFLATED_BODY_MAX) bytes.
 ///
 /// # Errors
-/// [`ClientError::BadResponse`] when the bytes are not zlib.
+/// [`ClientError::BadResponse`] when the bytes are not zlib or inflate past the limit.
 pub fn inflate(compressed: &[u8]) -> Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(compressed.len() * 4);
+    inflate_at_most(compressed, ferromq_protocol::limits::INFLATED_BODY_MAX)
+}
+
+/// [`inflate`] with the limit `max`.
+fn inflate_at_most(compressed: &[u8], max: usize) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(compressed.len().saturating_mul(4).min(max));
+    // One byte past the limit tells a body of exactly `max` from a longer one.
+    let limit = u64::try_from(max).unwrap_or(u64::MAX).saturating_add(1);
     flate2::read::ZlibDecoder::new(compressed)
+        .take(limit)
         .read_to_end(&mut out)
         .map_err(|error| ClientError::BadResponse(format!("cannot inflate a body: {error}")))?;
+    if out.len() > max {
+        return Err(ClientError::BadResponse(format!(
+            "a compressed body inflates past {max} bytes; refused"
+        )));
+    }
     Ok(out)
 }
 
-/// Deflates with zlib at `level` (0–9; Java's producer uses 5).
+/// Deflates with zlib at `level` (0–9; Java's producer uses 5); `None` if the encoder
+/// failed, and the body is then sent as it is.
 #[must_use]
-pub fn deflate(body: &[u8], level: u32) -> Vec<u8> {
+pub fn deflate(body: &[u8], level: u32) -> Option<Vec<u8>> {
     use std::io::Write;
     let mut encoder =
         flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::new(level.min(9)));
-    // Writing into a Vec cannot fail.
-    let _ = encoder.write_all(body);
-    encoder.finish().unwrap_or_default()
+    encoder.write_all(body).ok()?;
+    encoder.finish().ok()
 }
 
 #[cfg(test)]
@@ -389,7 +403,7 @@ mod tests {
         let big = vec![b'x'; 10_000];
         let mut body = record(&plain, 0, "TAGS\u{1}a\u{2}UNIQ_KEY\u{1}ABC\u{2}", 0);
         body.extend(record(
-            &deflate(&big, 5),
+            &deflate(&big, 5).unwrap(),
             COMPRESSED_FLAG,
             "KEYS\u{1}k1 k2\u{2}",
             1,
@@ -417,5 +431,15 @@ mod tests {
         );
         assert!(message.wait_store_msg_ok());
         assert_eq!(message.with_delay_level(3).delay_level(), 3);
+    }
+
+    #[test]
+    fn a_body_inflating_past_the_limit_is_refused() {
+        let zeros = vec![0u8; 1 << 20];
+        let compressed = deflate(&zeros, 9).unwrap();
+        assert!(compressed.len() < 4096, "{}", compressed.len());
+        assert_eq!(inflate_at_most(&compressed, 1 << 20).unwrap(), zeros);
+        let refused = inflate_at_most(&compressed, (1 << 20) - 1).unwrap_err();
+        assert!(refused.to_string().contains("inflates past"), "{refused}");
     }
 }

@@ -97,7 +97,7 @@ impl Default for ProducerOptions {
             retry_another_broker_when_not_store_ok: false,
             compress_msg_body_over_howmuch: 4096,
             compress_level: 5,
-            max_message_size: 4 * 1024 * 1024,
+            max_message_size: ferromq_protocol::limits::MESSAGE_SIZE_MAX,
             default_topic_queue_nums: 4,
             create_topic_key: AUTO_CREATE_TOPIC_KEY_TOPIC.to_owned(),
             send_latency_fault_enable: false,
@@ -485,8 +485,7 @@ impl Producer {
         let mut sys_flag = 0;
         let mut body = std::mem::take(&mut message.body);
         if body.len() >= options.compress_msg_body_over_howmuch {
-            let compressed = deflate(&body, options.compress_level);
-            if !compressed.is_empty() {
+            if let Some(compressed) = deflate(&body, options.compress_level) {
                 body = compressed;
                 sys_flag |= COMPRESSED_FLAG;
             }

@@ -24,11 +24,21 @@ pub const SCAN_NOT_ACTIVE_BROKER_INTERVAL: Duration = Duration::from_secs(10);
 /// connections are closed at accept.
 pub const CONNECTIONS_MAX: usize = 65_536;
 
+/// Largest message body a producer may send (`maxMessageSize`, 4 MiB; for a compressed body,
+/// its compressed size).
+pub const MESSAGE_SIZE_MAX: usize = 4 * 1024 * 1024;
+
+/// Largest body a consumer inflates from a compressed one: 16 × `maxMessageSize`. A stored
+/// zlib stream that inflates past it (a zlib bomb: 4 MiB of zeros compress to 4 KiB) is
+/// refused, instead of every consumer of the queue allocating without bound.
+pub const INFLATED_BODY_MAX: usize = 16 * MESSAGE_SIZE_MAX;
+
 /// Bytes read from a socket per read call.
 pub const READ_CHUNK_SIZE: usize = 64 * 1024;
 
 // The frame length travels as an i32 and the header length in 24 bits.
 const _: () = assert!(FRAME_SIZE_MAX <= i32::MAX as usize);
 const _: () = assert!(READ_CHUNK_SIZE <= FRAME_SIZE_MAX);
+const _: () = assert!(MESSAGE_SIZE_MAX < FRAME_SIZE_MAX);
 const _: () =
     assert!(SCAN_NOT_ACTIVE_BROKER_INTERVAL.as_millis() < BROKER_EXPIRED_TIMEOUT.as_millis());
