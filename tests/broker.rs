@@ -88,6 +88,23 @@ async fn max_offset(client: &RemotingClient, topic: &str, queue_id: i32) -> i64 
     header.offset
 }
 
+/// Waits until `topic`'s queue `queue_id` has a max offset of at least `at_least`; fails the
+/// test after 10 s instead of hanging.
+async fn wait_max_offset(client: &RemotingClient, topic: &str, queue_id: i32, at_least: i64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let max = max_offset(client, topic, queue_id).await;
+        if max >= at_least {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{topic}:{queue_id} still ends at {max} after 10 s, not at {at_least}"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
 /// (flag, body, properties) of every record in a pull response.
 fn records(response: &RemotingCommand) -> Vec<(i32, Vec<u8>, String)> {
     let mut at = 0;
@@ -168,9 +185,7 @@ fn sends_and_pulls_round_trip_in_both_serializations() {
                     "the id names the port actually bound"
                 );
             }
-            while max_offset(&client, "BrokerT", 1).await < (round * 10 + 10) as i64 {
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
+            wait_max_offset(&client, "BrokerT", 1, (round * 10 + 10) as i64).await;
             let response = client
                 .request(pull_request("BrokerT", 1, (round * 10) as i64, 0))
                 .await
@@ -195,9 +210,7 @@ fn a_waiting_pull_returns_as_soon_as_a_message_arrives() {
         let client = connect(broker.addr, SerializeType::Json).await;
         assert_eq!(send(&client, "PollT", 0, b"first").await.code, 0);
         // A send is acknowledged when stored; dispatch makes it pullable a moment later.
-        while max_offset(&client, "PollT", 0).await < 1 {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
+        wait_max_offset(&client, "PollT", 0, 1).await;
         // Nothing at offset 1 yet: the pull waits up to 10 s.
         let waiting = {
             let client = client.clone();
@@ -733,9 +746,7 @@ fn a_batch_is_stored_in_order_and_answered_with_every_message_id() {
                 .collect();
             assert!(physical.windows(2).all(|w| w[0] < w[1]), "{physical:?}");
 
-            while max_offset(&client, "BatchT", 2).await < first + 5 {
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
+            wait_max_offset(&client, "BatchT", 2, first + 5).await;
             let response = client
                 .request(pull_request("BatchT", 2, first, 0))
                 .await
@@ -820,9 +831,7 @@ fn the_vip_channel_two_ports_below_serves_the_same_broker() {
         let response = send(&client, "VipT", 0, b"through the VIP port").await;
         assert_eq!(response.code, 0, "{:?}", response.remark);
         let main = connect(broker.addr, SerializeType::Json).await;
-        while max_offset(&main, "VipT", 0).await < 1 {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
+        wait_max_offset(&main, "VipT", 0, 1).await;
         let pulled = main.request(pull_request("VipT", 0, 0, 0)).await.unwrap();
         assert_eq!(bodies(&pulled), vec![b"through the VIP port".to_vec()]);
     });
@@ -899,9 +908,7 @@ fn standalone_routes_clients_to_its_broker_and_stops_cleanly() {
                 .unwrap();
             assert_eq!(found.code, 0, "retry topic {round}: {:?}", found.remark);
         }
-        while max_offset(&client, "StandaloneT", 0).await < 1 {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
+        wait_max_offset(&client, "StandaloneT", 0, 1).await;
         let pulled = client
             .request(pull_request("StandaloneT", 0, 0, 0))
             .await
@@ -984,9 +991,7 @@ fn a_deleted_topic_made_again_starts_empty() {
         let sent = send(&client, topic, 0, b"new").await;
         let header: SendMessageResponseHeader = sent.decode_header().unwrap();
         assert_eq!(header.queue_offset, 0);
-        while max_offset(&client, topic, 0).await < 1 {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
+        wait_max_offset(&client, topic, 0, 1).await;
         let pulled = client.request(pull_request(topic, 0, 0, 0)).await.unwrap();
         assert_eq!(bodies(&pulled), vec![b"new".to_vec()]);
     });
@@ -1028,9 +1033,7 @@ fn a_deleted_topic_made_again_starts_empty() {
             "{offsets:?}"
         );
         let last = *offsets.last().unwrap();
-        while max_offset(&client, topic, 1).await < last + 1 {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
+        wait_max_offset(&client, topic, 1, last + 1).await;
         let mut next = 0;
         let mut read = 0;
         while next <= last {

@@ -72,7 +72,17 @@ fn each_level_is_delivered_on_time_with_its_properties_and_clamped_to_the_highes
         }
 
         let delivered = wait_for(&client, GROUP, topic, 0, 1 + levels.len()).await;
-        assert_eq!(delivered.len(), 1 + levels.len(), "nothing delivered twice");
+        // Each message once: the bodies delivered are exactly the bodies sent, none twice
+        // (a count alone would pass one duplicate beside one loss).
+        let mut bodies: Vec<&[u8]> = delivered.iter().map(|m| m.body.as_slice()).collect();
+        bodies.sort_unstable();
+        let mut sent: Vec<Vec<u8>> = levels
+            .iter()
+            .map(|(level, _)| format!("m{level}").into_bytes())
+            .chain([b"now".to_vec()])
+            .collect();
+        sent.sort_unstable();
+        assert_eq!(bodies, sent, "each message delivered once, nothing twice");
         for message in delivered.iter().filter(|m| m.body != b"now") {
             let uniq = message.prop("UNIQ_KEY").unwrap();
             let (level, delay) = expected[uniq];

@@ -442,6 +442,13 @@ async fn rebalance_as_members_join_and_leave_owns_every_queue_once() {
     cluster.send_many("RebalT", &queues, "late", 12).await;
     wait_until("12 messages", || bodies(&seen, Some("j3")).len() == 12).await;
     c3.shutdown().await;
+    // Each once, and to no other member: every `late` body counted over all members.
+    let late: BTreeMap<String, usize> = bodies(&seen, None)
+        .into_iter()
+        .filter(|(body, _)| body.starts_with("late-"))
+        .collect();
+    let expected: BTreeMap<String, usize> = (0..12).map(|i| (format!("late-{i}"), 1)).collect();
+    assert_eq!(late, expected, "each late message once, to the last member");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

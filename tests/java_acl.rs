@@ -292,11 +292,17 @@ fn the_rust_client_signs_and_file_changes_take_effect_without_a_restart() {
         );
 
         std::fs::write(&file, PLAIN_ACL.replace("topicA=DENY", "topicA=PUB")).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let written = Instant::now();
+        let deadline = written + Duration::from_secs(30);
         loop {
             match send("topicA").await {
                 Ok(sent) => {
                     assert_eq!(sent.send_status, SendStatus::SendOk);
+                    // Within the watch interval (Java's 5 s), with 3 s for the sends and
+                    // pauses of this loop on a loaded machine.
+                    let took = written.elapsed();
+                    let bound = ferromq::broker::acl::WATCH_INTERVAL + Duration::from_secs(3);
+                    assert!(took <= bound, "the change took effect after {took:?}");
                     break;
                 }
                 Err(error) => {

@@ -83,6 +83,16 @@ fn run(flush: FlushDiskType, label: &str) {
         .await;
         let consume_s = consume_start.elapsed().as_secs_f64();
         assert!(all, "consumed {} of {total}", received.len());
+        // Every key once: a count of deliveries alone would pass a duplicate beside a loss.
+        let mut keys: Vec<String> = received
+            .all()
+            .into_iter()
+            .map(|(_, seen)| seen.keys.unwrap_or_default())
+            .collect();
+        keys.sort_unstable();
+        let mut sent: Vec<String> = (0..total).map(|i| format!("K{i}")).collect();
+        sent.sort_unstable();
+        assert_eq!(keys, sent, "each message consumed once");
         let first_s = first_at.unwrap_or_default().as_secs_f64();
         let drain_s = (consume_s - first_s).max(1e-3);
         eprintln!(
