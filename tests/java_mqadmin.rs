@@ -827,6 +827,43 @@ fn mqadmin_shows_live_clients_offsets_and_resets_them() {
         .assert_passed("AdminClients");
 }
 
+/// The Java admin API's `cloneGroupOffset` (CLONE_GROUP_OFFSET): the source group's
+/// committed offsets become the destination's, queue by queue, as the broker then answers
+/// QUERY_CONSUMER_OFFSET for them (mqadmin's `cloneGroupOffset` command goes another way:
+/// it reads the source's consume stats and commits each offset itself).
+#[test]
+fn the_java_admin_api_clones_a_groups_offsets() {
+    let server = Standalone::start(BROKER_CONF);
+    let output = common::java::run_java(
+        "CloneOffsets",
+        &[
+            &server.namesrv_addr(),
+            &server.broker_addr(),
+            "CloneOffsetsT",
+        ],
+        Serialize::Json,
+        Duration::from_secs(120),
+    );
+    output.assert_passed("CloneOffsets");
+    let queues: BTreeMap<String, String> = output
+        .results
+        .iter()
+        .filter(|(key, _)| key.starts_with('q'))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
+    assert!(queues.len() >= 4, "{}", output.text);
+    for (queue, offsets) in &queues {
+        let id: i64 = queue[1..].parse().unwrap();
+        let expected = if id < 4 { id + 1 } else { 0 };
+        assert_eq!(
+            offsets,
+            &format!("{expected}/{expected}"),
+            "{queue}: {}",
+            output.text
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Configuration and management, in the ROCKETMQ header serialization.
 

@@ -122,6 +122,7 @@ pub const ROUTES: &[Route] = &[
     admin(C::DELETE_SUBSCRIPTIONGROUP, Groups),
     route(C::GET_ALL_SUBSCRIPTIONGROUP_CONFIG, Groups),
     route(C::GET_ALL_CONSUMER_OFFSET, Groups),
+    route(C::CLONE_GROUP_OFFSET, Groups),
     route(C::GET_ALL_DELAY_OFFSET, Groups),
     route(C::GET_CONSUME_STATS, Groups),
     route(C::INVOKE_BROKER_TO_RESET_OFFSET, Groups),

@@ -648,6 +648,21 @@ command_header! {
 }
 
 command_header! {
+    /// CLONE_GROUP_OFFSET (314) request: copy `srcGroup`'s committed offsets in `topic` to
+    /// `destGroup`.
+    pub struct CloneGroupOffsetRequestHeader {
+        /// `srcGroup`.
+        src_group: String = "srcGroup",
+        /// `destGroup`.
+        dest_group: String = "destGroup",
+        /// `topic`.
+        topic: Option<String> = "topic",
+        /// `offline`.
+        offline: Option<bool> = "offline",
+    }
+}
+
+command_header! {
     /// GET_TOPIC_STATS_INFO (202) request.
     pub struct GetTopicStatsInfoRequestHeader {
         /// `topic`.
@@ -878,6 +893,7 @@ macro_rules! for_each_header {
             $crate::remoting::headers::ViewMessageRequestHeader,
             $crate::remoting::headers::CreateTopicRequestHeader,
             $crate::remoting::headers::DeleteTopicRequestHeader,
+            $crate::remoting::headers::CloneGroupOffsetRequestHeader,
             $crate::remoting::headers::DeleteSubscriptionGroupRequestHeader,
             $crate::remoting::headers::GetTopicStatsInfoRequestHeader,
             $crate::remoting::headers::GetConsumerConnectionListRequestHeader,

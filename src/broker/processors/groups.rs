@@ -1,6 +1,7 @@
 //! Subscription groups and their consumers (`AdminBrokerProcessor`):
 //! UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, DELETE_SUBSCRIPTIONGROUP,
-//! GET_ALL_SUBSCRIPTIONGROUP_CONFIG, GET_ALL_CONSUMER_OFFSET, GET_ALL_DELAY_OFFSET,
+//! GET_ALL_SUBSCRIPTIONGROUP_CONFIG, GET_ALL_CONSUMER_OFFSET, CLONE_GROUP_OFFSET,
+//! GET_ALL_DELAY_OFFSET,
 //! GET_CONSUME_STATS, INVOKE_BROKER_TO_RESET_OFFSET, GET_CONSUMER_CONNECTION_LIST,
 //! GET_PRODUCER_CONNECTION_LIST, and the queue locks of orderly consumers (LOCK_BATCH_MQ,
 //! UNLOCK_BATCH_MQ).
@@ -10,9 +11,9 @@ use crate::broker::reply::{error, with_body, Response};
 use crate::broker::state::BrokerState;
 use crate::config::fastjson::parse_lenient;
 use crate::remoting::headers::{
-    DeleteSubscriptionGroupRequestHeader, GetConsumeStatsRequestHeader,
-    GetConsumerConnectionListRequestHeader, GetProducerConnectionListRequestHeader,
-    ResetOffsetRequestHeader,
+    CloneGroupOffsetRequestHeader, DeleteSubscriptionGroupRequestHeader,
+    GetConsumeStatsRequestHeader, GetConsumerConnectionListRequestHeader,
+    GetProducerConnectionListRequestHeader, ResetOffsetRequestHeader,
 };
 use crate::remoting::heartbeat::MessageQueue;
 use crate::remoting::{RemotingCommand, RequestCode, ResponseCode};
@@ -30,6 +31,7 @@ pub(super) async fn process(ctx: &Context, request: &RemotingCommand) -> Respons
         RequestCode::DELETE_SUBSCRIPTIONGROUP => delete_subscription_group(state, request).await,
         RequestCode::GET_ALL_SUBSCRIPTIONGROUP_CONFIG => all_subscription_groups(state, request),
         RequestCode::GET_ALL_CONSUMER_OFFSET => all_consumer_offsets(state, request),
+        RequestCode::CLONE_GROUP_OFFSET => clone_group_offset(state, request),
         RequestCode::GET_ALL_DELAY_OFFSET => all_delay_offsets(state, request),
         RequestCode::GET_CONSUME_STATS => {
             ctx.reader.dispatched_to_committed(DISPATCH_WAIT_MAX).await;
@@ -81,6 +83,35 @@ pub fn all_subscription_groups(state: &BrokerState, request: &RemotingCommand) -
 #[must_use]
 pub fn all_consumer_offsets(state: &BrokerState, request: &RemotingCommand) -> Response {
     with_body(request, state.offsets_json())
+}
+
+/// CLONE_GROUP_OFFSET (314, mqadmin `cloneGroupOffset`): `srcGroup`'s committed offsets in
+/// the topic (each topic it committed in when none is named) become `destGroup`'s. As Java's
+/// `AdminBrokerProcessor`: a topic the broker does not have is skipped, and unless `offline`,
+/// so is a topic an online source group does not subscribe to; the answer is SUCCESS.
+pub fn clone_group_offset(state: &BrokerState, request: &RemotingCommand) -> Response {
+    let header = match request.decode_header::<CloneGroupOffsetRequestHeader>() {
+        Ok(header) => header,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    let src = &header.src_group;
+    let topics = match header.topic.as_deref().map(str::trim) {
+        Some(topic) if !topic.is_empty() => vec![topic.to_owned()],
+        _ => state.topics_of_group(src),
+    };
+    let online = state.subscription_count(src) > 0;
+    for topic in topics {
+        if state.topic(&topic).is_none() {
+            tracing::warn!(topic, "cloneGroupOffset: no such topic");
+            continue;
+        }
+        if header.offline != Some(true) && online && state.subscription(src, &topic).is_none() {
+            tracing::warn!(topic, group = %src, "cloneGroupOffset: not subscribed");
+            continue;
+        }
+        state.clone_offsets(src, &header.dest_group, &topic);
+    }
+    Some(RemotingCommand::success_to(request))
 }
 
 /// GET_ALL_DELAY_OFFSET (45): `delayOffset.json` as last written (every

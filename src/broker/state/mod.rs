@@ -336,6 +336,12 @@ impl BrokerState {
         self.offsets.committed(group, topic, queue_id)
     }
 
+    /// Copies `src`'s committed offsets in `topic` to `dest` (CLONE_GROUP_OFFSET); whether
+    /// `src` had any there.
+    pub fn clone_offsets(&self, src: &str, dest: &str, topic: &str) -> bool {
+        self.offsets.clone_offsets(src, dest, topic)
+    }
+
     /// Commits `offset` for `group` in a queue (persisted every
     /// `flushConsumerOffsetInterval`).
     pub fn commit_offset(&self, group: &str, topic: &str, queue_id: i32, offset: i64) {

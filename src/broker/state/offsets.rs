@@ -77,6 +77,16 @@ impl ConsumerOffsets {
             .insert(queue_id, offset);
     }
 
+    /// Copies `src`'s committed offsets in `topic` to `dest`, replacing what `dest` had there
+    /// (`cloneOffset`); whether `src` had any.
+    pub(super) fn clone_offsets(&self, src: &str, dest: &str, topic: &str) -> bool {
+        let Some(queues) = self.table.get(&offset_key(topic, src)).map(|q| q.clone()) else {
+            return false;
+        };
+        self.table.insert(offset_key(topic, dest), queues);
+        true
+    }
+
     /// Merges a master's table in (a GET_ALL_CONSUMER_OFFSET body): each of its keys takes
     /// the master's queues whole, keys the master lacks stay. Whether anything changed.
     ///
