@@ -49,6 +49,10 @@ pub struct BrokerConfig {
     pub namesrv_addr: Vec<String>,
     /// `brokerIP1`: the address the broker tells name servers and clients.
     pub broker_ip1: IpAddr,
+    /// `brokerIP2`: the address of the HA port (`listenPort + 1`) the broker tells name
+    /// servers (`haServerAddr`), so slaves; unset, `brokerIP1` (Java: the local address, which
+    /// is also its `brokerIP1`'s default).
+    pub broker_ip2: Option<IpAddr>,
     /// `bindAddress` (ferromq: where to listen; default all interfaces).
     pub bind_address: IpAddr,
     /// `listenPort` (10911); the VIP channel listens on `listenPort - 2`.
@@ -153,6 +157,7 @@ impl Default for BrokerConfig {
             broker_id: 0,
             namesrv_addr,
             broker_ip1: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            broker_ip2: None,
             bind_address: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             listen_port: 10911,
             broker_role: BrokerRole::AsyncMaster,
@@ -235,6 +240,12 @@ impl BrokerConfig {
         SocketAddr::new(self.bind_address, self.listen_port)
     }
 
+    /// `brokerIP2`, else `brokerIP1`: the host of the HA address told to name servers.
+    #[must_use]
+    pub fn broker_ip2(&self) -> IpAddr {
+        self.broker_ip2.unwrap_or(self.broker_ip1)
+    }
+
     /// Applies properties read from `origin` on top of `self`; returns the unknown keys.
     ///
     /// # Errors
@@ -263,8 +274,13 @@ impl BrokerConfig {
                     let value = value.trim();
                     self.ha_master_address = (value.len() >= 6).then(|| value.to_owned());
                 }
-                "brokerIP2" | "haListenPort" => {
-                    tracing::debug!(key, "replication keys are read but not used yet");
+                "brokerIP2" => {
+                    self.broker_ip2 = Some(parse_value(&at, key, value, "an IP address")?);
+                }
+                "haListenPort" => {
+                    // Java 4.9's BrokerStartup sets it to `listenPort + 1` after reading the
+                    // file, whatever the file says; so does ferromq.
+                    tracing::debug!(key, "haListenPort is listenPort + 1, as in Java 4.9");
                 }
                 "haSendHeartbeatInterval" => {
                     self.ha.heartbeat_interval = millis(&at, key, value)?;
@@ -487,14 +503,10 @@ impl BrokerConfig {
     }
 }
 
-/// Keys ferromq shows with its settings although Java's `BrokerConfig` has no field for
-/// them, at Java's defaults, which are what ferromq does (`mqadmin exportConfigs` reads
-/// them): no filter servers, no TLS, trace info on send responses.
-const JAVA_CONSTANT_KEYS: [(&str, &str); 3] = [
-    ("filterServerNums", "0"),
-    ("traceOn", "true"),
-    ("useTLS", "false"),
-];
+/// Java `BrokerConfig` keys that ferromq shows at Java's defaults, which are what ferromq
+/// does (`mqadmin exportConfigs` reads them): no filter servers, trace info on send
+/// responses.
+const JAVA_CONSTANT_KEYS: [(&str, &str); 2] = [("filterServerNums", "0"), ("traceOn", "true")];
 
 impl BrokerConfig {
     /// Every setting as `broker.conf` keys and values, in Java's forms (GET_BROKER_CONFIG,
@@ -517,6 +529,10 @@ impl BrokerConfig {
             ("brokerId", self.broker_id.to_string()),
             ("namesrvAddr", self.namesrv_addr.join(";")),
             ("brokerIP1", self.broker_ip1.to_string()),
+            ("brokerIP2", self.broker_ip2().to_string()),
+            ("rocketmqHome", self.rocketmq_home.display().to_string()),
+            // Java's `useTLS` defaults to `tls.enable`: TLS on the broker's own connections.
+            ("useTLS", self.tls.enable.to_string()),
             ("bindAddress", self.bind_address.to_string()),
             ("listenPort", listen_port.to_string()),
             ("brokerRole", self.broker_role.java_name().to_owned()),

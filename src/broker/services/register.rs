@@ -276,7 +276,7 @@ async fn register(
         broker_name: config.broker_name.clone(),
         broker_addr: announced.to_string(),
         cluster_name: config.broker_cluster_name.clone(),
-        ha_server_addr: format!("{}:{}", config.broker_ip1, announced.port() + 1),
+        ha_server_addr: SocketAddr::new(config.broker_ip2(), announced.port() + 1).to_string(),
         broker_id: config.broker_id,
         heartbeat_timeout_millis: None,
         enable_acting_master: None,
