@@ -1157,3 +1157,19 @@ fn get_broker_config_shows_broker_ip2_rocketmq_home_and_use_tls() {
     assert_eq!(value("useTLS").as_deref(), Some("true"), "{text}");
     assert_eq!(value("brokerIP1").as_deref(), Some("127.0.0.1"), "{text}");
 }
+
+/// A key ferromq does not implement is named in a warning at start: a Java store key whose
+/// feature ferromq lacks, and a key no broker knows.
+#[test]
+fn keys_without_effect_are_named_in_a_warning_at_start() {
+    let dir = TempDir::new("broker-unimplemented-keys");
+    let broker = BrokerProcess::start(
+        &dir.path().join("store"),
+        "warmMapedFileEnable=true\nnoSuchBrokerKey=1\n",
+    );
+    for key in ["warmMapedFileEnable", "noSuchBrokerKey"] {
+        let line = broker.wait_for_log(key, Duration::from_secs(5));
+        let line = line.unwrap_or_else(|| panic!("no log line names {key}"));
+        assert!(line.contains("WARN"), "{line}");
+    }
+}

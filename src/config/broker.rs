@@ -198,8 +198,9 @@ impl Default for BrokerConfig {
     }
 }
 
-/// Java keys read without effect: Netty thread pools and buffers, and features ferromq does
-/// not have.
+/// Java keys knowingly accepted without effect and without a warning: they tune Netty's and
+/// the Java store's threads, buffers and locks, mechanics ferromq does not have (its shards
+/// and io_uring take their place), so there is nothing for them to change.
 const IGNORED_JAVA_KEYS: &[&str] = &[
     "serverWorkerThreads",
     "serverCallbackExecutorThreads",
@@ -219,6 +220,11 @@ const IGNORED_JAVA_KEYS: &[&str] = &[
     "heartbeatThreadPoolNums",
     "endTransactionThreadPoolNums",
     "useReentrantLockWhenPutMessage",
+];
+
+/// Java store keys whose feature ferromq does not implement: read, ignored, and named in a
+/// warning at start, since a broker.conf that sets one expects a behaviour ferromq lacks.
+const UNIMPLEMENTED_JAVA_KEYS: &[&str] = &[
     "transientStorePoolEnable",
     "warmMapedFileEnable",
     "osPageCacheBusyTimeOutMills",
@@ -490,6 +496,13 @@ impl BrokerConfig {
                 }
                 _ if IGNORED_JAVA_KEYS.contains(&key) => {
                     tracing::debug!(key, "Java broker key has no effect in ferromq");
+                }
+                _ if UNIMPLEMENTED_JAVA_KEYS.contains(&key) => {
+                    tracing::warn!(
+                        origin,
+                        %key,
+                        "Java broker key not implemented by ferromq, ignored"
+                    );
                 }
                 _ if key.starts_with("tls.") => match self.tls.set(key, value) {
                     Ok(true) => {}
