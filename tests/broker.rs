@@ -1159,17 +1159,39 @@ fn get_broker_config_shows_broker_ip2_rocketmq_home_and_use_tls() {
 }
 
 /// A key ferromq does not implement is named in a warning at start: a Java store key whose
-/// feature ferromq lacks, and a key no broker knows.
+/// feature ferromq lacks, RocketMQ 3's path keys (Java 4.9.8 has none: it keeps the
+/// ConsumeQueue, index, checkpoint and abort file under `storePathRootDir`, and so does
+/// ferromq), and a key no broker knows.
 #[test]
 fn keys_without_effect_are_named_in_a_warning_at_start() {
     let dir = TempDir::new("broker-unimplemented-keys");
+    let elsewhere = dir.path().join("elsewhere");
+    let store = dir.path().join("store");
     let broker = BrokerProcess::start(
-        &dir.path().join("store"),
-        "warmMapedFileEnable=true\nnoSuchBrokerKey=1\n",
+        &store,
+        &format!(
+            "warmMapedFileEnable=true\nnoSuchBrokerKey=1\nstorePathConsumeQueue={0}/cq\n\
+             storePathIndex={0}/index\nstoreCheckpoint={0}/checkpoint\nabortFile={0}/abort\n",
+            elsewhere.display()
+        ),
     );
-    for key in ["warmMapedFileEnable", "noSuchBrokerKey"] {
+    for key in [
+        "warmMapedFileEnable",
+        "noSuchBrokerKey",
+        "storePathConsumeQueue",
+        "storePathIndex",
+        "storeCheckpoint",
+        "abortFile",
+    ] {
         let line = broker.wait_for_log(key, Duration::from_secs(5));
         let line = line.unwrap_or_else(|| panic!("no log line names {key}"));
         assert!(line.contains("WARN"), "{line}");
     }
+    for name in ["consumequeue", "index", "checkpoint", "abort"] {
+        assert!(
+            store.join(name).exists(),
+            "{name} is under storePathRootDir"
+        );
+    }
+    assert!(!elsewhere.exists());
 }

@@ -233,6 +233,13 @@ const UNIMPLEMENTED_JAVA_KEYS: &[&str] = &[
     "flushCommitLogThoroughInterval",
     "flushConsumeQueueThoroughInterval",
     "commitIntervalCommitLog",
+];
+
+/// RocketMQ 3's `MessageStoreConfig` path keys. Java 4.9.8 has no such fields (it derives
+/// the paths from `storePathRootDir`, `StorePathConfigHelper`) and drops them silently;
+/// ferromq keeps its layout the same and names them in a warning, since a file that sets one
+/// expects the path to move.
+const RETIRED_JAVA_STORE_KEYS: &[&str] = &[
     "storePathConsumeQueue",
     "storePathIndex",
     "storeCheckpoint",
@@ -496,6 +503,14 @@ impl BrokerConfig {
                 }
                 _ if IGNORED_JAVA_KEYS.contains(&key) => {
                     tracing::debug!(key, "Java broker key has no effect in ferromq");
+                }
+                _ if RETIRED_JAVA_STORE_KEYS.contains(&key) => {
+                    tracing::warn!(
+                        origin,
+                        %key,
+                        "not a RocketMQ 4.9 key, ignored: the path stays under storePathRootDir, \
+                         as in Java 4.9"
+                    );
                 }
                 _ if UNIMPLEMENTED_JAVA_KEYS.contains(&key) => {
                     tracing::warn!(
