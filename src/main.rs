@@ -85,17 +85,19 @@ struct StandaloneArgs {
     #[arg(long, value_name = "DIR", default_value = "data")]
     data: PathBuf,
 
-    /// Broker config file (`broker.conf` keys); the standalone defaults apply first.
+    /// Broker config file (`broker.conf` keys); the standalone defaults apply first, and
+    /// the file's keys win over them.
     #[arg(short = 'c', long = "config", value_name = "FILE")]
     config: Option<PathBuf>,
 
-    /// Name server address.
-    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:9876")]
-    namesrv_listen: SocketAddr,
+    /// Name server address (default `0.0.0.0:9876`).
+    #[arg(long, value_name = "ADDR")]
+    namesrv_listen: Option<SocketAddr>,
 
-    /// Broker address.
-    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:10911")]
-    broker_listen: SocketAddr,
+    /// Broker address. Overrides `bindAddress` and `listenPort` from the config file; without
+    /// either, `0.0.0.0:10911`.
+    #[arg(long, value_name = "ADDR")]
+    broker_listen: Option<SocketAddr>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -258,17 +260,24 @@ fn run_standalone(args: StandaloneArgs) -> anyhow::Result<()> {
     config.store.store_path_root_dir = args.data.join("store");
     broker_config(args.config.as_ref(), &mut config)?;
     // One process, one set of TLS settings: the broker's config file sets both servers'.
+    let namesrv_listen = args
+        .namesrv_listen
+        .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 9876)));
     let namesrv_config = NamesrvConfig {
-        bind_address: args.namesrv_listen.ip(),
-        listen_port: args.namesrv_listen.port(),
+        bind_address: namesrv_listen.ip(),
+        listen_port: namesrv_listen.port(),
         kv_config_path: args.data.join("namesrv").join("kvConfig.json"),
         shards: Some("1".parse().context("one name server shard")?),
         tls: config.tls.clone(),
         ..NamesrvConfig::default()
     };
     let namesrv = ferromq::namesrv::start(namesrv_config, shutdown.clone())?;
-    config.bind_address = args.broker_listen.ip();
-    config.listen_port = args.broker_listen.port();
+    // A flag wins over the file only when it is given: its absence leaves the file's
+    // `bindAddress` and `listenPort`, else the defaults (all interfaces, 10911).
+    if let Some(addr) = args.broker_listen {
+        config.bind_address = addr.ip();
+        config.listen_port = addr.port();
+    }
     config.namesrv_addr = vec![format!("127.0.0.1:{}", namesrv.addr.port())];
     let broker = match ferromq::broker::start(config, shutdown.clone()) {
         Ok(broker) => broker,

@@ -1119,3 +1119,82 @@ fn pulls_suggest_the_slave_for_old_messages_only_with_slave_read_enable() {
     );
     assert_eq!(suggested("slaveReadEnable=true"), (0, 0));
 }
+
+/// GET_BROKER_CONFIG shows the keys the broker read with the values it runs with:
+/// `brokerIP2`, `rocketmqHome`, and `useTLS` (Java's default is `tls.enable`, TLS on the
+/// broker's own client connections).
+#[test]
+fn get_broker_config_shows_broker_ip2_rocketmq_home_and_use_tls() {
+    let dir = TempDir::new("broker-config-keys");
+    let home = dir.path().join("home");
+    let broker = BrokerProcess::start(
+        &dir.path().join("store"),
+        &format!(
+            "brokerIP2=10.1.2.3\nrocketmqHome={}\ntls.enable=true\n",
+            home.display()
+        ),
+    );
+    let text = runtime().block_on(async {
+        let client = connect(broker.addr, SerializeType::Json).await;
+        let request = RemotingCommand::request(RequestCode::GET_BROKER_CONFIG);
+        let response = client.request(request).await.unwrap();
+        assert_eq!(
+            response.code,
+            ResponseCode::SUCCESS.0,
+            "{:?}",
+            response.remark
+        );
+        String::from_utf8(response.body).unwrap()
+    });
+    let value = |key: &str| {
+        text.lines()
+            .find_map(|line| line.strip_prefix(&format!("{key}=")))
+            .map(str::to_owned)
+    };
+    assert_eq!(value("brokerIP2").as_deref(), Some("10.1.2.3"), "{text}");
+    assert_eq!(
+        value("rocketmqHome"),
+        Some(home.display().to_string()),
+        "{text}"
+    );
+    assert_eq!(value("useTLS").as_deref(), Some("true"), "{text}");
+    assert_eq!(value("brokerIP1").as_deref(), Some("127.0.0.1"), "{text}");
+}
+
+/// A key ferromq does not implement is named in a warning at start: a Java store key whose
+/// feature ferromq lacks, RocketMQ 3's path keys (Java 4.9.8 has none: it keeps the
+/// ConsumeQueue, index, checkpoint and abort file under `storePathRootDir`, and so does
+/// ferromq), and a key no broker knows.
+#[test]
+fn keys_without_effect_are_named_in_a_warning_at_start() {
+    let dir = TempDir::new("broker-unimplemented-keys");
+    let elsewhere = dir.path().join("elsewhere");
+    let store = dir.path().join("store");
+    let broker = BrokerProcess::start(
+        &store,
+        &format!(
+            "warmMapedFileEnable=true\nnoSuchBrokerKey=1\nstorePathConsumeQueue={0}/cq\n\
+             storePathIndex={0}/index\nstoreCheckpoint={0}/checkpoint\nabortFile={0}/abort\n",
+            elsewhere.display()
+        ),
+    );
+    for key in [
+        "warmMapedFileEnable",
+        "noSuchBrokerKey",
+        "storePathConsumeQueue",
+        "storePathIndex",
+        "storeCheckpoint",
+        "abortFile",
+    ] {
+        let line = broker.wait_for_log(key, Duration::from_secs(5));
+        let line = line.unwrap_or_else(|| panic!("no log line names {key}"));
+        assert!(line.contains("WARN"), "{line}");
+    }
+    for name in ["consumequeue", "index", "checkpoint", "abort"] {
+        assert!(
+            store.join(name).exists(),
+            "{name} is under storePathRootDir"
+        );
+    }
+    assert!(!elsewhere.exists());
+}

@@ -5,6 +5,7 @@
 mod common;
 
 use std::process::Command;
+use std::time::Duration;
 
 fn ferromq() -> Command {
     Command::new(env!("CARGO_BIN_EXE_ferromq"))
@@ -90,4 +91,41 @@ fn ctrl_c_stops_the_name_server_cleanly() {
     assert!(namesrv
         .wait_for_log("name server stopped", std::time::Duration::from_secs(5))
         .is_some());
+}
+
+#[test]
+fn standalone_without_broker_listen_takes_the_files_listen_port() {
+    let dir = common::TempDir::new("cli-standalone");
+    // A port free a moment ago: the file asks for it, and no flag names another.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = dir.path().join("broker.conf");
+    std::fs::write(
+        &config,
+        format!("bindAddress=127.0.0.1\nlistenPort={port}\n"),
+    )
+    .unwrap();
+    let data = dir.path().join("data");
+    let args = [
+        "--data",
+        data.to_str().unwrap(),
+        "-c",
+        config.to_str().unwrap(),
+        "--namesrv-listen",
+        "127.0.0.1:0",
+    ];
+    let (mut child, _first, log, early) = common::spawn_server("standalone", &args);
+    let line = early
+        .into_iter()
+        .find(|line| line.contains("broker listening"))
+        .or_else(|| common::wait_for_line(&log, "broker listening", Duration::from_secs(20)))
+        .expect("the broker starts");
+    assert!(line.contains(&format!("127.0.0.1:{port}")), "{line}");
+    assert_eq!(
+        common::terminate(&mut child, Duration::from_secs(20)).code(),
+        Some(0)
+    );
 }

@@ -1211,3 +1211,34 @@ fn an_async_masters_ferromq_slave_lags_and_catches_up_after_a_kill() {
         );
     }
 }
+
+/// A slave that starts before its master (the name server has no master to tell it of) follows
+/// the master within about 15 s of the master's start: it registers again 10 s after its start,
+/// as Java's broker does, not a whole `registerNameServerPeriod` (30 s) later.
+#[test]
+fn a_ferromq_slave_started_before_its_master_follows_it_within_15_s() {
+    let namesrv = common::NamesrvProcess::start("");
+    let namesrv_addr = namesrv.addr.to_string();
+    let dir = TempDir::on_disk("ferromq-slave-first");
+    let (_slave, slave_log) = ferromq_slave(
+        &dir.path().join("slave"),
+        &namesrv_addr,
+        "broker-late",
+        None,
+    );
+    let port = java_broker_port();
+    let master_store = dir.path().join("master");
+    let started = Instant::now();
+    let master = common::BrokerProcess::start_on(
+        &master_store,
+        &format!(
+            "namesrvAddr={namesrv_addr}\nbrokerName=broker-late\n\
+             mappedFileSizeCommitLog={SEGMENT}"
+        ),
+        &format!("127.0.0.1:{port}"),
+    );
+    wait_routed(&namesrv_addr, "TBW102", &master.addr.to_string());
+    produce(&namesrv_addr, 0, 200);
+    let left = Duration::from_secs(15).saturating_sub(started.elapsed());
+    wait_same_log(&master_store.join("commitlog"), &slave_log, left);
+}

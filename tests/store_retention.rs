@@ -38,15 +38,9 @@ fn segments(dir: &Path) -> Vec<String> {
     names
 }
 
-/// An hour of the day that is not the current UTC hour, for a `deleteWhen` that is not now.
-fn another_hour(now: SystemTime) -> u64 {
-    let hour = now
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-        / 3600
-        % 24;
-    (hour + 12) % 24
+/// An hour of the day that is not the current local hour, for a `deleteWhen` that is not now.
+fn another_hour(now: SystemTime) -> u32 {
+    (ferromq::store::retention::local_hour(now) + 12) % 24
 }
 
 #[test]

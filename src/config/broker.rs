@@ -49,6 +49,10 @@ pub struct BrokerConfig {
     pub namesrv_addr: Vec<String>,
     /// `brokerIP1`: the address the broker tells name servers and clients.
     pub broker_ip1: IpAddr,
+    /// `brokerIP2`: the address of the HA port (`listenPort + 1`) the broker tells name
+    /// servers (`haServerAddr`), so slaves; unset, `brokerIP1` (Java: the local address, which
+    /// is also its `brokerIP1`'s default).
+    pub broker_ip2: Option<IpAddr>,
     /// `bindAddress` (ferromq: where to listen; default all interfaces).
     pub bind_address: IpAddr,
     /// `listenPort` (10911); the VIP channel listens on `listenPort - 2`.
@@ -153,6 +157,7 @@ impl Default for BrokerConfig {
             broker_id: 0,
             namesrv_addr,
             broker_ip1: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            broker_ip2: None,
             bind_address: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             listen_port: 10911,
             broker_role: BrokerRole::AsyncMaster,
@@ -193,8 +198,9 @@ impl Default for BrokerConfig {
     }
 }
 
-/// Java keys read without effect: Netty thread pools and buffers, and features ferromq does
-/// not have.
+/// Java keys knowingly accepted without effect and without a warning: they tune Netty's and
+/// the Java store's threads, buffers and locks, mechanics ferromq does not have (its shards
+/// and io_uring take their place), so there is nothing for them to change.
 const IGNORED_JAVA_KEYS: &[&str] = &[
     "serverWorkerThreads",
     "serverCallbackExecutorThreads",
@@ -214,6 +220,11 @@ const IGNORED_JAVA_KEYS: &[&str] = &[
     "heartbeatThreadPoolNums",
     "endTransactionThreadPoolNums",
     "useReentrantLockWhenPutMessage",
+];
+
+/// Java store keys whose feature ferromq does not implement: read, ignored, and named in a
+/// warning at start, since a broker.conf that sets one expects a behaviour ferromq lacks.
+const UNIMPLEMENTED_JAVA_KEYS: &[&str] = &[
     "transientStorePoolEnable",
     "warmMapedFileEnable",
     "osPageCacheBusyTimeOutMills",
@@ -222,6 +233,13 @@ const IGNORED_JAVA_KEYS: &[&str] = &[
     "flushCommitLogThoroughInterval",
     "flushConsumeQueueThoroughInterval",
     "commitIntervalCommitLog",
+];
+
+/// RocketMQ 3's `MessageStoreConfig` path keys. Java 4.9.8 has no such fields (it derives
+/// the paths from `storePathRootDir`, `StorePathConfigHelper`) and drops them silently;
+/// ferromq keeps its layout the same and names them in a warning, since a file that sets one
+/// expects the path to move.
+const RETIRED_JAVA_STORE_KEYS: &[&str] = &[
     "storePathConsumeQueue",
     "storePathIndex",
     "storeCheckpoint",
@@ -233,6 +251,12 @@ impl BrokerConfig {
     #[must_use]
     pub fn listen_addr(&self) -> SocketAddr {
         SocketAddr::new(self.bind_address, self.listen_port)
+    }
+
+    /// `brokerIP2`, else `brokerIP1`: the host of the HA address told to name servers.
+    #[must_use]
+    pub fn broker_ip2(&self) -> IpAddr {
+        self.broker_ip2.unwrap_or(self.broker_ip1)
     }
 
     /// Applies properties read from `origin` on top of `self`; returns the unknown keys.
@@ -263,8 +287,13 @@ impl BrokerConfig {
                     let value = value.trim();
                     self.ha_master_address = (value.len() >= 6).then(|| value.to_owned());
                 }
-                "brokerIP2" | "haListenPort" => {
-                    tracing::debug!(key, "replication keys are read but not used yet");
+                "brokerIP2" => {
+                    self.broker_ip2 = Some(parse_value(&at, key, value, "an IP address")?);
+                }
+                "haListenPort" => {
+                    // Java 4.9's BrokerStartup sets it to `listenPort + 1` after reading the
+                    // file, whatever the file says; so does ferromq.
+                    tracing::debug!(key, "haListenPort is listenPort + 1, as in Java 4.9");
                 }
                 "haSendHeartbeatInterval" => {
                     self.ha.heartbeat_interval = millis(&at, key, value)?;
@@ -475,6 +504,21 @@ impl BrokerConfig {
                 _ if IGNORED_JAVA_KEYS.contains(&key) => {
                     tracing::debug!(key, "Java broker key has no effect in ferromq");
                 }
+                _ if RETIRED_JAVA_STORE_KEYS.contains(&key) => {
+                    tracing::warn!(
+                        origin,
+                        %key,
+                        "not a RocketMQ 4.9 key, ignored: the path stays under storePathRootDir, \
+                         as in Java 4.9"
+                    );
+                }
+                _ if UNIMPLEMENTED_JAVA_KEYS.contains(&key) => {
+                    tracing::warn!(
+                        origin,
+                        %key,
+                        "Java broker key not implemented by ferromq, ignored"
+                    );
+                }
                 _ if key.starts_with("tls.") => match self.tls.set(key, value) {
                     Ok(true) => {}
                     Ok(false) => unknown.push(key.to_owned()),
@@ -487,14 +531,10 @@ impl BrokerConfig {
     }
 }
 
-/// Keys ferromq shows with its settings although Java's `BrokerConfig` has no field for
-/// them, at Java's defaults, which are what ferromq does (`mqadmin exportConfigs` reads
-/// them): no filter servers, no TLS, trace info on send responses.
-const JAVA_CONSTANT_KEYS: [(&str, &str); 3] = [
-    ("filterServerNums", "0"),
-    ("traceOn", "true"),
-    ("useTLS", "false"),
-];
+/// Java `BrokerConfig` keys that ferromq shows at Java's defaults, which are what ferromq
+/// does (`mqadmin exportConfigs` reads them): no filter servers, trace info on send
+/// responses.
+const JAVA_CONSTANT_KEYS: [(&str, &str); 2] = [("filterServerNums", "0"), ("traceOn", "true")];
 
 impl BrokerConfig {
     /// Every setting as `broker.conf` keys and values, in Java's forms (GET_BROKER_CONFIG,
@@ -517,6 +557,10 @@ impl BrokerConfig {
             ("brokerId", self.broker_id.to_string()),
             ("namesrvAddr", self.namesrv_addr.join(";")),
             ("brokerIP1", self.broker_ip1.to_string()),
+            ("brokerIP2", self.broker_ip2().to_string()),
+            ("rocketmqHome", self.rocketmq_home.display().to_string()),
+            // Java's `useTLS` defaults to `tls.enable`: TLS on the broker's own connections.
+            ("useTLS", self.tls.enable.to_string()),
             ("bindAddress", self.bind_address.to_string()),
             ("listenPort", listen_port.to_string()),
             ("brokerRole", self.broker_role.java_name().to_owned()),

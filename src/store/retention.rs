@@ -50,7 +50,23 @@ pub struct RetentionPass {
     pub deleted_segments: Vec<u64>,
 }
 
-/// One retention pass at wall-clock time `now` (UTC hour for `deleteWhen`).
+/// The hour of the day (0–23) at `now` in the local time zone (`TZ`, else
+/// `/etc/localtime`): the hour `deleteWhen` names, as Java compares it with
+/// `Calendar.HOUR_OF_DAY` in the JVM's default zone.
+#[must_use]
+pub fn local_hour(now: SystemTime) -> u32 {
+    hour_in(now, &chrono::Local)
+}
+
+/// The hour of the day at `now` in `zone`.
+fn hour_in<Z: chrono::TimeZone>(now: SystemTime, zone: &Z) -> u32 {
+    use chrono::Timelike;
+    chrono::DateTime::<chrono::Utc>::from(now)
+        .with_timezone(zone)
+        .hour()
+}
+
+/// One retention pass at wall-clock time `now` (its local hour for `deleteWhen`).
 ///
 /// # Errors
 /// [`StoreError`] from the probe or deleting files.
@@ -77,9 +93,7 @@ pub async fn run_pass(
     shared.set_disk_state(used_percent, refusing_puts);
     let clean_immediately =
         config.clean_file_forcibly_enable && used_ratio > config.disk_space_clean_forcibly_ratio;
-    let hour = now
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| (d.as_secs() / 3600 % 24) as u32);
+    let hour = local_hour(now);
     let due = manual
         || config.is_delete_hour(hour)
         || used_ratio > config.disk_max_used_space_ratio
@@ -151,4 +165,55 @@ pub async fn run_retention(
     };
     futures::pin_mut!(work, stop);
     futures::future::select(work, stop).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::FixedOffset;
+
+    /// 2026-01-01T20:30:00Z.
+    fn evening_utc() -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_299_400)
+    }
+
+    #[test]
+    fn delete_hour_is_the_hour_of_the_local_zone_not_utc() {
+        let now = evening_utc();
+        let utc = FixedOffset::east_opt(0).expect("offset 0 is valid");
+        let tokyo = FixedOffset::east_opt(9 * 3600).expect("+09:00 is valid");
+        let new_york = FixedOffset::west_opt(5 * 3600).expect("-05:00 is valid");
+        let kolkata = FixedOffset::east_opt(5 * 3600 + 1800).expect("+05:30 is valid");
+        assert_eq!(hour_in(now, &utc), 20);
+        assert_eq!(hour_in(now, &tokyo), 5);
+        assert_eq!(hour_in(now, &new_york), 15);
+        assert_eq!(hour_in(now, &kolkata), 2);
+    }
+
+    /// `local_hour` follows `TZ`: checked in a child process (this test binary, run again on
+    /// the test below) so that no other test sees the changed variable.
+    #[test]
+    fn local_hour_follows_the_tz_variable() {
+        if let Ok(expected) = std::env::var("FERROMQ_LOCAL_HOUR_EXPECTED") {
+            assert_eq!(local_hour(evening_utc()).to_string(), expected);
+            return;
+        }
+        for (tz, expected) in [("UTC0", "20"), ("JST-9", "5"), ("EST5", "15")] {
+            let exe = std::env::current_exe().expect("the test binary's path");
+            let child = std::process::Command::new(exe)
+                .args([
+                    "--exact",
+                    "store::retention::tests::local_hour_follows_the_tz_variable",
+                ])
+                .env("TZ", tz)
+                .env("FERROMQ_LOCAL_HOUR_EXPECTED", expected)
+                .output()
+                .expect("run the test binary");
+            let output = String::from_utf8_lossy(&child.stdout);
+            assert!(
+                child.status.success(),
+                "TZ={tz}: not hour {expected}: {output}"
+            );
+        }
+    }
 }

@@ -176,6 +176,8 @@ pub struct BrokerProcess {
     pub child: Child,
     pub addr: SocketAddr,
     pub log: mpsc::Receiver<String>,
+    /// Log lines read before the address was known.
+    pub early_log: Vec<String>,
 }
 
 impl BrokerProcess {
@@ -198,8 +200,21 @@ impl BrokerProcess {
             "--store",
             store.to_str().unwrap(),
         ];
-        let (child, addr, log, _early) = spawn_server("broker", &args);
-        BrokerProcess { child, addr, log }
+        let (child, addr, log, early_log) = spawn_server("broker", &args);
+        BrokerProcess {
+            child,
+            addr,
+            log,
+            early_log,
+        }
+    }
+
+    /// Waits (bounded) for a log line containing `needle`, from the broker's start on.
+    pub fn wait_for_log(&self, needle: &str, timeout: Duration) -> Option<String> {
+        if let Some(line) = self.early_log.iter().find(|line| line.contains(needle)) {
+            return Some(line.clone());
+        }
+        wait_for_line(&self.log, needle, timeout)
     }
 
     /// Sends SIGTERM and waits (bounded) for the exit status.

@@ -1,6 +1,7 @@
-//! Registration with the name servers (`registerBrokerAll`): at start and every
-//! `registerNameServerPeriod`, the broker sends REGISTER_BROKER with its topic configs to
-//! every name server in `namesrvAddr`; at shutdown, UNREGISTER_BROKER.
+//! Registration with the name servers (`registerBrokerAll`): on Java's schedule (at start,
+//! 10 s later, then every `registerNameServerPeriod`; see [`Schedule`]) and at once after a
+//! topic change, the broker sends REGISTER_BROKER with its topic configs to every name server
+//! in `namesrvAddr`; at shutdown, UNREGISTER_BROKER.
 //!
 //! The connection to each name server stays open between registrations, as Java's does: a
 //! name server drops a broker's routes when the connection it registered on closes.
@@ -56,7 +57,7 @@ async fn run(state: &BrokerState, addr: SocketAddr, shutdown: &Shutdown) {
         return;
     }
     let announced = SocketAddr::new(state.config.broker_ip1, addr.port());
-    let period = state.config.register_name_server_period;
+    let mut schedule = Schedule::new(Instant::now(), state.config.register_name_server_period);
     let mut connections = Connections {
         open: HashMap::new(),
         config: ClientConfig {
@@ -74,8 +75,10 @@ async fn run(state: &BrokerState, addr: SocketAddr, shutdown: &Shutdown) {
             }
         }
         state.announced(changes);
-        let next = Instant::now() + period;
-        while Instant::now() < next {
+        loop {
+            if schedule.due(Instant::now()) {
+                break;
+            }
             if shutdown.is_triggered() {
                 for namesrv in &state.config.namesrv_addr {
                     let _ = unregister(state, announced, namesrv, &mut connections).await;
@@ -96,6 +99,50 @@ async fn run(state: &BrokerState, addr: SocketAddr, shutdown: &Shutdown) {
             )
             .await;
         }
+    }
+}
+
+/// When the periodic registrations fall due, as Java's `BrokerController.start` schedules
+/// `registerBrokerAll`: one at start, the next [`SECOND_REGISTRATION_DELAY`] later, then one
+/// every `registerNameServerPeriod` (at most 60 s, as Java caps it) at a fixed rate; a
+/// registration after a topic change does not move them. Java also raises a period below
+/// 10 s to 10 s; ferromq keeps it (tests register every 200 ms), and so the second
+/// registration comes after the period when that is shorter than 10 s.
+#[derive(Debug)]
+struct Schedule {
+    next: Instant,
+    period: Duration,
+}
+
+/// Java's initial delay of the periodic registration: a slave that started before its master
+/// learns the master's address this soon, not a whole period later.
+const SECOND_REGISTRATION_DELAY: Duration = Duration::from_secs(10);
+/// Java's cap on `registerNameServerPeriod`.
+const REGISTRATION_PERIOD_MAX: Duration = Duration::from_secs(60);
+
+impl Schedule {
+    /// The schedule of a broker whose first registration is at `start`.
+    fn new(start: Instant, period: Duration) -> Schedule {
+        let period = period
+            .min(REGISTRATION_PERIOD_MAX)
+            .max(Duration::from_millis(1));
+        Schedule {
+            next: start + SECOND_REGISTRATION_DELAY.min(period),
+            period,
+        }
+    }
+
+    /// Whether a registration is due at `now`; if so, the next one is scheduled.
+    fn due(&mut self, now: Instant) -> bool {
+        if now < self.next {
+            return false;
+        }
+        self.next += self.period;
+        // A registration that took longer than a period skips the rounds it missed.
+        while self.next <= now {
+            self.next += self.period;
+        }
+        true
     }
 }
 
@@ -229,7 +276,7 @@ async fn register(
         broker_name: config.broker_name.clone(),
         broker_addr: announced.to_string(),
         cluster_name: config.broker_cluster_name.clone(),
-        ha_server_addr: format!("{}:{}", config.broker_ip1, announced.port() + 1),
+        ha_server_addr: SocketAddr::new(config.broker_ip2(), announced.port() + 1).to_string(),
         broker_id: config.broker_id,
         heartbeat_timeout_millis: None,
         enable_acting_master: None,
@@ -272,4 +319,49 @@ async fn unregister(
     };
     let command = RemotingCommand::request_with_header(RequestCode::UNREGISTER_BROKER, &header);
     connections.request(namesrv, command).await.map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The times, in seconds after the first registration, at which `Schedule` registers
+    /// again, looked at every 50 ms for `seconds`.
+    fn registrations(period: Duration, seconds: u64) -> Vec<f64> {
+        let start = Instant::now();
+        let mut schedule = Schedule::new(start, period);
+        let mut times = Vec::new();
+        for tick in 0..=seconds * 20 {
+            let now = start + Duration::from_millis(tick * 50);
+            if schedule.due(now) {
+                times.push((now - start).as_secs_f64());
+            }
+        }
+        times
+    }
+
+    #[test]
+    fn schedule_registers_10_s_after_start_then_every_period() {
+        assert_eq!(
+            registrations(Duration::from_secs(30), 100),
+            vec![10.0, 40.0, 70.0, 100.0]
+        );
+        assert_eq!(
+            registrations(Duration::from_secs(600), 200),
+            vec![10.0, 70.0, 130.0, 190.0]
+        );
+        assert_eq!(
+            registrations(Duration::from_secs(2), 6),
+            vec![2.0, 4.0, 6.0]
+        );
+    }
+
+    #[test]
+    fn schedule_skips_rounds_missed_by_a_slow_registration() {
+        let start = Instant::now();
+        let mut schedule = Schedule::new(start, Duration::from_secs(30));
+        assert!(schedule.due(start + Duration::from_secs(75)));
+        assert!(!schedule.due(start + Duration::from_secs(99)));
+        assert!(schedule.due(start + Duration::from_secs(100)));
+    }
 }
