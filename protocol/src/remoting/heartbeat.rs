@@ -30,6 +30,7 @@ pub struct SubscriptionData {
     /// Tags of a TAG expression.
     pub tags_set: Vec<String>,
     /// Their hash codes (Java `String.hashCode`).
+    #[serde(deserialize_with = "lenient::ints")]
     pub code_set: Vec<i32>,
     /// Version (time of the subscription, ms).
     #[serde(deserialize_with = "lenient::long")]
@@ -125,6 +126,26 @@ mod lenient {
             }
         }
         deserializer.deserialize_any(Long)
+    }
+
+    /// A `Set<Integer>`: each element an `int` as a number or a numeric string (the Go
+    /// client, rocketmq-client-go 2.1, sends the tag hash codes as strings); `null` is empty.
+    pub fn ints<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<i32>, D::Error> {
+        struct Int(i32);
+        impl<'de> serde::Deserialize<'de> for Int {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Int, D::Error> {
+                let n = long(deserializer)?;
+                i32::try_from(n)
+                    .map(Int)
+                    .map_err(|_| de::Error::custom(format!("{n} is out of an int's range")))
+            }
+        }
+        let ints: Option<Vec<Int>> = serde::Deserialize::deserialize(deserializer)?;
+        Ok(ints
+            .unwrap_or_default()
+            .into_iter()
+            .map(|Int(n)| n)
+            .collect())
     }
 
     /// A `boolean`: a boolean, or a string that is `true` ignoring case (anything else is
@@ -269,15 +290,23 @@ mod tests {
     fn heartbeat_reads_scalars_as_fastjson_binds_them() {
         let json = br#"{"clientID":null,"consumerDataSet":[{"groupName":7,"unitMode":"TRUE",
             "subscriptionDataSet":[{"topic":"T","subString":"*","subVersion":"17",
-            "classFilterMode":null}]}]}"#;
+            "classFilterMode":null,"codeSet":["-663426333",97]}]}]}"#;
         let data: HeartbeatData = serde_json::from_slice(json).unwrap();
         assert_eq!(data.client_id, "");
         let consumer = &data.consumer_data_set[0];
         assert_eq!(consumer.group_name, "7");
         assert!(consumer.unit_mode);
         assert_eq!(consumer.subscription_data_set[0].sub_version, 17);
+        assert_eq!(
+            consumer.subscription_data_set[0].code_set,
+            [-663_426_333, 97]
+        );
         assert!(serde_json::from_slice::<HeartbeatData>(
             br#"{"consumerDataSet":[{"subscriptionDataSet":[{"subVersion":"x"}]}]}"#
+        )
+        .is_err());
+        assert!(serde_json::from_slice::<HeartbeatData>(
+            br#"{"consumerDataSet":[{"subscriptionDataSet":[{"codeSet":["3000000000"]}]}]}"#
         )
         .is_err());
     }
