@@ -260,7 +260,7 @@ async fn pre_send(
         .map_err(with_region_fields)
 }
 
-/// The checks of [`BrokerHandler::pre_send`] once the header decoded.
+/// The checks of [`pre_send`] once the header decoded.
 async fn check_send(
     ctx: &Context,
     connection: &ConnectionInfo,
