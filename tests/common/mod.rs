@@ -98,10 +98,7 @@ impl NamesrvProcess {
 
     /// Waits (bounded) for a log line containing `needle`.
     pub fn wait_for_log(&self, needle: &str, timeout: Duration) -> Option<String> {
-        if let Some(line) = self.early_log.iter().find(|line| line.contains(needle)) {
-            return Some(line.clone());
-        }
-        wait_for_line(&self.log, needle, timeout)
+        wait_for_log_from_start(&self.early_log, &self.log, needle, timeout)
     }
 
     /// Sends SIGTERM and waits (bounded) for the exit status.
@@ -211,10 +208,7 @@ impl BrokerProcess {
 
     /// Waits (bounded) for a log line containing `needle`, from the broker's start on.
     pub fn wait_for_log(&self, needle: &str, timeout: Duration) -> Option<String> {
-        if let Some(line) = self.early_log.iter().find(|line| line.contains(needle)) {
-            return Some(line.clone());
-        }
-        wait_for_line(&self.log, needle, timeout)
+        wait_for_log_from_start(&self.early_log, &self.log, needle, timeout)
     }
 
     /// Sends SIGTERM and waits (bounded) for the exit status.
@@ -253,6 +247,20 @@ fn wait_for_addr(
             }
         }
     }
+}
+
+/// A line containing `needle` among those a server logged before it was ready (`early`),
+/// else the next such line of `log`, waiting at most `timeout`.
+fn wait_for_log_from_start(
+    early: &[String],
+    log: &mpsc::Receiver<String>,
+    needle: &str,
+    timeout: Duration,
+) -> Option<String> {
+    if let Some(line) = early.iter().find(|line| line.contains(needle)) {
+        return Some(line.clone());
+    }
+    wait_for_line(log, needle, timeout)
 }
 
 /// The first line of a server's `log` that holds `needle`, within `timeout`.

@@ -22,8 +22,8 @@ mod send_back;
 mod topics;
 
 use super::codes::{route_of, Processor};
-use super::long_poll::LongPoll;
 use super::reply::{error, Response};
+use super::services::long_poll::LongPoll;
 use super::state::BrokerState;
 use crate::remoting::heartbeat::MessageQueue;
 use crate::remoting::server::{ConnectionInfo, Outbound, RequestHandler};

@@ -21,7 +21,7 @@
 //! - A master silent for `haHousekeepingInterval` is dropped; a failed connect is tried
 //!   again after [`RECONNECT_PAUSE`] (Java's 5 s).
 
-use crate::broker::ha::{HaConfig, TRANSFER_HEADER_SIZE};
+use super::ha::{HaConfig, TRANSFER_HEADER_SIZE};
 use crate::broker::state::{LinkState, MasterAddrs};
 use crate::store::dispatch::{dispatch_entry, DelayLevels, DispatchEntry, RecordMeta};
 use crate::store::flush::PutResult;
