@@ -108,6 +108,45 @@ pub fn queue_keyed_map(body: &[u8], field: &str) -> Result<Vec<(Value, Value)>, 
     Err(format!("{field} does not end"))
 }
 
+/// The text of the value under `field` of the body's top object, as it stands (an object
+/// keyed by objects stays as fastjson wrote it), for passing it on unchanged; `None` when
+/// the field is absent or its value does not end.
+#[must_use]
+pub fn raw_field<'a>(body: &'a str, field: &str) -> Option<&'a str> {
+    let needle = format!("\"{field}\"");
+    let bytes = body.as_bytes();
+    let start = find(bytes, needle.as_bytes())?;
+    let at = expect(bytes, start + needle.len(), b':').ok()?;
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for (i, &byte) in bytes.iter().enumerate().skip(at) {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' if depth == 0 => return Some(body[at..i].trim_end()),
+            b'}' | b']' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(&body[at..=i]);
+                }
+            }
+            b',' if depth == 0 => return Some(body[at..i].trim_end()),
+            _ => {}
+        }
+    }
+    None
+}
+
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
@@ -154,6 +193,16 @@ mod tests {
             serde_json::json!([1, 2]),
             "arrays untouched"
         );
+    }
+
+    #[test]
+    fn raw_fields_come_back_as_written() {
+        let body = r#"{"a":{{"q":"}"}:1,"b":[2]},"n":12 ,"s":"x,}"}"#;
+        assert_eq!(raw_field(body, "a"), Some(r#"{{"q":"}"}:1,"b":[2]}"#));
+        assert_eq!(raw_field(body, "n"), Some("12"));
+        assert_eq!(raw_field(body, "s"), Some(r#""x,}""#));
+        assert_eq!(raw_field(body, "z"), None);
+        assert_eq!(raw_field(r#"{"a":{"#, "a"), None);
     }
 
     #[test]

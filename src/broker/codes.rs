@@ -34,6 +34,9 @@ pub enum Processor {
     BrokerAdmin,
     /// The plain ACL's admin requests (`AdminBrokerProcessor`).
     AclAdmin,
+    /// Requests passed on to a consumer, answered with what it says
+    /// (`AdminBrokerProcessor.callConsumer`).
+    Calls,
 }
 
 /// One served request code.
@@ -87,8 +90,8 @@ const fn oneway(code: RequestCode, processor: Processor) -> Route {
 }
 
 use Processor::{
-    AclAdmin, BrokerAdmin, Client, EndTransaction, Groups, Offsets, Pull, Query, Send, SendBack,
-    Topics,
+    AclAdmin, BrokerAdmin, Calls, Client, EndTransaction, Groups, Offsets, Pull, Query, Send,
+    SendBack, Topics,
 };
 use RequestCode as C;
 
@@ -97,6 +100,8 @@ pub const ROUTES: &[Route] = &[
     put(C::SEND_MESSAGE, Send, true),
     put(C::SEND_MESSAGE_V2, Send, true),
     put(C::SEND_BATCH_MESSAGE, Send, true),
+    put(C::SEND_REPLY_MESSAGE, Send, false),
+    put(C::SEND_REPLY_MESSAGE_V2, Send, false),
     put(C::CONSUMER_SEND_MSG_BACK, SendBack, false),
     put(C::END_TRANSACTION, EndTransaction, true),
     route(C::PULL_MESSAGE, Pull),
@@ -104,6 +109,7 @@ pub const ROUTES: &[Route] = &[
     route(C::LITE_PULL_MESSAGE, Pull),
     route(C::HEART_BEAT, Client),
     route(C::UNREGISTER_CLIENT, Client),
+    route(C::CHECK_CLIENT_CONFIG, Client),
     route(C::GET_CONSUMER_LIST_BY_GROUP, Client),
     route(C::QUERY_CONSUMER_OFFSET, Offsets),
     oneway(C::UPDATE_CONSUMER_OFFSET, Offsets),
@@ -133,6 +139,9 @@ pub const ROUTES: &[Route] = &[
     route(C::GET_BROKER_CONFIG, BrokerAdmin),
     admin(C::UPDATE_BROKER_CONFIG, BrokerAdmin),
     route(C::GET_BROKER_RUNTIME_INFO, BrokerAdmin),
+    route(C::GET_CONSUMER_RUNNING_INFO, Calls),
+    route(C::CONSUME_MESSAGE_DIRECTLY, Calls),
+    route(C::INVOKE_BROKER_TO_GET_CONSUMER_STATUS, Calls),
     route(C::UPDATE_AND_CREATE_ACL_CONFIG, AclAdmin),
     route(C::DELETE_ACL_CONFIG, AclAdmin),
     route(C::UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, AclAdmin),

@@ -88,6 +88,9 @@ pub struct BrokerConfig {
     pub auto_create_subscription_group: bool,
     /// `longPollingEnable` (true).
     pub long_polling_enable: bool,
+    /// `storeReplyMessageEnable` (true): a request-reply answer is stored in the reply
+    /// topic besides being pushed to its requester.
+    pub store_reply_message_enable: bool,
     /// `clusterTopicEnable` (true): the cluster's topic is readable and writable.
     pub cluster_topic_enable: bool,
     /// `brokerTopicEnable` (true): the broker's own topic is readable and writable.
@@ -173,6 +176,7 @@ impl Default for BrokerConfig {
             default_topic_queue_nums: 8,
             auto_create_subscription_group: true,
             long_polling_enable: true,
+            store_reply_message_enable: true,
             cluster_topic_enable: true,
             broker_topic_enable: true,
             trace_topic_enable: false,
@@ -351,6 +355,9 @@ impl BrokerConfig {
                     self.auto_create_subscription_group = parse_bool(&at, key, value)?;
                 }
                 "longPollingEnable" => self.long_polling_enable = parse_bool(&at, key, value)?,
+                "storeReplyMessageEnable" => {
+                    self.store_reply_message_enable = parse_bool(&at, key, value)?;
+                }
                 "clusterTopicEnable" => self.cluster_topic_enable = parse_bool(&at, key, value)?,
                 "brokerTopicEnable" => self.broker_topic_enable = parse_bool(&at, key, value)?,
                 "traceTopicEnable" => self.trace_topic_enable = parse_bool(&at, key, value)?,
@@ -592,6 +599,10 @@ impl BrokerConfig {
                 self.auto_create_subscription_group.to_string(),
             ),
             ("longPollingEnable", self.long_polling_enable.to_string()),
+            (
+                "storeReplyMessageEnable",
+                self.store_reply_message_enable.to_string(),
+            ),
             ("clusterTopicEnable", self.cluster_topic_enable.to_string()),
             ("brokerTopicEnable", self.broker_topic_enable.to_string()),
             ("traceTopicEnable", self.trace_topic_enable.to_string()),

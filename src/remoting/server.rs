@@ -67,10 +67,59 @@ pub trait RequestHandler: 'static {
 ///
 /// Frames join the connection's responses in its write queue; when the queue is full or the
 /// connection gone, a request is dropped (notifications are hints the peer also polls for).
+/// [`Outbound::invoke`] waits for the peer's answer (Java's `invokeSync` on a channel).
 #[derive(Clone, Debug)]
 pub struct Outbound {
     frames: futures::channel::mpsc::Sender<OutFrame>,
     serialize_type: super::SerializeType,
+    calls: std::sync::Arc<Calls>,
+}
+
+/// Why [`Outbound::invoke`] got no answer.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CallError {
+    /// The connection is gone, or its write queue full.
+    #[error("the connection is closed")]
+    Closed,
+    /// No answer within the time given.
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+}
+
+/// A connection's requests awaiting the peer's answer, by opaque.
+#[derive(Debug, Default)]
+struct Calls {
+    next_opaque: std::sync::atomic::AtomicI32,
+    waiting: std::sync::Mutex<
+        std::collections::HashMap<i32, futures::channel::oneshot::Sender<RemotingCommand>>,
+    >,
+}
+
+impl Calls {
+    fn waiting(
+        &self,
+    ) -> std::sync::MutexGuard<
+        '_,
+        std::collections::HashMap<i32, futures::channel::oneshot::Sender<RemotingCommand>>,
+    > {
+        // A panic while the lock was held cannot leave the map half-changed: take it.
+        self.waiting
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Hands `response` to the call that waits for its opaque; whether one did.
+    fn answer(&self, response: RemotingCommand) -> bool {
+        match self.waiting().remove(&response.opaque) {
+            Some(waiter) => waiter.send(response).is_ok(),
+            None => false,
+        }
+    }
+
+    /// The connection closed: every waiting call ends with [`CallError::Closed`].
+    fn close(&self) {
+        self.waiting().clear();
+    }
 }
 
 impl Outbound {
@@ -86,6 +135,38 @@ impl Outbound {
     #[must_use]
     pub fn is_closed(&self) -> bool {
         self.frames.is_closed()
+    }
+
+    /// Sends `request` and waits up to `timeout` for the peer's answer (the response with
+    /// the opaque this gives the request). Runs on a shard (its timer is glommio's).
+    pub async fn invoke(
+        &self,
+        mut request: RemotingCommand,
+        timeout: Duration,
+    ) -> Result<RemotingCommand, CallError> {
+        let opaque = self
+            .calls
+            .next_opaque
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        request.opaque = opaque;
+        request.serialize_type = self.serialize_type;
+        let (answer, answered) = futures::channel::oneshot::channel();
+        self.calls.waiting().insert(opaque, answer);
+        if self.frames.clone().try_send(OutFrame::of(request)).is_err() {
+            self.calls.waiting().remove(&opaque);
+            return Err(CallError::Closed);
+        }
+        let waited = glommio::timer::timeout(timeout, async {
+            Ok(answered.await.map_err(|_| CallError::Closed))
+        })
+        .await;
+        match waited {
+            Ok(answer) => answer,
+            Err(_) => {
+                self.calls.waiting().remove(&opaque);
+                Err(CallError::Timeout(timeout))
+            }
+        }
     }
 }
 
@@ -321,6 +402,7 @@ async fn serve_stream<H, S>(
     let (responses, outbox) = futures::channel::mpsc::channel::<OutFrame>(REQUESTS_IN_FLIGHT_MAX);
     let writing = glommio::spawn_local(write_responses(fd, writer, outbox, info));
     let permits = Rc::new(glommio::sync::Semaphore::new(REQUESTS_IN_FLIGHT_MAX as u64));
+    let calls = std::sync::Arc::new(Calls::default());
     let mut decoder = FrameDecoder::new(config.frame_size_max);
     decoder.extend(&first);
     drop(first);
@@ -330,9 +412,11 @@ async fn serve_stream<H, S>(
             match decoder.next_command() {
                 Ok(Some(request)) => {
                     if request.is_response() {
-                        // This server sends no requests yet, so no response is awaited.
-                        tracing::debug!(peer = %info.peer, opaque = request.opaque,
-                            "dropping unexpected response");
+                        let opaque = request.opaque;
+                        if !calls.answer(request) {
+                            tracing::debug!(peer = %info.peer, opaque,
+                                "dropping a response no call waits for");
+                        }
                         continue;
                     }
                     if !opened {
@@ -341,6 +425,7 @@ async fn serve_stream<H, S>(
                         let outbound = Outbound {
                             frames: responses.clone(),
                             serialize_type: request.serialize_type,
+                            calls: calls.clone(),
                         };
                         handler.connection_opened(info, outbound);
                     }
@@ -389,6 +474,7 @@ async fn serve_stream<H, S>(
     // `Outbound`, find the queue closed and drop theirs.
     let mut responses = responses;
     responses.close_channel();
+    calls.close();
     let _ = glommio::timer::timeout(Duration::from_secs(1), async {
         writing.await;
         Ok(())

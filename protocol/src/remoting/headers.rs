@@ -769,6 +769,136 @@ command_header! {
 }
 
 command_header! {
+    /// CONSUME_MESSAGE_DIRECTLY (309) request: have one consumer consume one message, by its
+    /// offset message id; the broker adds `brokerName` and passes it to the client.
+    pub struct ConsumeMessageDirectlyResultRequestHeader {
+        /// `consumerGroup`.
+        consumer_group: String = "consumerGroup",
+        /// `clientId`.
+        client_id: Option<String> = "clientId",
+        /// `msgId`.
+        msg_id: String = "msgId",
+        /// `brokerName`.
+        broker_name: Option<String> = "brokerName",
+        /// `topic` (5.x).
+        topic: Option<String> = "topic",
+    }
+}
+
+command_header! {
+    /// INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223) and GET_CONSUMER_STATUS_FROM_CLIENT (221)
+    /// request: each consumer's offsets in `topic`, or only the consumer `clientAddr` names
+    /// (a client id, despite the name).
+    pub struct GetConsumerStatusRequestHeader {
+        /// `topic`.
+        topic: String = "topic",
+        /// `group`.
+        group: String = "group",
+        /// `clientAddr`.
+        client_addr: Option<String> = "clientAddr",
+    }
+}
+
+command_header! {
+    /// QUERY_CONSUME_TIME_SPAN (303) request.
+    pub struct QueryConsumeTimeSpanRequestHeader {
+        /// `topic`.
+        topic: String = "topic",
+        /// `group`.
+        group: String = "group",
+    }
+}
+
+command_header! {
+    /// QUERY_CORRECTION_OFFSET (308) request: `filterGroups` is a comma-separated list.
+    pub struct QueryCorrectionOffsetHeader {
+        /// `filterGroups`.
+        filter_groups: Option<String> = "filterGroups",
+        /// `compareGroup`.
+        compare_group: String = "compareGroup",
+        /// `topic`.
+        topic: String = "topic",
+    }
+}
+
+command_header! {
+    /// VIEW_BROKER_STATS_DATA (315) request: a statistic by name (`TOPIC_PUT_NUMS`, …) and
+    /// key (a topic, `topic@group`, …).
+    pub struct ViewBrokerStatsDataRequestHeader {
+        /// `statsName`.
+        stats_name: String = "statsName",
+        /// `statsKey`.
+        stats_key: String = "statsKey",
+    }
+}
+
+command_header! {
+    /// GET_BROKER_CONSUME_STATS (317) request.
+    pub struct GetConsumeStatsInBrokerHeader {
+        /// `isOrder`.
+        is_order: Option<bool> = "isOrder",
+    }
+}
+
+command_header! {
+    /// QUERY_CONSUME_QUEUE (321) request: `count` entries of a consume queue from `index`.
+    pub struct QueryConsumeQueueRequestHeader {
+        /// `topic`.
+        topic: String = "topic",
+        /// `queueId`.
+        queue_id: i32 = "queueId",
+        /// `index`.
+        index: i64 = "index",
+        /// `count`.
+        count: i32 = "count",
+        /// `consumerGroup`.
+        consumer_group: Option<String> = "consumerGroup",
+    }
+}
+
+command_header! {
+    /// RESUME_CHECK_HALF_MESSAGE (323) request: a half message by its offset message id.
+    pub struct ResumeCheckHalfMessageRequestHeader {
+        /// `msgId`.
+        msg_id: String = "msgId",
+    }
+}
+
+command_header! {
+    /// PUSH_REPLY_MESSAGE_TO_CLIENT (326) request: a reply, pushed to its requester.
+    pub struct ReplyMessageRequestHeader {
+        /// `producerGroup`.
+        producer_group: String = "producerGroup",
+        /// `topic`.
+        topic: String = "topic",
+        /// `defaultTopic`.
+        default_topic: String = "defaultTopic",
+        /// `defaultTopicQueueNums`.
+        default_topic_queue_nums: i32 = "defaultTopicQueueNums",
+        /// `queueId`.
+        queue_id: i32 = "queueId",
+        /// `sysFlag`.
+        sys_flag: i32 = "sysFlag",
+        /// `bornTimestamp`.
+        born_timestamp: i64 = "bornTimestamp",
+        /// `flag`.
+        flag: i32 = "flag",
+        /// `properties`.
+        properties: Option<String> = "properties",
+        /// `reconsumeTimes`.
+        reconsume_times: Option<i32> = "reconsumeTimes",
+        /// `unitMode`.
+        unit_mode: Option<bool> = "unitMode",
+        /// `bornHost`, `ip:port`.
+        born_host: String = "bornHost",
+        /// `storeHost`, `ip:port`.
+        store_host: String = "storeHost",
+        /// `storeTimestamp`.
+        store_timestamp: i64 = "storeTimestamp",
+    }
+}
+
+command_header! {
     /// INVOKE_BROKER_TO_RESET_OFFSET (222) request.
     pub struct ResetOffsetRequestHeader {
         /// `topic`.
@@ -904,6 +1034,15 @@ macro_rules! for_each_header {
             $crate::remoting::headers::EndTransactionRequestHeader,
             $crate::remoting::headers::CheckTransactionStateRequestHeader,
             $crate::remoting::headers::GetConsumerRunningInfoRequestHeader,
+            $crate::remoting::headers::ConsumeMessageDirectlyResultRequestHeader,
+            $crate::remoting::headers::GetConsumerStatusRequestHeader,
+            $crate::remoting::headers::QueryConsumeTimeSpanRequestHeader,
+            $crate::remoting::headers::QueryCorrectionOffsetHeader,
+            $crate::remoting::headers::ViewBrokerStatsDataRequestHeader,
+            $crate::remoting::headers::GetConsumeStatsInBrokerHeader,
+            $crate::remoting::headers::QueryConsumeQueueRequestHeader,
+            $crate::remoting::headers::ResumeCheckHalfMessageRequestHeader,
+            $crate::remoting::headers::ReplyMessageRequestHeader,
             $crate::remoting::headers::ResetOffsetRequestHeader,
             $crate::remoting::headers::CreateAccessConfigRequestHeader,
             $crate::remoting::headers::DeleteAccessConfigRequestHeader,

@@ -1,5 +1,6 @@
-//! HEART_BEAT, UNREGISTER_CLIENT and GET_CONSUMER_LIST_BY_GROUP (`ClientManageProcessor`,
-//! part of `ConsumerManageProcessor`): the clients of a broker and their subscriptions.
+//! HEART_BEAT, UNREGISTER_CLIENT, CHECK_CLIENT_CONFIG and GET_CONSUMER_LIST_BY_GROUP
+//! (`ClientManageProcessor`, part of `ConsumerManageProcessor`): the clients of a broker and
+//! their subscriptions.
 
 use super::Context;
 use crate::broker::reply::{error, Response};
@@ -22,8 +23,29 @@ pub(super) async fn process(
     match request.request_code() {
         RequestCode::HEART_BEAT => heartbeat(ctx, connection, request).await,
         RequestCode::UNREGISTER_CLIENT => unregister_client(ctx, connection, request),
+        RequestCode::CHECK_CLIENT_CONFIG => check_client_config(request),
         _ => consumer_list(ctx, request),
     }
+}
+
+/// CHECK_CLIENT_CONFIG (46), which a consumer sends at start for each subscription that
+/// filters by other than tags: SUCCESS for a tag subscription (or a body without one), else
+/// Java's answer with `enablePropertyFilter=false` (ferromq filters by tags only).
+fn check_client_config(request: &RemotingCommand) -> Response {
+    let body = crate::config::fastjson::parse_lenient(&request.body).unwrap_or_default();
+    let expression_type = match &body["subscriptionData"] {
+        serde_json::Value::Object(subscription) => subscription
+            .get("expressionType")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("TAG"),
+        _ => "TAG",
+    };
+    if expression_type.is_empty() || expression_type == "TAG" {
+        return Some(RemotingCommand::success_to(request));
+    }
+    let remark =
+        format!("The broker does not support consumer to filter message by {expression_type}");
+    error(request, ResponseCode::SYSTEM_ERROR, remark)
 }
 
 async fn heartbeat(

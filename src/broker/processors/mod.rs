@@ -11,6 +11,7 @@
 
 mod acl_admin;
 mod broker_admin;
+mod calls;
 mod client;
 mod end_transaction;
 mod groups;
@@ -144,6 +145,7 @@ impl BrokerHandler {
             Some(Processor::Groups) => groups::process(ctx, &request).await,
             Some(Processor::BrokerAdmin) => broker_admin::process(ctx, &request).await,
             Some(Processor::AclAdmin) => acl_admin::acl_admin(&ctx.state, &request),
+            Some(Processor::Calls) => calls::process(ctx, &request).await,
             None => error(
                 &request,
                 ResponseCode::REQUEST_CODE_NOT_SUPPORTED,

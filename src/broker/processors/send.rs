@@ -1,5 +1,6 @@
 //! SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE (`SendMessageProcessor`): Java's
-//! checks, the record as Java stores it, and on a SYNC_MASTER the wait for a slave.
+//! checks, the record as Java stores it, and on a SYNC_MASTER the wait for a slave; and
+//! the replies of request-reply, SEND_REPLY_MESSAGE(_V2) (`ReplyMessageProcessor`).
 
 use super::Context;
 use crate::broker::batch::{decode_batch, merge_properties, BatchDecodeError};
@@ -16,7 +17,8 @@ use crate::broker::transaction::{self, TRANSACTION_COMMIT_TYPE, TRANSACTION_TYPE
 use crate::config::broker::BrokerRole;
 use crate::remoting::header::read_strict;
 use crate::remoting::headers::{
-    SendMessageRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader,
+    ReplyMessageRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2,
+    SendMessageResponseHeader,
 };
 use crate::remoting::server::ConnectionInfo;
 use crate::remoting::{CommandHeader, HeaderError, RemotingCommand, RequestCode, ResponseCode};
@@ -31,16 +33,27 @@ const PROPERTY_CLUSTER: &str = "CLUSTER";
 /// `MessageConst.PROPERTY_WAIT_STORE_MSG_OK`: the client's flush wish, not stored.
 const PROPERTY_WAIT_STORE_MSG_OK: &str = "WAIT";
 
-/// SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE.
+/// `MessageConst.PROPERTY_MESSAGE_REPLY_TO_CLIENT`: the client id of a reply's requester.
+const PROPERTY_REPLY_TO_CLIENT: &str = "REPLY_TO_CLIENT";
+
+/// `MessageConst.PROPERTY_PUSH_REPLY_TIME`: when the broker pushed a reply.
+const PROPERTY_PUSH_REPLY_TIME: &str = "PUSH_REPLY_TIME";
+
+/// How long a requester may take to take its reply (`Broker2Client.callClient`).
+const PUSH_REPLY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE and the replies of request-reply.
 pub(super) async fn process(
     ctx: &Context,
     connection: &ConnectionInfo,
     request: RemotingCommand,
 ) -> Response {
-    if request.request_code() == RequestCode::SEND_BATCH_MESSAGE {
-        send_batch(ctx, connection, &request).await
-    } else {
-        send(ctx, connection, request).await
+    match request.request_code() {
+        RequestCode::SEND_BATCH_MESSAGE => send_batch(ctx, connection, &request).await,
+        RequestCode::SEND_REPLY_MESSAGE | RequestCode::SEND_REPLY_MESSAGE_V2 => {
+            send_reply(ctx, connection, request).await
+        }
+        _ => send(ctx, connection, request).await,
     }
 }
 
@@ -132,6 +145,124 @@ async fn send(
             Some(response)
         }
         Err(failure) => put_failed(ctx, request, &failure),
+    }
+}
+
+/// SEND_REPLY_MESSAGE and SEND_REPLY_MESSAGE_V2 (`ReplyMessageProcessor`): a replier's
+/// answer to a request. The send's checks as for any message, then the answer is pushed to
+/// the requester its `REPLY_TO_CLIENT` names (PUSH_REPLY_MESSAGE_TO_CLIENT, on the
+/// connection that producer heartbeats on) and, with `storeReplyMessageEnable`, stored in
+/// the reply topic too. SYSTEM_ERROR when the push failed (the answer is stored anyway),
+/// else SUCCESS with the stored message's id and offsets (`0` when not stored).
+///
+/// As Java, the properties are stored as the replier sent them (no `CLUSTER` added);
+/// unlike Java, which leaves it 0, the stored `sysFlag` is the sender's, so that a
+/// compressed reply body reads back uncompressed.
+async fn send_reply(
+    ctx: &Context,
+    connection: &ConnectionInfo,
+    mut request: RemotingCommand,
+) -> Response {
+    let body = std::mem::take(&mut request.body);
+    let request = &request;
+    let (header, queue_id) = match pre_send(ctx, connection, request).await {
+        Ok(target) => target,
+        Err(refusal) => return refusal,
+    };
+    let properties = header.properties.clone().unwrap_or_default();
+    if body.len() > ctx.state.config.store.max_message_size || properties.len() > 32_767 {
+        return with_region_fields(message_illegal(ctx, request));
+    }
+    let pushed = push_reply(ctx, connection, &header, &body).await;
+    let mut response = match &pushed {
+        Ok(()) => send_response(request, "0".to_owned(), queue_id, 0),
+        Err(remark) => {
+            let mut failed = send_response(request, String::new(), queue_id, 0);
+            failed.code = ResponseCode::SYSTEM_ERROR.0;
+            failed.remark = Some(remark.clone());
+            failed
+        }
+    };
+    if ctx.state.runtime().store_reply_message_enable {
+        let message = PutMessage {
+            body,
+            properties: properties.into_bytes(),
+            ..put_message(ctx, connection, &header, queue_id)
+        };
+        let started = std::time::Instant::now();
+        let stored = ctx.puts.put(message).await;
+        record_put(ctx, started, stored.as_ref().map(std::slice::from_ref));
+        match stored {
+            Ok(appended) => {
+                let msg_id = offset_msg_id(ctx.store_host, physical_i64(appended.physical_offset));
+                let code = response.code;
+                let remark = response.remark.take();
+                response = send_response(request, msg_id, queue_id, appended.queue_offset);
+                response.code = code;
+                response.remark = remark;
+            }
+            Err(failure) => tracing::warn!(%failure, "reply message not stored"),
+        }
+    }
+    Some(response)
+}
+
+/// `ReplyMessageProcessor.pushReplyMessage`: the reply to its requester; the remark of the
+/// failure when it was not taken.
+async fn push_reply(
+    ctx: &Context,
+    connection: &ConnectionInfo,
+    header: &SendMessageRequestHeader,
+    body: &[u8],
+) -> Result<(), String> {
+    let raw = header.properties.as_deref().unwrap_or_default();
+    let parsed = crate::store::message::parse_properties(raw.as_bytes());
+    let Some((_, requester)) = parsed
+        .iter()
+        .find(|(key, _)| key == PROPERTY_REPLY_TO_CLIENT)
+    else {
+        return Err(format!(
+            "reply message properties[{PROPERTY_REPLY_TO_CLIENT}] is null"
+        ));
+    };
+    let Some(outbound) = ctx.state.producer_by_client_id(requester) else {
+        return Err(format!(
+            "push reply message fail, channel of <{requester}> not found."
+        ));
+    };
+    let now = crate::broker::state::now_ms().to_string();
+    let properties = rewrite_properties(raw.as_bytes(), &[], &[(PROPERTY_PUSH_REPLY_TIME, &now)]);
+    let push = ReplyMessageRequestHeader {
+        producer_group: header.producer_group.clone(),
+        topic: header.topic.clone(),
+        default_topic: header.default_topic.clone(),
+        default_topic_queue_nums: header.default_topic_queue_nums,
+        queue_id: header.queue_id,
+        sys_flag: header.sys_flag,
+        born_timestamp: header.born_timestamp,
+        flag: header.flag,
+        properties: Some(String::from_utf8_lossy(&properties).into_owned()),
+        reconsume_times: header.reconsume_times,
+        unit_mode: header.unit_mode,
+        born_host: connection.peer.to_string(),
+        store_host: ctx.store_host.to_string(),
+        store_timestamp: crate::broker::state::now_ms(),
+    };
+    let mut call =
+        RemotingCommand::request_with_header(RequestCode::PUSH_REPLY_MESSAGE_TO_CLIENT, &push);
+    call.body = body.to_vec();
+    let failed = format!("push reply message to {requester}fail.");
+    match outbound.invoke(call, PUSH_REPLY_TIMEOUT).await {
+        Ok(answer) if answer.code == ResponseCode::SUCCESS.0 => Ok(()),
+        Ok(answer) => {
+            let remark = answer.remark.unwrap_or_default();
+            tracing::warn!(requester, remark, "push reply message refused");
+            Err(failed)
+        }
+        Err(e) => {
+            tracing::warn!(requester, error = %e, "push reply message failed");
+            Err(failed)
+        }
     }
 }
 
@@ -417,11 +548,7 @@ fn put_refusal(ctx: &Context, request: &RemotingCommand, failure: &StoreError) -
 
 /// Whether a send names no topic.
 fn send_topic_missing(request: &RemotingCommand) -> bool {
-    let key = if request.request_code() == RequestCode::SEND_MESSAGE {
-        "topic"
-    } else {
-        "b"
-    };
+    let key = if has_v1_header(request) { "topic" } else { "b" };
     request.ext(key).is_none()
 }
 
@@ -430,13 +557,22 @@ fn send_topic_missing(request: &RemotingCommand) -> bool {
 /// missing producer group or default topic as empty (Java goes on with the null, which it
 /// needs only to create a topic); a missing topic as blank, which the topic check refuses.
 fn decode_send_header(request: &RemotingCommand) -> Result<SendMessageRequestHeader, HeaderError> {
-    if request.request_code() == RequestCode::SEND_MESSAGE {
+    if has_v1_header(request) {
         let defaults = [("producerGroup", ""), ("topic", ""), ("defaultTopic", "")];
         SendMessageRequestHeader::read_from(&with_defaults(request, &defaults))
     } else {
         let defaults = [("a", ""), ("b", ""), ("c", "")];
         read_strict::<SendMessageRequestHeaderV2>(&with_defaults(request, &defaults)).map(v1_header)
     }
+}
+
+/// Whether a send carries the long-named header (SEND_MESSAGE, SEND_REPLY_MESSAGE) rather
+/// than the one-letter one.
+fn has_v1_header(request: &RemotingCommand) -> bool {
+    matches!(
+        request.request_code(),
+        RequestCode::SEND_MESSAGE | RequestCode::SEND_REPLY_MESSAGE
+    )
 }
 
 /// A CommitLog offset as Java's `long` (offsets stay far below `i64::MAX`).

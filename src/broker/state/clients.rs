@@ -35,6 +35,17 @@ pub struct ClientChannel {
     pub version: i32,
 }
 
+/// A consumer group member as the broker's calls to it need it.
+#[derive(Clone, Debug)]
+pub struct ConsumerMember {
+    /// Its client id.
+    pub client_id: String,
+    /// How to reach it.
+    pub outbound: Outbound,
+    /// Its `MQVersion` ordinal.
+    pub version: i32,
+}
+
 /// The heartbeat clients and their connections' outbound halves.
 #[derive(Debug, Default)]
 pub(super) struct Clients {
@@ -265,6 +276,78 @@ impl Clients {
             .into_iter()
             .filter_map(|(connection, version)| Some((self.outbound(connection)?, version)))
             .collect()
+    }
+
+    /// Each member of a consumer group: its client id, how to reach it and its `MQVersion`
+    /// ordinal, by client id.
+    pub(super) fn consumer_members(&self, group: &str) -> Vec<ConsumerMember> {
+        let members: Vec<(ConnectionId, String, i32)> = match self.consumers.get(group) {
+            Some(group) => group
+                .members
+                .iter()
+                .map(|(connection, m)| (*connection, m.client_id.clone(), m.client.version))
+                .collect(),
+            None => return Vec::new(),
+        };
+        let mut members: Vec<ConsumerMember> = members
+            .into_iter()
+            .filter_map(|(connection, client_id, version)| {
+                Some(ConsumerMember {
+                    outbound: self.outbound(connection)?,
+                    client_id,
+                    version,
+                })
+            })
+            .collect();
+        members.sort_by(|a, b| a.client_id.cmp(&b.client_id));
+        members
+    }
+
+    /// How to reach the producer whose client id is `client_id`, in any group
+    /// (`ProducerManager.findChannel`).
+    pub(super) fn producer_by_client_id(&self, client_id: &str) -> Option<Outbound> {
+        let connection = self.producers.iter().find_map(|group| {
+            group
+                .value()
+                .iter()
+                .find(|(_, member)| member.client_id == client_id)
+                .map(|(connection, _)| *connection)
+        })?;
+        self.outbound(connection)
+    }
+
+    /// Every producer group's members (`ProducerTableInfo`): group name, then per member
+    /// its client id, address, language, version and last heartbeat as epoch milliseconds.
+    pub(super) fn producer_table_json(&self) -> serde_json::Value {
+        let now = Instant::now();
+        let epoch_now = super::now_ms();
+        let mut table = serde_json::Map::new();
+        let mut groups: Vec<(String, Vec<serde_json::Value>)> = self
+            .producers
+            .iter()
+            .map(|group| {
+                let members = group
+                    .value()
+                    .values()
+                    .map(|m| {
+                        let ago = now.saturating_duration_since(m.last_seen).as_millis();
+                        serde_json::json!({
+                            "clientId": m.client_id,
+                            "remoteIP": m.client.addr.to_string(),
+                            "language": m.client.language,
+                            "version": m.client.version,
+                            "lastUpdateTimestamp": epoch_now.saturating_sub(i64::try_from(ago).unwrap_or(i64::MAX)),
+                        })
+                    })
+                    .collect();
+                (group.key().clone(), members)
+            })
+            .collect();
+        groups.sort_by(|a, b| a.0.cmp(&b.0));
+        for (group, members) in groups {
+            table.insert(group, serde_json::Value::Array(members));
+        }
+        serde_json::json!({ "data": table })
     }
 
     /// Connections of a consumer group.

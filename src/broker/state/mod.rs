@@ -32,7 +32,7 @@ mod replication;
 mod topics;
 mod transactions;
 
-pub use clients::ClientChannel;
+pub use clients::{ClientChannel, ConsumerMember};
 pub use locks::{LockTable, REBALANCE_LOCK_MAX_LIVE_TIME};
 pub use replication::{LinkState, MasterAddrs, ReplicaStatus, SlaveProgress};
 pub use transactions::EndedTransactions;
@@ -503,6 +503,24 @@ impl BrokerState {
     #[must_use]
     pub fn consumer_outbounds(&self, group: &str) -> Vec<(Outbound, i32)> {
         self.clients.consumer_outbounds(group)
+    }
+
+    /// Each online member of a consumer group, by client id.
+    #[must_use]
+    pub fn consumer_members(&self, group: &str) -> Vec<ConsumerMember> {
+        self.clients.consumer_members(group)
+    }
+
+    /// How to reach the producer with client id `client_id`, in whatever group.
+    #[must_use]
+    pub fn producer_by_client_id(&self, client_id: &str) -> Option<Outbound> {
+        self.clients.producer_by_client_id(client_id)
+    }
+
+    /// Every producer group's members, as GET_ALL_PRODUCER_INFO's `ProducerTableInfo`.
+    #[must_use]
+    pub fn producer_table_json(&self) -> serde_json::Value {
+        self.clients.producer_table_json()
     }
 
     /// Connections of a consumer group (to notify them).
