@@ -58,3 +58,29 @@ fn java_requests_reach_consumers_through_the_broker() {
         );
     }
 }
+
+/// The admin API's queries of queues and producers (`tests/java/AdminQueries.java`):
+/// GET_ALL_PRODUCER_INFO names the live producer; QUERY_CONSUME_TIME_SPAN gives each queue's
+/// first, last and last-consumed store times and the wait of the next message, as the
+/// messages sent have them; QUERY_CONSUME_QUEUE gives each queue's bounds and units, whose
+/// CommitLog offsets and tags codes are the messages'.
+#[test]
+fn java_admin_queries_answer_from_the_queues() {
+    let server = Standalone::start("");
+    let output = run_java(
+        "AdminQueries",
+        &[
+            &server.namesrv_addr(),
+            &server.broker_addr(),
+            "AdminQueriesT",
+        ],
+        Serialize::Json,
+        Duration::from_secs(120),
+    );
+    output.assert_passed("AdminQueries");
+    let result = |key: &str| output.results.get(key).cloned().unwrap_or_default();
+    assert_eq!(result("producers"), "1", "{}", output.text);
+    assert_eq!(result("spans"), "4", "{}", output.text);
+    assert_eq!(result("spanChecks"), "4", "{}", output.text);
+    assert_eq!(result("cqUnits"), "10", "{}", output.text);
+}

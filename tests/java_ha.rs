@@ -478,6 +478,18 @@ fn slave_refused_request(
     };
     match code {
         RequestCode::SEND_MESSAGE_V2 => (send, ResponseCode::SERVICE_NOT_AVAILABLE, None),
+        // A reply with no requester: the push fails first (SYSTEM_ERROR naming the missing
+        // property), then the slave's store refuses to keep it, which only goes to the log.
+        RequestCode::SEND_REPLY_MESSAGE_V2 | RequestCode::SEND_REPLY_MESSAGE => {
+            let mut request = if code == RequestCode::SEND_REPLY_MESSAGE_V2 {
+                send
+            } else {
+                slave_refused_request(RequestCode::SEND_MESSAGE, 0).0
+            };
+            request.code = code.0;
+            let remark = Some("reply message properties[REPLY_TO_CLIENT] is null");
+            (request, ResponseCode::SYSTEM_ERROR, remark)
+        }
         RequestCode::SEND_MESSAGE => {
             let mut request = RemotingCommand::request(code);
             request.ext_fields = fields(&[

@@ -34,6 +34,8 @@ pub enum Processor {
     BrokerAdmin,
     /// The plain ACL's admin requests (`AdminBrokerProcessor`).
     AclAdmin,
+    /// A consume queue's units and a group's time behind in it (`AdminBrokerProcessor`).
+    Queues,
     /// Requests passed on to a consumer, answered with what it says
     /// (`AdminBrokerProcessor.callConsumer`).
     Calls,
@@ -90,8 +92,8 @@ const fn oneway(code: RequestCode, processor: Processor) -> Route {
 }
 
 use Processor::{
-    AclAdmin, BrokerAdmin, Calls, Client, EndTransaction, Groups, Offsets, Pull, Query, Send,
-    SendBack, Topics,
+    AclAdmin, BrokerAdmin, Calls, Client, EndTransaction, Groups, Offsets, Pull, Query, Queues,
+    Send, SendBack, Topics,
 };
 use RequestCode as C;
 
@@ -124,6 +126,7 @@ pub const ROUTES: &[Route] = &[
     route(C::GET_ALL_TOPIC_CONFIG, Topics),
     route(C::GET_TOPIC_STATS_INFO, Topics),
     route(C::QUERY_TOPIC_CONSUME_BY_WHO, Topics),
+    route(C::GET_SYSTEM_TOPIC_LIST_FROM_BROKER, Topics),
     admin(C::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, Groups),
     admin(C::DELETE_SUBSCRIPTIONGROUP, Groups),
     route(C::GET_ALL_SUBSCRIPTIONGROUP_CONFIG, Groups),
@@ -134,6 +137,9 @@ pub const ROUTES: &[Route] = &[
     route(C::INVOKE_BROKER_TO_RESET_OFFSET, Groups),
     route(C::GET_CONSUMER_CONNECTION_LIST, Groups),
     route(C::GET_PRODUCER_CONNECTION_LIST, Groups),
+    route(C::GET_ALL_PRODUCER_INFO, Groups),
+    route(C::QUERY_CONSUME_QUEUE, Queues),
+    route(C::QUERY_CONSUME_TIME_SPAN, Queues),
     route(C::LOCK_BATCH_MQ, Groups),
     route(C::UNLOCK_BATCH_MQ, Groups),
     route(C::GET_BROKER_CONFIG, BrokerAdmin),

@@ -585,7 +585,12 @@ impl StoreReader {
         })
     }
 
-    async fn unit_at(
+    /// The ConsumeQueue unit at `queue_offset` of a queue, `None` past its end or before its
+    /// start (QUERY_CONSUME_QUEUE reads units so).
+    ///
+    /// # Errors
+    /// [`IoError`].
+    pub async fn unit_at(
         &self,
         topic: &str,
         queue_id: i32,

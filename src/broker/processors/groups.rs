@@ -3,7 +3,7 @@
 //! GET_ALL_SUBSCRIPTIONGROUP_CONFIG, GET_ALL_CONSUMER_OFFSET, CLONE_GROUP_OFFSET,
 //! GET_ALL_DELAY_OFFSET,
 //! GET_CONSUME_STATS, INVOKE_BROKER_TO_RESET_OFFSET, GET_CONSUMER_CONNECTION_LIST,
-//! GET_PRODUCER_CONNECTION_LIST, and the queue locks of orderly consumers (LOCK_BATCH_MQ,
+//! GET_PRODUCER_CONNECTION_LIST, GET_ALL_PRODUCER_INFO, and the queue locks of orderly consumers (LOCK_BATCH_MQ,
 //! UNLOCK_BATCH_MQ).
 
 use super::{last_store_time, queue_keyed_map, Context, DISPATCH_WAIT_MAX};
@@ -42,6 +42,9 @@ pub(super) async fn process(ctx: &Context, request: &RemotingCommand) -> Respons
         }
         RequestCode::GET_CONSUMER_CONNECTION_LIST => consumer_connections(state, request),
         RequestCode::GET_PRODUCER_CONNECTION_LIST => producer_connections(state, request),
+        RequestCode::GET_ALL_PRODUCER_INFO => {
+            with_body(request, state.producer_table_json().to_string())
+        }
         RequestCode::LOCK_BATCH_MQ => lock_batch(state, request),
         _ => unlock_batch(state, request),
     }

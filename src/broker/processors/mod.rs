@@ -18,6 +18,7 @@ mod groups;
 mod offsets;
 mod pull;
 mod query;
+mod queues;
 mod send;
 mod send_back;
 mod topics;
@@ -146,6 +147,7 @@ impl BrokerHandler {
             Some(Processor::BrokerAdmin) => broker_admin::process(ctx, &request).await,
             Some(Processor::AclAdmin) => acl_admin::acl_admin(&ctx.state, &request),
             Some(Processor::Calls) => calls::process(ctx, &request).await,
+            Some(Processor::Queues) => queues::process(ctx, &request).await,
             None => error(
                 &request,
                 ResponseCode::REQUEST_CODE_NOT_SUPPORTED,

@@ -1,6 +1,6 @@
 //! Topic administration (`AdminBrokerProcessor`): UPDATE_AND_CREATE_TOPIC,
-//! GET_ALL_TOPIC_CONFIG, DELETE_TOPIC_IN_BROKER, GET_TOPIC_STATS_INFO and
-//! QUERY_TOPIC_CONSUME_BY_WHO.
+//! GET_ALL_TOPIC_CONFIG, DELETE_TOPIC_IN_BROKER, GET_TOPIC_STATS_INFO,
+//! GET_SYSTEM_TOPIC_LIST_FROM_BROKER and QUERY_TOPIC_CONSUME_BY_WHO.
 
 use super::{last_store_time, queue_keyed_map, Context, DISPATCH_WAIT_MAX};
 use crate::broker::reply::{error, header_refusal, with_body, with_defaults, Response};
@@ -26,6 +26,7 @@ pub(super) async fn process(ctx: &Context, request: &RemotingCommand) -> Respons
             ctx.reader.dispatched_to_committed(DISPATCH_WAIT_MAX).await;
             topic_stats(&ctx.state, &ctx.reader, request).await
         }
+        RequestCode::GET_SYSTEM_TOPIC_LIST_FROM_BROKER => system_topics(&ctx.state, request),
         _ => topic_consumers(&ctx.state, request),
     }
 }
@@ -128,6 +129,22 @@ pub async fn topic_stats(
     with_body(
         request,
         format!(r#"{{"offsetTable":{}}}"#, queue_keyed_map(&entries)),
+    )
+}
+
+/// GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305): the broker's system topics that exist, as a
+/// `TopicList` (the topics 4.9.8 makes at start, and those 5.x lists that were made since).
+#[must_use]
+pub fn system_topics(state: &BrokerState, request: &RemotingCommand) -> Response {
+    let (_, topics) = state.topics();
+    let system: Vec<String> = topics
+        .into_iter()
+        .map(|(name, _)| name)
+        .filter(|name| state.is_system_topic(name))
+        .collect();
+    with_body(
+        request,
+        serde_json::json!({ "topicList": system }).to_string(),
     )
 }
 
