@@ -1,7 +1,8 @@
-//! The Java 4.9.8 kit (`../shared/java-4.9.8`, or `FERROMQ_JAVA_KIT`) from Rust tests: the
-//! Java programs of `tests/java/` compiled once against the kit's client, run with a timeout
-//! in either header serialization; the kit's `mqadmin`, benchmark tools, name server and
-//! broker; and a `ferromq standalone` on ephemeral loopback ports for them to talk to.
+//! The Java 4.9.8 kit (built from Maven Central by `scripts/java-kit` into the target dir, or
+//! `FERROMQ_JAVA_KIT`) from Rust tests: the Java programs of `tests/java/` compiled once
+//! against the kit's client, run with a timeout in either header serialization; the kit's
+//! `mqadmin`, benchmark tools, name server and broker; and a `ferromq standalone` on
+//! ephemeral loopback ports for them to talk to. The 5.x kit ([`kit5`]) is built the same way.
 //!
 //! A Java program checks what it sees itself and exits 0 only when everything held; it prints
 //! one `FAIL ...` line per broken expectation and `RESULT key=value` lines with its figures.
@@ -40,23 +41,100 @@ impl Serialize {
     }
 }
 
-/// Where the kit is: `FERROMQ_JAVA_KIT`, else `../shared/java-4.9.8` beside the checkout.
+/// The RocketMQ version of the kit the Java-referenced tests run by default.
+pub const KIT_VERSION: &str = "4.9.8";
+
+/// The RocketMQ 5.x version of the second reference kit ([`kit5`]): the newest 5.x release
+/// whose modules Maven Central serves in full (5.5.1 lacks its parent pom, name server,
+/// proxy, tools and client there).
+pub const KIT5_VERSION: &str = "5.5.0";
+
+/// Where the kit is: `FERROMQ_JAVA_KIT`, else the 4.9.8 kit that `scripts/java-kit` builds
+/// from Maven Central into the target dir (built by the first test that asks, see
+/// [`built_kit`]).
 pub fn kit() -> PathBuf {
     if let Some(dir) = std::env::var_os("FERROMQ_JAVA_KIT") {
         return PathBuf::from(dir);
     }
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/java-4.9.8")
+    built_kit(KIT_VERSION)
 }
 
-/// Makes sure the kit and its Debian packages (a JDK among them) are there: installs the
-/// packages with the kit's `bin/install-deps.sh` when they are missing (it needs root and
-/// apt; one test process installs, the others wait on a lock), and fails the test with the
-/// remedy when that cannot be done.
+/// The 5.x kit: `FERROMQ_JAVA5_KIT`, else the [`KIT5_VERSION`] kit built into the target dir.
+pub fn kit5() -> PathBuf {
+    if let Some(dir) = std::env::var_os("FERROMQ_JAVA5_KIT") {
+        return PathBuf::from(dir);
+    }
+    built_kit(KIT5_VERSION)
+}
+
+/// The kit of `version` in `target/java-kit/<version>`, built by `scripts/java-kit` when it
+/// is missing or stale. The script returns at once when the kit is current, and holds a
+/// flock while it builds, so the test processes that nextest runs side by side wait for one
+/// builder; this process asks it once per version. The first build downloads about 30 MB
+/// (4.9.8) to 150 MB (5.x) into `~/.m2` and takes a minute or two; the wait is bounded.
+pub fn built_kit(version: &str) -> PathBuf {
+    static BUILT: std::sync::Mutex<BTreeMap<String, PathBuf>> =
+        std::sync::Mutex::new(BTreeMap::new());
+    let mut built = BUILT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(dir) = built.get(version) {
+        return dir.clone();
+    }
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("CARGO_TARGET_TMPDIR is target/tmp")
+        .to_path_buf();
+    let dir = target.join("java-kit").join(version);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/java-kit");
+    let log = target
+        .join("java-kit")
+        .join(format!("{version}.{}.log", std::process::id()));
+    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+    let out = std::fs::File::create(&log).unwrap();
+    let mut child = Command::new("bash")
+        .arg(&script)
+        .arg(version)
+        .arg(&dir)
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .expect("run scripts/java-kit");
+    let status = super::wait_exit(&mut child, Duration::from_secs(20 * 60));
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_file(&log);
+    let Some(status) = status else {
+        super::kill(&mut child);
+        panic!("scripts/java-kit {version} took over 20 minutes:\n{text}");
+    };
+    assert!(
+        status.success(),
+        "scripts/java-kit {version} {} failed ({status}); it needs a JDK 17+, mvn, gcc and \
+         Maven Central:\n{text}",
+        dir.display()
+    );
+    built.insert(version.to_owned(), dir.clone());
+    dir
+}
+
+/// Makes sure the kit is built and a JDK 17 or newer is there: installs one with the kit's
+/// `bin/install-deps.sh` when it is missing (it needs root and apt; one test process
+/// installs, the others wait on a lock), and fails the test with the remedy when that cannot
+/// be done.
 pub fn require_kit() {
-    let kit = kit();
+    require(&kit());
+}
+
+/// [`require_kit`] for the 5.x kit.
+pub fn require_kit5() {
+    require(&kit5());
+}
+
+fn require(kit: &Path) {
     assert!(
         kit.join("bin/java-run").is_file(),
-        "the Java 4.9.8 kit is not at {}; set FERROMQ_JAVA_KIT",
+        "no Java kit at {}; unset FERROMQ_JAVA_KIT to build one",
         kit.display()
     );
     let script = kit.join("bin/install-deps.sh");
@@ -88,14 +166,26 @@ pub fn require_kit() {
     );
 }
 
-/// The classes of `tests/java/*.java`, compiled once per content: the directory is named by
-/// a hash of the sources, so every test process (nextest runs each in its own) finds the
-/// classes another one made, and a changed source gets a fresh directory.
+/// The classes of `tests/java/*.java`, compiled against [`kit`] (see [`compile`]).
 pub fn classes() -> PathBuf {
     require_kit();
-    let sources_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java");
+    compile(&kit(), "tests/java")
+}
+
+/// The classes of `tests/java5/*.java`, compiled against the 5.x kit ([`kit5`]).
+pub fn classes5() -> PathBuf {
+    require_kit5();
+    compile(&kit5(), "tests/java5")
+}
+
+/// The Java sources of `dir` (relative to the checkout) compiled once per content and kit:
+/// the directory is named by a hash of the sources and the kit's path, so every test process
+/// (nextest runs each in its own) finds the classes another one made, and a changed source
+/// gets a fresh directory.
+pub fn compile(kit: &Path, dir: &str) -> PathBuf {
+    let sources_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
     let mut sources: Vec<PathBuf> = std::fs::read_dir(&sources_dir)
-        .expect("tests/java")
+        .unwrap_or_else(|error| panic!("{}: {error}", sources_dir.display()))
         .map(|entry| entry.unwrap().path())
         .filter(|path| path.extension().is_some_and(|ext| ext == "java"))
         .collect();
@@ -103,6 +193,7 @@ pub fn classes() -> PathBuf {
     let digest = {
         use sha2::Digest;
         let mut hasher = sha2::Sha256::new();
+        hasher.update(kit.as_os_str().as_encoded_bytes());
         for source in &sources {
             hasher.update(source.file_name().unwrap().as_encoded_bytes());
             hasher.update(std::fs::read(source).unwrap());
@@ -120,7 +211,7 @@ pub fn classes() -> PathBuf {
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work).unwrap();
     let output = Command::new("bash")
-        .arg(kit().join("bin/javac-client"))
+        .arg(kit.join("bin/javac-client"))
         .arg(&work)
         .args(&sources)
         .output()
@@ -204,15 +295,35 @@ pub fn run_java_with(
     jvm_extra: &str,
     timeout: Duration,
 ) -> JavaOutput {
-    let classes = classes();
+    run_java_on(
+        &kit(),
+        &classes(),
+        main,
+        args,
+        serialize,
+        jvm_extra,
+        timeout,
+    )
+}
+
+/// [`run_java_with`] on `kit` with `classes` (e.g. [`kit5`] and [`classes5`]).
+pub fn run_java_on(
+    kit: &Path,
+    classes: &Path,
+    main: &str,
+    args: &[&str],
+    serialize: Serialize,
+    jvm_extra: &str,
+    timeout: Duration,
+) -> JavaOutput {
     let home = TempDir::on_disk("java-home");
     let home_path = home.path().to_path_buf();
     let out_file = home_path.join("out.txt");
     let out = std::fs::File::create(&out_file).unwrap();
     let mut command = Command::new("bash");
     command
-        .arg(kit().join("bin/java-run"))
-        .arg(&classes)
+        .arg(kit.join("bin/java-run"))
+        .arg(classes)
         .arg(main)
         .args(args)
         .env("RMQ_LOGDIR", &home_path)
@@ -488,10 +599,16 @@ pub struct JavaServer {
 impl JavaServer {
     /// The kit's name server on a free port.
     pub fn namesrv(dir: &Path) -> JavaServer {
+        Self::namesrv_on(&kit(), dir)
+    }
+
+    /// [`JavaServer::namesrv`] of `kit` (e.g. [`kit5`]).
+    pub fn namesrv_on(kit: &Path, dir: &Path) -> JavaServer {
         let port = free_port();
         let home = dir.join(format!("java-ns-{port}"));
         let out = home.with_extension("out");
         let child = start_kit_server(
+            kit,
             "namesrv",
             &[&port.to_string(), home.to_str().unwrap()],
             &out,
@@ -531,6 +648,21 @@ impl JavaServer {
         conf: &str,
         jvm_extra: &str,
     ) -> Result<JavaServer, String> {
+        Self::try_broker_on(&kit(), dir, namesrv_port, store, conf, jvm_extra)
+    }
+
+    /// [`JavaServer::try_broker_with_jvm`] of `kit` (e.g. [`kit5`]).
+    ///
+    /// # Errors
+    /// What the broker printed, and its logs' tails, when it exits before its boot line.
+    pub fn try_broker_on(
+        kit: &Path,
+        dir: &Path,
+        namesrv_port: u16,
+        store: &Path,
+        conf: &str,
+        jvm_extra: &str,
+    ) -> Result<JavaServer, String> {
         let port = java_broker_port();
         let home = dir.join(format!("java-broker-{port}"));
         std::fs::create_dir_all(&home).unwrap();
@@ -552,6 +684,7 @@ impl JavaServer {
             &[("JVM_EXTRA", jvm_extra)]
         };
         let child = try_start_kit_server_with(
+            kit,
             "broker",
             &[file.to_str().unwrap(), home.to_str().unwrap()],
             &out,
@@ -589,27 +722,35 @@ fn term_and_wait(child: &mut Child) {
     }
 }
 
-fn start_kit_server(cmd: &str, args: &[&str], out: &Path) -> Child {
-    start_kit_server_with(cmd, args, out, &[])
+fn start_kit_server(kit: &Path, cmd: &str, args: &[&str], out: &Path) -> Child {
+    try_start_kit_server_with(kit, cmd, args, out, &[]).unwrap_or_else(|text| panic!("{text}"))
 }
 
-/// [`start_kit_server`] with `env` set for the kit command (e.g. `JVM_EXTRA`).
-fn start_kit_server_with(cmd: &str, args: &[&str], out: &Path, env: &[(&str, &str)]) -> Child {
-    try_start_kit_server_with(cmd, args, out, env).unwrap_or_else(|text| panic!("{text}"))
+/// Starts `kit`'s server command `cmd` (`bin/<cmd> args`, `env` set for it), its output in
+/// `out`, and waits (bounded) for its boot line.
+pub fn start_kit_server_on(
+    kit: &Path,
+    cmd: &str,
+    args: &[&str],
+    out: &Path,
+    env: &[(&str, &str)],
+) -> Child {
+    try_start_kit_server_with(kit, cmd, args, out, env).unwrap_or_else(|text| panic!("{text}"))
 }
 
-/// [`start_kit_server_with`]; a server that exits first is an `Err` of what it printed and
+/// [`start_kit_server_on`]; a server that exits first is an `Err` of what it printed and
 /// the tails of its logs.
 fn try_start_kit_server_with(
+    kit: &Path,
     cmd: &str,
     args: &[&str],
     out: &Path,
     env: &[(&str, &str)],
 ) -> Result<Child, String> {
-    require_kit();
+    require(kit);
     let file = std::fs::File::create(out).unwrap();
     let mut child = Command::new("bash")
-        .arg(kit().join("bin").join(cmd))
+        .arg(kit.join("bin").join(cmd))
         .args(args)
         .envs(env.iter().copied())
         .stdin(Stdio::null())
