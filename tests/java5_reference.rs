@@ -52,6 +52,87 @@ fn java5_remoting_client_round_trips_through_the_java5_broker() {
 }
 
 #[test]
+fn java5_grpc_client_round_trips_through_the_java5_proxy() {
+    let kit = java::kit5();
+    let dir = TempDir::on_disk("java5-proxy");
+    let namesrv = JavaServer::namesrv_on(&kit, dir.path());
+    let store = dir.path().join("store");
+    let broker = JavaServer::try_broker_on(&kit, dir.path(), namesrv.port, &store, "", "")
+        .unwrap_or_else(|text| panic!("{text}"));
+    let namesrv_addr = format!("127.0.0.1:{}", namesrv.port);
+    // The gRPC producer needs its topic to exist, typed NORMAL for the proxy's check.
+    let topic = "Java5GrpcTopic";
+    let created = java::run_kit_on(
+        &kit,
+        "mqadmin",
+        &[
+            "updateTopic",
+            "-n",
+            &namesrv_addr,
+            "-c",
+            "DefaultCluster",
+            "-t",
+            topic,
+            "-a",
+            "+message.type=NORMAL",
+        ],
+        Duration::from_secs(120),
+    );
+    created.assert_passed("mqadmin updateTopic on the 5.x broker");
+    assert!(created.text.contains("create topic to"), "{}", created.text);
+    let proxy = start_proxy(&kit, dir.path(), &namesrv_addr);
+    let count = 30;
+    let output = java::run_grpc_java(
+        &java::classes5_grpc(),
+        "Java5GrpcRoundTrip",
+        &[
+            &format!("127.0.0.1:{}", proxy.port),
+            topic,
+            "Java5GrpcGroup",
+            &count.to_string(),
+        ],
+        Duration::from_secs(180),
+    );
+    output.assert_passed("the 5.x gRPC client through the 5.x proxy");
+    assert_eq!(output.figure("send_ok"), f64::from(count));
+    assert_eq!(output.figure("received"), f64::from(count));
+    proxy.stop();
+    broker.stop();
+    namesrv.stop();
+}
+
+/// The kit's proxy (cluster mode) for the name server at `namesrv`, its gRPC port as the
+/// server's port.
+fn start_proxy(kit: &Path, dir: &Path, namesrv: &str) -> JavaServer {
+    let grpc_port = java::free_port();
+    let remoting_port = java::free_port();
+    let home = dir.join(format!("java-proxy-{grpc_port}"));
+    std::fs::create_dir_all(&home).unwrap();
+    let conf = home.join("rmq-proxy.json");
+    std::fs::write(
+        &conf,
+        format!(
+            "{{\"rocketMQClusterName\":\"DefaultCluster\",\"namesrvAddr\":\"{namesrv}\",\
+             \"grpcServerPort\":{grpc_port},\"remotingListenPort\":{remoting_port},\
+             \"proxyMode\":\"cluster\"}}"
+        ),
+    )
+    .unwrap();
+    let child = java::start_kit_server_on(
+        kit,
+        "proxy",
+        &[conf.to_str().unwrap(), home.to_str().unwrap()],
+        &home.with_extension("out"),
+        &[],
+    );
+    JavaServer {
+        child,
+        home,
+        port: grpc_port,
+    }
+}
+
+#[test]
 fn java_kit_servers_listen_on_loopback_only() {
     for kit in [java::kit(), java::kit5()] {
         let dir = TempDir::on_disk("java-kit-bind");

@@ -178,11 +178,23 @@ pub fn classes5() -> PathBuf {
     compile(&kit5(), "tests/java5")
 }
 
+/// The classes of `tests/java5-grpc/*.java`, compiled against the 5.x kit's gRPC client
+/// (`rocketmq-client-java`, the kit's `lib-grpc/`); run them with [`run_grpc_java`].
+pub fn classes5_grpc() -> PathBuf {
+    require_kit5();
+    compile_with(&kit5(), "tests/java5-grpc", &[("KIT_CLIENT", "grpc")])
+}
+
 /// The Java sources of `dir` (relative to the checkout) compiled once per content and kit:
 /// the directory is named by a hash of the sources and the kit's path, so every test process
 /// (nextest runs each in its own) finds the classes another one made, and a changed source
 /// gets a fresh directory.
 pub fn compile(kit: &Path, dir: &str) -> PathBuf {
+    compile_with(kit, dir, &[])
+}
+
+/// [`compile`] with `env` set for the kit's `bin/javac-client` (e.g. `KIT_CLIENT=grpc`).
+pub fn compile_with(kit: &Path, dir: &str, env: &[(&str, &str)]) -> PathBuf {
     let sources_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
     let mut sources: Vec<PathBuf> = std::fs::read_dir(&sources_dir)
         .unwrap_or_else(|error| panic!("{}: {error}", sources_dir.display()))
@@ -194,6 +206,9 @@ pub fn compile(kit: &Path, dir: &str) -> PathBuf {
         use sha2::Digest;
         let mut hasher = sha2::Sha256::new();
         hasher.update(kit.as_os_str().as_encoded_bytes());
+        for (key, value) in env {
+            hasher.update(format!("{key}={value};"));
+        }
         for source in &sources {
             hasher.update(source.file_name().unwrap().as_encoded_bytes());
             hasher.update(std::fs::read(source).unwrap());
@@ -212,6 +227,7 @@ pub fn compile(kit: &Path, dir: &str) -> PathBuf {
     std::fs::create_dir_all(&work).unwrap();
     let output = Command::new("bash")
         .arg(kit.join("bin/javac-client"))
+        .envs(env.iter().copied())
         .arg(&work)
         .args(&sources)
         .output()
@@ -316,6 +332,24 @@ pub fn run_java_on(
     jvm_extra: &str,
     timeout: Duration,
 ) -> JavaOutput {
+    let jvm_flags = format!("{} {jvm_extra}", serialize.jvm_flags());
+    java_run(kit, classes, main, args, &[("JVM_EXTRA", &jvm_flags)], timeout)
+}
+
+/// Runs `main` of `classes` (from [`classes5_grpc`]) on the 5.x kit's gRPC client, for at
+/// most `timeout`.
+pub fn run_grpc_java(classes: &Path, main: &str, args: &[&str], timeout: Duration) -> JavaOutput {
+    java_run(&kit5(), classes, main, args, &[("KIT_CLIENT", "grpc")], timeout)
+}
+
+fn java_run(
+    kit: &Path,
+    classes: &Path,
+    main: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+    timeout: Duration,
+) -> JavaOutput {
     let home = TempDir::on_disk("java-home");
     let home_path = home.path().to_path_buf();
     let out_file = home_path.join("out.txt");
@@ -327,10 +361,7 @@ pub fn run_java_on(
         .arg(main)
         .args(args)
         .env("RMQ_LOGDIR", &home_path)
-        .env(
-            "JVM_EXTRA",
-            format!("{} {jvm_extra}", serialize.jvm_flags()),
-        )
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(out.try_clone().unwrap())
         .stderr(out);
@@ -353,18 +384,32 @@ pub fn run_kit_with(
     timeout: Duration,
 ) -> JavaOutput {
     require_kit();
+    let jvm_flags = format!("{} {jvm_extra}", serialize.jvm_flags());
+    run_tool(&kit(), tool, args, &jvm_flags, timeout)
+}
+
+/// [`run_kit`] of `kit` (e.g. [`kit5`]), in the default serialization.
+pub fn run_kit_on(kit: &Path, tool: &str, args: &[&str], timeout: Duration) -> JavaOutput {
+    require(kit);
+    run_tool(kit, tool, args, Serialize::Json.jvm_flags(), timeout)
+}
+
+fn run_tool(
+    kit: &Path,
+    tool: &str,
+    args: &[&str],
+    jvm_flags: &str,
+    timeout: Duration,
+) -> JavaOutput {
     let home = TempDir::on_disk("kit-home");
     let home_path = home.path().to_path_buf();
     let out_file = home_path.join("out.txt");
     let out = std::fs::File::create(&out_file).unwrap();
     let child = Command::new("bash")
-        .arg(kit().join("bin").join(tool))
+        .arg(kit.join("bin").join(tool))
         .args(args)
         .env("RMQ_LOGDIR", &home_path)
-        .env(
-            "JVM_EXTRA",
-            format!("{} {jvm_extra}", serialize.jvm_flags()),
-        )
+        .env("JVM_EXTRA", jvm_flags)
         .stdin(Stdio::null())
         .stdout(out.try_clone().unwrap())
         .stderr(out)
@@ -761,7 +806,9 @@ fn try_start_kit_server_with(
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let text = std::fs::read_to_string(out).unwrap_or_default();
-        if text.contains("boot success") {
+        // The name server and broker print "... boot success ..."; the 5.x proxy prints
+        // "rocketmq-proxy startup successfully".
+        if text.contains("boot success") || text.contains("startup successfully") {
             return Ok(child);
         }
         if let Some(status) = child.try_wait().unwrap() {
