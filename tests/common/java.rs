@@ -333,13 +333,27 @@ pub fn run_java_on(
     timeout: Duration,
 ) -> JavaOutput {
     let jvm_flags = format!("{} {jvm_extra}", serialize.jvm_flags());
-    java_run(kit, classes, main, args, &[("JVM_EXTRA", &jvm_flags)], timeout)
+    java_run(
+        kit,
+        classes,
+        main,
+        args,
+        &[("JVM_EXTRA", &jvm_flags)],
+        timeout,
+    )
 }
 
 /// Runs `main` of `classes` (from [`classes5_grpc`]) on the 5.x kit's gRPC client, for at
 /// most `timeout`.
 pub fn run_grpc_java(classes: &Path, main: &str, args: &[&str], timeout: Duration) -> JavaOutput {
-    java_run(&kit5(), classes, main, args, &[("KIT_CLIENT", "grpc")], timeout)
+    java_run(
+        &kit5(),
+        classes,
+        main,
+        args,
+        &[("KIT_CLIENT", "grpc")],
+        timeout,
+    )
 }
 
 fn java_run(
