@@ -48,13 +48,22 @@ pub struct ConsumerData {
     #[serde(deserialize_with = "lenient::text")]
     pub group_name: String,
     /// `CONSUME_ACTIVELY` (pull) or `CONSUME_PASSIVELY` (push).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::consume_type"
+    )]
     pub consume_type: Option<String>,
     /// `CLUSTERING` or `BROADCASTING`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::message_model"
+    )]
     pub message_model: Option<String>,
     /// Where a new consumer starts (`CONSUME_FROM_LAST_OFFSET`, ...).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::consume_from_where"
+    )]
     pub consume_from_where: Option<String>,
     /// Subscriptions.
     pub subscription_data_set: Vec<SubscriptionData>,
@@ -97,10 +106,89 @@ impl HeartbeatData {
 }
 
 /// Scalars as fastjson binds them to a Java field: a string for a number or boolean and
-/// the other way round, `null` as the type's default.
+/// the other way round, `null` as the type's default, an enum by name or by ordinal.
 mod lenient {
     use serde::de::{self, Deserializer, Visitor};
     use std::fmt;
+
+    /// Java `ConsumeType`, in declaration order.
+    const CONSUME_TYPE: &[&str] = &["CONSUME_ACTIVELY", "CONSUME_PASSIVELY"];
+    /// Java `MessageModel`, in declaration order.
+    const MESSAGE_MODEL: &[&str] = &["BROADCASTING", "CLUSTERING"];
+    /// Java `ConsumeFromWhere` (4.9), in declaration order, the deprecated ones included.
+    const CONSUME_FROM_WHERE: &[&str] = &[
+        "CONSUME_FROM_LAST_OFFSET",
+        "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",
+        "CONSUME_FROM_MIN_OFFSET",
+        "CONSUME_FROM_MAX_OFFSET",
+        "CONSUME_FROM_FIRST_OFFSET",
+        "CONSUME_FROM_TIMESTAMP",
+    ];
+
+    /// A `ConsumeType`; see [`java_enum`].
+    pub fn consume_type<'de, D>(deserializer: D) -> Result<Option<String>, D::Error>
+    where
+        D: Deserializer<'de>,
+    {
+        java_enum(deserializer, "ConsumeType", CONSUME_TYPE)
+    }
+
+    /// A `MessageModel`; see [`java_enum`].
+    pub fn message_model<'de, D>(deserializer: D) -> Result<Option<String>, D::Error>
+    where
+        D: Deserializer<'de>,
+    {
+        java_enum(deserializer, "MessageModel", MESSAGE_MODEL)
+    }
+
+    /// A `ConsumeFromWhere`; see [`java_enum`].
+    pub fn consume_from_where<'de, D>(deserializer: D) -> Result<Option<String>, D::Error>
+    where
+        D: Deserializer<'de>,
+    {
+        java_enum(deserializer, "ConsumeFromWhere", CONSUME_FROM_WHERE)
+    }
+
+    /// A Java enum as fastjson binds it: a name as given (`null` is none), or a number as the
+    /// constant at that ordinal, out of range an error. The C++ client (librocketmq, as the
+    /// `rocketmq` 0.4.4 Python package bundles it) writes `consumeType`, `messageModel` and
+    /// `consumeFromWhere` as ordinals.
+    fn java_enum<'de, D: Deserializer<'de>>(
+        deserializer: D,
+        java_name: &'static str,
+        names: &'static [&'static str],
+    ) -> Result<Option<String>, D::Error> {
+        struct JavaEnum {
+            java_name: &'static str,
+            names: &'static [&'static str],
+        }
+        impl Visitor<'_> for JavaEnum {
+            type Value = Option<String>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "a {} name or ordinal", self.java_name)
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Self::Value, E> {
+                Ok(Some(s.to_owned()))
+            }
+            fn visit_u64<E: de::Error>(self, n: u64) -> Result<Self::Value, E> {
+                usize::try_from(n)
+                    .ok()
+                    .and_then(|i| self.names.get(i))
+                    .map(|name| Some((*name).to_owned()))
+                    .ok_or_else(|| E::custom(format!("{n} is no {} ordinal", self.java_name)))
+            }
+            fn visit_i64<E: de::Error>(self, n: i64) -> Result<Self::Value, E> {
+                match u64::try_from(n) {
+                    Ok(n) => self.visit_u64(n),
+                    Err(_) => Err(E::custom(format!("{n} is no {} ordinal", self.java_name))),
+                }
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(None)
+            }
+        }
+        deserializer.deserialize_any(JavaEnum { java_name, names })
+    }
 
     /// A `long`: a number or a numeric string; `null` is 0.
     pub fn long<'de, D: Deserializer<'de>>(deserializer: D) -> Result<i64, D::Error> {
@@ -309,5 +397,38 @@ mod tests {
             br#"{"consumerDataSet":[{"subscriptionDataSet":[{"codeSet":["3000000000"]}]}]}"#
         )
         .is_err());
+    }
+
+    #[test]
+    fn heartbeat_reads_enum_ordinals_as_java_names() {
+        // As the C++ client (librocketmq under the `rocketmq` 0.4.4 Python package) writes
+        // a push consumer's entry.
+        let json = br#"{"clientID":"1-127.0.0.1@DEFAULT","consumerDataSet":[{
+            "consumeFromWhere":4,"consumeType":1,"groupName":"G","messageModel":0,
+            "subscriptionDataSet":[{"subString":"*","subVersion":"1","topic":"T"}]}]}"#;
+        let data: HeartbeatData = serde_json::from_slice(json).unwrap();
+        let consumer = &data.consumer_data_set[0];
+        assert_eq!(
+            consumer.consume_from_where.as_deref(),
+            Some("CONSUME_FROM_FIRST_OFFSET")
+        );
+        assert_eq!(consumer.consume_type.as_deref(), Some("CONSUME_PASSIVELY"));
+        assert_eq!(consumer.message_model.as_deref(), Some("BROADCASTING"));
+        let named: HeartbeatData = serde_json::from_slice(
+            br#"{"consumerDataSet":[{"messageModel":"CLUSTERING","consumeType":null}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            named.consumer_data_set[0].message_model.as_deref(),
+            Some("CLUSTERING")
+        );
+        assert_eq!(named.consumer_data_set[0].consume_type, None);
+        for bad in [
+            &br#"{"consumerDataSet":[{"messageModel":2}]}"#[..],
+            br#"{"consumerDataSet":[{"consumeType":-1}]}"#,
+            br#"{"consumerDataSet":[{"consumeFromWhere":6}]}"#,
+        ] {
+            assert!(serde_json::from_slice::<HeartbeatData>(bad).is_err());
+        }
     }
 }
