@@ -25,6 +25,9 @@ fn java5_remoting_client_round_trips_through_the_java5_broker() {
     let store = dir.path().join("store");
     let broker = JavaServer::try_broker_on(&kit, dir.path(), namesrv.port, &store, "", "")
         .unwrap_or_else(|text| panic!("{text}"));
+    // The boot line may come before the name server has the broker's routes.
+    let namesrv_addr = ([127, 0, 0, 1], namesrv.port).into();
+    java::wait_topic_route(namesrv_addr, "TBW102", None, Duration::from_secs(60));
     let count = 30;
     let output = java::run_java_on(
         &kit,
@@ -60,6 +63,9 @@ fn java5_grpc_client_round_trips_through_the_java5_proxy() {
     let broker = JavaServer::try_broker_on(&kit, dir.path(), namesrv.port, &store, "", "")
         .unwrap_or_else(|text| panic!("{text}"));
     let namesrv_addr = format!("127.0.0.1:{}", namesrv.port);
+    // The boot line may come before the name server has the broker's routes.
+    let namesrv_socket = ([127, 0, 0, 1], namesrv.port).into();
+    java::wait_topic_route(namesrv_socket, "TBW102", None, Duration::from_secs(60));
     // The gRPC producer needs its topic to exist, typed NORMAL for the proxy's check.
     let topic = "Java5GrpcTopic";
     let created = java::run_kit_on(

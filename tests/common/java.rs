@@ -575,38 +575,10 @@ impl Standalone {
     /// Waits (bounded) until the name server routes `TBW102` to the broker, so a client
     /// started now finds it.
     fn wait_registered(&self) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async {
-            use ferromq::remoting::headers::GetRouteInfoRequestHeader;
-            use ferromq::remoting::{RemotingCommand, RequestCode};
-            let config = ferromq::remoting::client::ClientConfig {
-                tls: self
-                    .tls_only
-                    .then(ferromq::client::tls::TlsClient::insecure),
-                ..Default::default()
-            };
-            let (client, _) = ferromq::remoting::client::connect_tokio(self.namesrv, config)
-                .await
-                .expect("connect to the name server");
-            loop {
-                let request = RemotingCommand::request_with_header(
-                    RequestCode::GET_ROUTEINFO_BY_TOPIC,
-                    &GetRouteInfoRequestHeader {
-                        topic: "TBW102".into(),
-                        accept_standard_json_only: None,
-                    },
-                );
-                if client.request(request).await.is_ok_and(|r| r.code == 0) {
-                    return;
-                }
-                assert!(Instant::now() < deadline, "the broker never registered");
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        });
+        let tls = self
+            .tls_only
+            .then(ferromq::client::tls::TlsClient::insecure);
+        wait_topic_route(self.namesrv, "TBW102", tls, Duration::from_secs(30));
     }
 
     /// Stops with SIGTERM and waits for a clean exit; returns the data directory and the
@@ -632,6 +604,50 @@ pub fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
+}
+
+/// Waits (at most `timeout`) until the name server at `namesrv` has a route for `topic`:
+/// for `TBW102`, until a broker that creates topics on demand has registered, so a client
+/// started now finds it. `tls`: how to reach a TLS-only name server.
+pub fn wait_topic_route(
+    namesrv: SocketAddr,
+    topic: &str,
+    tls: Option<ferromq::client::tls::TlsClient>,
+    timeout: Duration,
+) {
+    let deadline = Instant::now() + timeout;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        use ferromq::remoting::headers::GetRouteInfoRequestHeader;
+        use ferromq::remoting::{RemotingCommand, RequestCode};
+        let config = ferromq::remoting::client::ClientConfig {
+            tls,
+            ..Default::default()
+        };
+        let (client, _) = ferromq::remoting::client::connect_tokio(namesrv, config)
+            .await
+            .expect("connect to the name server");
+        loop {
+            let request = RemotingCommand::request_with_header(
+                RequestCode::GET_ROUTEINFO_BY_TOPIC,
+                &GetRouteInfoRequestHeader {
+                    topic: topic.into(),
+                    accept_standard_json_only: None,
+                },
+            );
+            if client.request(request).await.is_ok_and(|r| r.code == 0) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no route for {topic} at {namesrv} after {timeout:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
 }
 
 /// A Java broker `listenPort` P with its VIP (P-2) and HA (P+1) ports free too.

@@ -31,7 +31,21 @@ public class Java5GrpcRoundTrip {
     private static final long DEADLINE_MS = 90_000;
     private static final List<String> failures = new ArrayList<>();
 
-    public static void main(String[] args) throws Exception {
+    public static void main(String[] args) {
+        // The clients' threads keep a JVM alive: every way out of the program exits.
+        try {
+            run(args);
+        } catch (Throwable error) {
+            error.printStackTrace(System.out);
+            fail("threw " + error);
+        }
+        for (String failure : failures) {
+            System.out.println("FAIL " + failure);
+        }
+        System.exit(failures.isEmpty() ? 0 : 1);
+    }
+
+    private static void run(String[] args) throws Exception {
         String endpoint = args[0];
         String topic = args[1];
         String group = args[2];
@@ -97,10 +111,6 @@ public class Java5GrpcRoundTrip {
             }
         }
         System.out.println("RESULT received=" + got.size());
-        for (String failure : failures) {
-            System.out.println("FAIL " + failure);
-        }
-        System.exit(failures.isEmpty() ? 0 : 1);
     }
 
     /** One receive (long-polls up to the await duration), each message recorded and acked. */

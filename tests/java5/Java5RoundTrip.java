@@ -28,7 +28,21 @@ public class Java5RoundTrip {
     private static final long DEADLINE_MS = 90_000;
     private static final List<String> failures = new ArrayList<>();
 
-    public static void main(String[] args) throws Exception {
+    public static void main(String[] args) {
+        // The clients' threads keep a JVM alive: every way out of the program exits.
+        try {
+            run(args);
+        } catch (Throwable error) {
+            error.printStackTrace(System.out);
+            fail("threw " + error);
+        }
+        for (String failure : failures) {
+            System.out.println("FAIL " + failure);
+        }
+        System.exit(failures.isEmpty() ? 0 : 1);
+    }
+
+    private static void run(String[] args) throws Exception {
         String namesrv = args[0];
         String topic = args[1];
         int count = Integer.parseInt(args[2]);
@@ -72,10 +86,6 @@ public class Java5RoundTrip {
         System.out.println("RESULT received_all=" + all.size());
         System.out.println("RESULT received_tag1=" + tag1.size());
 
-        for (String failure : failures) {
-            System.out.println("FAIL " + failure);
-        }
-        System.exit(failures.isEmpty() ? 0 : 1);
     }
 
     /** Reads `topic` with a new push consumer group until `expected` distinct keys came. */
