@@ -331,12 +331,13 @@ impl Clients {
                     .values()
                     .map(|m| {
                         let ago = now.saturating_duration_since(m.last_seen).as_millis();
+                        let ago = i64::try_from(ago).unwrap_or(i64::MAX);
                         serde_json::json!({
                             "clientId": m.client_id,
                             "remoteIP": m.client.addr.to_string(),
                             "language": m.client.language,
                             "version": m.client.version,
-                            "lastUpdateTimestamp": epoch_now.saturating_sub(i64::try_from(ago).unwrap_or(i64::MAX)),
+                            "lastUpdateTimestamp": epoch_now.saturating_sub(ago),
                         })
                     })
                     .collect();
