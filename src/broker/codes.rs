@@ -36,6 +36,8 @@ pub enum Processor {
     AclAdmin,
     /// A consume queue's units and a group's time behind in it (`AdminBrokerProcessor`).
     Queues,
+    /// The per-topic and per-group statistics (`AdminBrokerProcessor`).
+    StatsAdmin,
     /// Requests passed on to a consumer, answered with what it says
     /// (`AdminBrokerProcessor.callConsumer`).
     Calls,
@@ -145,6 +147,8 @@ pub const ROUTES: &[Route] = &[
     route(C::GET_BROKER_CONFIG, BrokerAdmin),
     admin(C::UPDATE_BROKER_CONFIG, BrokerAdmin),
     route(C::GET_BROKER_RUNTIME_INFO, BrokerAdmin),
+    route(C::VIEW_BROKER_STATS_DATA, Processor::StatsAdmin),
+    route(C::GET_BROKER_CONSUME_STATS, Processor::StatsAdmin),
     route(C::GET_CONSUMER_RUNNING_INFO, Calls),
     route(C::CONSUME_MESSAGE_DIRECTLY, Calls),
     route(C::INVOKE_BROKER_TO_GET_CONSUMER_STATUS, Calls),

@@ -11,8 +11,13 @@
 //! few samples yet is an empty string, the latency distribution is `null` in the first
 //! minute.
 //!
+//! The per-topic and per-group items (`BrokerStatsManager`'s `StatsItemSet`s) are
+//! [`items`].
+//!
 //! Tested by the unit tests below (windows, buckets, day change) and through `mqadmin
 //! clusterList` / `brokerStatus` in `tests/java_mqadmin.rs`.
+
+pub mod items;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -155,6 +160,8 @@ pub struct BrokerStats {
     slots: Box<[ShardSlot]>,
     sampled: Mutex<Sampled>,
     bounds: [u64; BUCKETS],
+    /// Per topic and per `topic@group` (`TOPIC_PUT_NUMS`, `GROUP_GET_NUMS`, …).
+    pub items: items::StatsItems,
 }
 
 fn sum(values: impl Iterator<Item = u64>) -> u64 {
@@ -170,6 +177,7 @@ impl BrokerStats {
             slots: (0..shards.max(1)).map(|_| ShardSlot::default()).collect(),
             sampled: Mutex::new(Sampled::default()),
             bounds: bucket_bounds(),
+            items: items::StatsItems::new(shards),
         }
     }
 
@@ -275,8 +283,10 @@ impl BrokerStats {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Takes the snapshot of second `now_ms` (the sampler calls it once a second).
+    /// Takes the snapshot of second `now_ms` (the sampler calls it once a second), and the
+    /// items' snapshots due then.
     pub fn sample(&self, now_ms: i64) {
+        self.items.sample(now_ms);
         let totals = self.totals();
         let (distribution, buckets) = self.latency_counts();
         let mut sampled = self.sampled();

@@ -157,6 +157,8 @@ pub async fn recover_store(
     };
     let min_physical = segments.first().copied().unwrap_or(valid_end);
     shared.set_committed_end(valid_end);
+    // Recovery read it back from the files: nothing of it waits for a flush of this run.
+    shared.set_flushed_end(valid_end);
     shared.set_min_physical_offset(min_physical);
     // What the last run synced stays synced: the checkpoint written at the end of recovery
     // (and before the first put's sync) must not claim less, or a crash right after this
@@ -452,6 +454,7 @@ impl CommitObserver for StoreObserver {
             // An empty slave's log moved to its master's last segment: it begins there.
             self.shared.set_min_physical_offset(start);
             self.shared.set_committed_end(start);
+            self.shared.set_flushed_end(start);
         }
         self.pending.extend(entries);
     }
@@ -499,6 +502,10 @@ impl CommitObserver for StoreObserver {
 
     fn synced(&mut self, store_timestamp: i64) {
         self.shared.set_synced_store_timestamp(store_timestamp);
+    }
+
+    fn flushed_to(&mut self, end: u64) {
+        self.shared.set_flushed_end(end);
     }
 }
 

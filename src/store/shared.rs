@@ -2,7 +2,8 @@
 //! committed end and minimum, and the disk-space gate (the "immutable snapshot or atomic"
 //! half of the ownership rule in ARCHITECTURE.md).
 //!
-//! Owners: the writer sets `committed_end` and the synced store time; dispatch ("reput")
+//! Owners: the writer sets `committed_end`, `flushed_end` and the synced store time; dispatch
+//! ("reput")
 //! adds queues and moves their max offsets and `dispatched_end`, and wakes [`QueueGrowth`]
 //! subscribers;
 //! retention moves the minimums and the disk gate. Readers on any shard only load.
@@ -57,6 +58,7 @@ pub struct StoreShared {
     queues: ArcSwap<TopicQueues>,
     committed_end: AtomicU64,
     dispatched_end: AtomicU64,
+    flushed_end: AtomicU64,
     min_physical_offset: AtomicU64,
     synced_store_timestamp: AtomicI64,
     disk_used_percent: AtomicU32,
@@ -77,6 +79,7 @@ impl StoreShared {
             queues: ArcSwap::default(),
             committed_end: AtomicU64::new(0),
             dispatched_end: AtomicU64::new(0),
+            flushed_end: AtomicU64::new(0),
             min_physical_offset: AtomicU64::new(0),
             synced_store_timestamp: AtomicI64::new(0),
             disk_used_percent: AtomicU32::new(0),
@@ -157,6 +160,36 @@ impl StoreShared {
 
     pub(crate) fn set_dispatched_end(&self, end: u64) {
         self.dispatched_end.fetch_max(end, Ordering::AcqRel);
+    }
+
+    /// End of the CommitLog data on the device (fdatasync'd): a power loss keeps what is
+    /// below it. Under `ASYNC_FLUSH` it trails [`StoreShared::committed_end`] until the next
+    /// periodic sync; it may pass it by part of a record a write ended inside.
+    #[must_use]
+    pub fn flushed_end(&self) -> u64 {
+        self.flushed_end.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_flushed_end(&self, end: u64) {
+        self.flushed_end.store(end, Ordering::Release);
+    }
+
+    /// Committed CommitLog bytes that dispatch has not built ConsumeQueue units for yet
+    /// (Java's `dispatchBehindBytes`: the CommitLog's max offset minus the reput offset).
+    #[must_use]
+    pub fn dispatch_behind_bytes(&self) -> u64 {
+        // Dispatched first: read the other way, a commit and its dispatch between the two
+        // loads would show dispatch ahead.
+        let dispatched = self.dispatched_end();
+        self.committed_end().saturating_sub(dispatched)
+    }
+
+    /// Committed CommitLog bytes not yet on the device (Java's `remainHowManyDataToFlush`:
+    /// written minus flushed).
+    #[must_use]
+    pub fn remain_to_flush_bytes(&self) -> u64 {
+        let flushed = self.flushed_end();
+        self.committed_end().saturating_sub(flushed)
     }
 
     /// Bytes of CommitLog windows mapped for pulls right now, on every shard, answers in

@@ -79,8 +79,8 @@ pub async fn update_broker_config(state: &BrokerState, request: &RemotingCommand
 
 /// Java's default capacities of the request queues its thread pools take from
 /// (`sendThreadPoolQueueCapacity` and the like). ferromq runs a request where its connection
-/// is read, in no queue: the runtime info reports each queue empty, with Java's capacity, so
-/// that tools reading these keys find them.
+/// is read, in no queue: the runtime info reports each queue's size as always 0 (there is no
+/// such queue to fill), with Java's capacity, so that tools reading these keys find them.
 const JAVA_QUEUE_CAPACITIES: [(&str, &str, u32); 4] = [
     (
         "sendThreadPoolQueueSize",
@@ -207,10 +207,15 @@ pub async fn runtime_info(
             "msgGetTotalTodayNow".into(),
             totals.get_transferred.to_string(),
         ),
-        // Dispatch follows the writer's commits without a backlog of its own to report.
-        ("dispatchBehindBytes".into(), "0".into()),
-        // No lock guards the CommitLog's memory (Java's `lockTimeMills`).
+        // Committed CommitLog bytes not dispatched into ConsumeQueues yet.
+        (
+            "dispatchBehindBytes".into(),
+            shared.dispatch_behind_bytes().to_string(),
+        ),
+        // Always 0: no lock guards the CommitLog's memory (Java's `lockTimeMills`).
         ("pageCacheLockTimeMills".into(), "0".into()),
+        // Always 0: a request runs where its connection is read, never waiting in a
+        // thread pool's queue (see `JAVA_QUEUE_CAPACITIES`).
         ("sendThreadPoolQueueHeadWaitTimeMills".into(), "0".into()),
         ("pullThreadPoolQueueHeadWaitTimeMills".into(), "0".into()),
         ("queryThreadPoolQueueHeadWaitTimeMills".into(), "0".into()),
@@ -221,7 +226,11 @@ pub async fn runtime_info(
             "remainTransientStoreBufferNumbs".into(),
             i32::MAX.to_string(),
         ),
-        ("remainHowManyDataToFlush".into(), human_bytes(0)),
+        // Committed CommitLog bytes not yet synced to the device.
+        (
+            "remainHowManyDataToFlush".into(),
+            human_bytes(shared.remain_to_flush_bytes()),
+        ),
     ];
     for (size, capacity, value) in JAVA_QUEUE_CAPACITIES {
         table.push((size.into(), "0".into()));

@@ -209,7 +209,9 @@ pub fn producer_connections(state: &BrokerState, request: &RemotingCommand) -> R
 }
 
 /// GET_CONSUME_STATS (208): per queue, the broker's max offset and the group's committed
-/// offset (`ConsumeStats`), for the given topic or every topic the group committed in.
+/// offset (`ConsumeStats`), for the given topic or every topic the group committed in;
+/// `consumeTps` is the messages the group pulled per second over the last minute
+/// (`GROUP_GET_NUMS`), summed over those topics.
 pub async fn consume_stats(
     state: &BrokerState,
     reader: &StoreReader,
@@ -227,6 +229,7 @@ pub async fn consume_stats(
     // offsets in before (`ConsumerManager.findSubscriptionData`).
     let online = state.subscription_count(&header.consumer_group) > 0;
     let mut entries = Vec::new();
+    let mut consume_tps = 0.0;
     for name in topics {
         let Some(topic) = state.topic(&name) else {
             continue;
@@ -234,6 +237,10 @@ pub async fn consume_stats(
         if online && state.subscription(&header.consumer_group, &name).is_none() {
             continue;
         }
+        consume_tps += state
+            .stats
+            .items
+            .group_get_tps(&name, &header.consumer_group);
         for queue_id in 0..topic.read_queue_nums {
             let broker_offset = reader.max_offset_in_queue(&name, queue_id);
             let consumer_offset = state
@@ -256,7 +263,8 @@ pub async fn consume_stats(
     with_body(
         request,
         format!(
-            r#"{{"consumeTps":0.0,"offsetTable":{}}}"#,
+            r#"{{"consumeTps":{},"offsetTable":{}}}"#,
+            crate::broker::stats::java_double(consume_tps),
             queue_keyed_map(&entries)
         ),
     )

@@ -21,6 +21,7 @@ mod query;
 mod queues;
 mod send;
 mod send_back;
+mod stats_admin;
 mod topics;
 
 use super::codes::{route_of, Processor};
@@ -148,6 +149,7 @@ impl BrokerHandler {
             Some(Processor::AclAdmin) => acl_admin::acl_admin(&ctx.state, &request),
             Some(Processor::Calls) => calls::process(ctx, &request).await,
             Some(Processor::Queues) => queues::process(ctx, &request).await,
+            Some(Processor::StatsAdmin) => stats_admin::process(ctx, &request).await,
             None => error(
                 &request,
                 ResponseCode::REQUEST_CODE_NOT_SUPPORTED,

@@ -171,9 +171,16 @@ async fn pull_once(
         Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
     };
     let elapsed = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    ctx.state
-        .stats
-        .record_get(ctx.shard, result.messages.len() as u64, elapsed);
+    let stats = &ctx.state.stats;
+    stats.record_get(ctx.shard, result.messages.len() as u64, elapsed);
+    if !result.messages.is_empty() {
+        let bytes = result.messages.iter().map(|m| m.size as u64).sum();
+        let group = &header.consumer_group;
+        let found = result.messages.len() as u64;
+        stats
+            .items
+            .record_get(ctx.shard, &header.topic, group, found, bytes);
+    }
     let code = match result.status {
         GetMessageStatus::Found => ResponseCode::SUCCESS,
         GetMessageStatus::MessageWasRemoving | GetMessageStatus::NoMatchedMessage => {

@@ -129,9 +129,15 @@ async fn send(
     if transaction::is_half(&message.properties) {
         message = transaction::into_half(&ctx.state, message).await;
     }
+    let topic = message.topic.clone();
     let started = std::time::Instant::now();
     let stored = ctx.puts.put(message).await;
-    record_put(ctx, started, stored.as_ref().map(std::slice::from_ref));
+    record_put(
+        ctx,
+        &topic,
+        started,
+        stored.as_ref().map(std::slice::from_ref),
+    );
     match stored {
         Ok(appended) => {
             let mut response = send_response(
@@ -189,9 +195,15 @@ async fn send_reply(
             properties: properties.into_bytes(),
             ..put_message(ctx, connection, &header, queue_id)
         };
+        let topic = message.topic.clone();
         let started = std::time::Instant::now();
         let stored = ctx.puts.put(message).await;
-        record_put(ctx, started, stored.as_ref().map(std::slice::from_ref));
+        record_put(
+            ctx,
+            &topic,
+            started,
+            stored.as_ref().map(std::slice::from_ref),
+        );
         match stored {
             Ok(appended) => {
                 let msg_id = offset_msg_id(ctx.store_host, physical_i64(appended.physical_offset));
@@ -346,7 +358,7 @@ async fn send_batch(
     }
     let started = std::time::Instant::now();
     let stored = ctx.puts.put_batch(puts).await;
-    record_put(ctx, started, stored.as_deref());
+    record_put(ctx, &template.topic, started, stored.as_deref());
     let stored = match stored {
         Ok(stored) => stored,
         Err(failure) => return put_failed(ctx, request, &failure),
@@ -496,15 +508,23 @@ fn send_response(
     response
 }
 
-/// Counts a put in this shard's statistics: its records and bytes and how long the
-/// store took, or its failure.
-fn record_put<E>(ctx: &Context, started: std::time::Instant, stored: Result<&[Appended], E>) {
+/// Counts a put to `topic` (as stored: a delayed message's is the schedule topic) in this
+/// shard's statistics: its records and bytes and how long the store took, or its failure.
+fn record_put<E>(
+    ctx: &Context,
+    topic: &str,
+    started: std::time::Instant,
+    stored: Result<&[Appended], E>,
+) {
     let stats = &ctx.state.stats;
     match stored {
         Ok(records) => {
             let bytes = records.iter().map(|r| r.size as u64).sum();
             let elapsed = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
             stats.record_put(ctx.shard, records.len() as u64, bytes, elapsed);
+            stats
+                .items
+                .record_put(ctx.shard, topic, records.len() as u64, bytes);
         }
         Err(_) => stats.record_put_failed(ctx.shard),
     }

@@ -206,6 +206,10 @@ pub trait CommitObserver {
 
     /// Everything stored up to `store_timestamp` is synced.
     fn synced(&mut self, _store_timestamp: i64) {}
+
+    /// The CommitLog is on the device up to `end` (told after each write job and the last
+    /// sync, whether or not they moved it).
+    fn flushed_to(&mut self, _end: u64) {}
 }
 
 /// The observer that watches nothing.
@@ -356,6 +360,9 @@ where
                 stats.batches += 1;
                 match written {
                     Ok(end) => {
+                        // Before the answers: a SYNC_FLUSH put answered is never shown
+                        // waiting for a flush.
+                        observer.flushed_to(log.flushed_offset());
                         let boundary = puts.boundary_once_answered(end);
                         observer.committing(boundary);
                         let (answered, newest) = puts.answer_below(end);
@@ -395,6 +402,7 @@ where
             observer.synced(stored);
         }
     }
+    observer.flushed_to(log.flushed_offset());
     (log, stats)
 }
 
