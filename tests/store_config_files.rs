@@ -34,6 +34,13 @@ fn manifest_config(file: &str) -> Value {
     manifest["config"][file].clone()
 }
 
+/// MANIFEST.json's copy of `file.bak`, the version before the broker's last change.
+fn manifest_config_bak(file: &str) -> Value {
+    let path = common::fixtures_dir().join("store/MANIFEST.json");
+    let manifest: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    manifest["configBak"][format!("{file}.bak")].clone()
+}
+
 /// The copies of `file` in the fixture: both stores, current and `.bak` where present.
 fn fixture_copies(file: &str) -> Vec<(String, Vec<u8>)> {
     let mut copies = Vec::new();
@@ -86,12 +93,16 @@ fn topic(name: &str, queues: i32, perm: i32) -> TopicConfig {
 #[test]
 fn java_topics_json_parses_to_the_broker_topics() {
     let table = TopicConfigTable::parse(&read("clean", "topics.json")).unwrap();
+    // The timestamp is the fixture run's wall clock; MANIFEST.json has it from its own parser.
+    let timestamp = manifest_config("topics.json")["dataVersion"]["timestamp"]
+        .as_i64()
+        .unwrap();
     assert_eq!(
         table.data_version,
         DataVersion {
             counter: 5,
             state_version: 0,
-            timestamp: 1_795_964_365_247
+            timestamp
         }
     );
     let names: Vec<&str> = table.entries.iter().map(|(key, _)| key.as_str()).collect();
@@ -184,7 +195,10 @@ fn java_topics_bak_is_the_version_before_the_half_topic() {
     let previous = TopicConfigTable::parse(&read("clean", "topics.json.bak")).unwrap();
     let current = TopicConfigTable::parse(&read("clean", "topics.json")).unwrap();
     assert_eq!(previous.data_version.counter, 4);
-    assert_eq!(previous.data_version.timestamp, 1_795_964_325_734);
+    assert_eq!(
+        Some(previous.data_version.timestamp),
+        manifest_config_bak("topics.json")["dataVersion"]["timestamp"].as_i64()
+    );
     assert_eq!(previous.get("RMQ_SYS_TRANS_HALF_TOPIC"), None);
     assert_eq!(previous.entries.len(), 12);
 
@@ -224,7 +238,10 @@ fn java_topics_files_rewrite_byte_for_byte() {
 fn java_subscription_group_json_parses_to_java_defaults() {
     let table = SubscriptionGroupTable::parse(&read("clean", "subscriptionGroup.json")).unwrap();
     assert_eq!(table.data_version.counter, 1);
-    assert_eq!(table.data_version.timestamp, 1_795_964_325_723);
+    assert_eq!(
+        Some(table.data_version.timestamp),
+        manifest_config("subscriptionGroup.json")["dataVersion"]["timestamp"].as_i64()
+    );
     let names: Vec<&str> = table.entries.iter().map(|(key, _)| key.as_str()).collect();
     assert_eq!(names, JAVA_GROUPS, "file order kept");
     // The seven built-in groups and the auto-created `fix_store_cg` all have the defaults.

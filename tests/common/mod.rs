@@ -304,15 +304,16 @@ pub async fn connect(addr: SocketAddr, serialize_type: SerializeType) -> Remotin
     client
 }
 
-/// Where the Java 4.9.8 fixtures are: `FERROMQ_FIXTURES`, else `../shared/fixtures/java-4.9.8`.
+/// Where the Java 4.9.8 fixtures are: `FERROMQ_FIXTURES`, else the committed
+/// `tests/fixtures/java-4.9.8` (made by `scripts/fixtures/generate`; see its README.md).
 pub fn fixtures_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("FERROMQ_FIXTURES") {
         return PathBuf::from(dir);
     }
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/java-4.9.8");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/java-4.9.8");
     assert!(
         dir.is_dir(),
-        "Java fixtures not found at {}; set FERROMQ_FIXTURES to the java-4.9.8 folder",
+        "Java fixtures not found at {}; run scripts/fixtures/generate or set FERROMQ_FIXTURES",
         dir.display()
     );
     dir
