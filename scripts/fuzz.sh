@@ -25,7 +25,7 @@ else
     corpus="$(mktemp -d)"
     trap 'rm -rf "$corpus"' EXIT
 fi
-fixtures="${FERROMQ_FIXTURES:-../../shared/fixtures/java-4.9.8}"
+fixtures="${FERROMQ_FIXTURES:-../tests/fixtures/java-4.9.8}"
 python3 - "$target" "$fixtures" "$corpus" <<'EOF'
 import glob, json, os, struct, sys
 
