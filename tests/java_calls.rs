@@ -84,3 +84,23 @@ fn java_admin_queries_answer_from_the_queues() {
     assert_eq!(result("spanChecks"), "4", "{}", output.text);
     assert_eq!(result("cqUnits"), "10", "{}", output.text);
 }
+
+/// The admin API's `resumeCheckHalfMessage` (RESUME_CHECK_HALF_MESSAGE,
+/// `tests/java/ResumeHalf.java`): a committed transaction is never checked; once its half is
+/// put back, the broker asks the producer about it within the check's period.
+#[test]
+fn java_admin_resumes_the_check_of_a_half_message() {
+    let server = Standalone::start("transactionTimeOut=2000\ntransactionCheckInterval=1000");
+    let output = run_java(
+        "ResumeHalf",
+        &[&server.namesrv_addr(), "ResumeHalfT"],
+        Serialize::Json,
+        Duration::from_secs(90),
+    );
+    output.assert_passed("ResumeHalf");
+    let result = |key: &str| output.results.get(key).cloned().unwrap_or_default();
+    assert_eq!(result("checksBefore"), "0", "{}", output.text);
+    assert_eq!(result("resumed"), "true", "{}", output.text);
+    let after: u32 = result("checksAfter").parse().unwrap_or(0);
+    assert!(after >= 1, "{}", output.text);
+}

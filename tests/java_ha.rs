@@ -531,6 +531,16 @@ fn slave_refused_request(
             let remark = Some("SERVICE_NOT_AVAILABLE");
             (request, ResponseCode::SYSTEM_ERROR, remark)
         }
+        // A record the slave holds, put back into the half queue: the slave's store
+        // refuses the put.
+        RequestCode::RESUME_CHECK_HALF_MESSAGE => {
+            let mut request = RemotingCommand::request(code);
+            let addr: std::net::SocketAddr = "127.0.0.1:10911".parse().unwrap();
+            let id = ferromq::store::message::offset_msg_id(addr, record_offset.parse().unwrap());
+            request.ext_fields = fields(&[("msgId", &id)]);
+            let remark = Some("Put message back to RMQ_SYS_TRANS_HALF_TOPIC failed.");
+            (request, ResponseCode::SYSTEM_ERROR, remark)
+        }
         RequestCode::END_TRANSACTION => {
             let mut request = RemotingCommand::request(code);
             request.ext_fields = fields(&[

@@ -36,6 +36,8 @@ pub enum Processor {
     AclAdmin,
     /// A consume queue's units and a group's time behind in it (`AdminBrokerProcessor`).
     Queues,
+    /// The store's cleaning on request (`AdminBrokerProcessor`).
+    StoreAdmin,
     /// The per-topic and per-group statistics (`AdminBrokerProcessor`).
     StatsAdmin,
     /// Requests passed on to a consumer, answered with what it says
@@ -95,7 +97,7 @@ const fn oneway(code: RequestCode, processor: Processor) -> Route {
 
 use Processor::{
     AclAdmin, BrokerAdmin, Calls, Client, EndTransaction, Groups, Offsets, Pull, Query, Queues,
-    Send, SendBack, Topics,
+    Send, SendBack, StoreAdmin, Topics,
 };
 use RequestCode as C;
 
@@ -108,6 +110,7 @@ pub const ROUTES: &[Route] = &[
     put(C::SEND_REPLY_MESSAGE_V2, Send, false),
     put(C::CONSUMER_SEND_MSG_BACK, SendBack, false),
     put(C::END_TRANSACTION, EndTransaction, true),
+    put(C::RESUME_CHECK_HALF_MESSAGE, EndTransaction, false),
     route(C::PULL_MESSAGE, Pull),
     // 5.x's lite pull consumer: the same request under its own code, as in Java.
     route(C::LITE_PULL_MESSAGE, Pull),
@@ -142,6 +145,9 @@ pub const ROUTES: &[Route] = &[
     route(C::GET_ALL_PRODUCER_INFO, Groups),
     route(C::QUERY_CONSUME_QUEUE, Queues),
     route(C::QUERY_CONSUME_TIME_SPAN, Queues),
+    route(C::DELETE_EXPIRED_COMMITLOG, StoreAdmin),
+    route(C::CLEAN_EXPIRED_CONSUMEQUEUE, StoreAdmin),
+    route(C::CLEAN_UNUSED_TOPIC, StoreAdmin),
     route(C::LOCK_BATCH_MQ, Groups),
     route(C::UNLOCK_BATCH_MQ, Groups),
     route(C::GET_BROKER_CONFIG, BrokerAdmin),

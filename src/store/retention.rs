@@ -158,7 +158,8 @@ pub async fn run_retention(
     let work = async {
         loop {
             glommio::timer::sleep(interval).await;
-            if let Err(error) = run_pass(&handle, probe.as_ref(), SystemTime::now(), false).await {
+            let manual = handle.shared().take_manual_delete_pass();
+            if let Err(error) = run_pass(&handle, probe.as_ref(), SystemTime::now(), manual).await {
                 tracing::error!(%error, "retention pass failed");
             }
         }

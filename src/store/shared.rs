@@ -50,6 +50,10 @@ impl QueueState {
 
 type TopicQueues = HashMap<String, HashMap<i32, Arc<QueueState>>>;
 
+/// Retention passes a manual delete request makes due (Java's
+/// `MANUAL_DELETE_FILE_SEVERAL_TIMES`).
+pub const MANUAL_DELETE_PASSES: u32 = 20;
+
 /// What every shard may read about the store.
 #[derive(Debug)]
 pub struct StoreShared {
@@ -68,6 +72,7 @@ pub struct StoreShared {
     growth: ArcSwap<Vec<Weak<GrowthInner>>>,
     mapped_bytes: AtomicU64,
     mapping_readers: AtomicU64,
+    manual_delete_passes: AtomicU32,
 }
 
 impl StoreShared {
@@ -87,6 +92,7 @@ impl StoreShared {
             growth: ArcSwap::default(),
             mapped_bytes: AtomicU64::new(0),
             mapping_readers: AtomicU64::new(0),
+            manual_delete_passes: AtomicU32::new(0),
         }
     }
 
@@ -227,6 +233,20 @@ impl StoreShared {
 
     pub(crate) fn set_min_physical_offset(&self, offset: u64) {
         self.min_physical_offset.store(offset, Ordering::Release);
+    }
+
+    /// Makes the next [`MANUAL_DELETE_PASSES`] retention passes delete expired CommitLog
+    /// segments whatever the hour (`executeDeleteFilesManually`, DELETE_EXPIRED_COMMITLOG).
+    pub fn delete_files_manually(&self) {
+        self.manual_delete_passes
+            .store(MANUAL_DELETE_PASSES, Ordering::Release);
+    }
+
+    /// Whether this retention pass is one of the manual ones; counts it.
+    pub(crate) fn take_manual_delete_pass(&self) -> bool {
+        self.manual_delete_passes
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .is_ok()
     }
 
     /// Store time of the newest synced record (the checkpoint's `physicMsgTimestamp`).

@@ -1,18 +1,23 @@
 //! END_TRANSACTION (`EndTransactionProcessor`): a producer commits or rolls back the half
-//! message of its transaction.
+//! message of its transaction; and RESUME_CHECK_HALF_MESSAGE (`AdminBrokerProcessor`,
+//! mqadmin `resumeCheckHalfMessage`): a half is checked again from scratch.
 
 use super::Context;
 use crate::broker::delay::redirect_delayed;
 use crate::broker::reply::{error, Response};
 use crate::broker::state::BrokerState;
+use crate::broker::state::{PERM_READ, PERM_WRITE};
+use crate::broker::transaction::CHECK_TIMES;
 use crate::broker::transaction::{
     put_op, Stored, HALF_TOPIC, PGROUP, PREPARED_QUEUE_OFFSET, REAL_TOPIC, TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE, TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK,
 };
 use crate::config::broker::BrokerRole;
-use crate::remoting::headers::EndTransactionRequestHeader;
+use crate::remoting::headers::{EndTransactionRequestHeader, ResumeCheckHalfMessageRequestHeader};
 use crate::remoting::{RemotingCommand, ResponseCode};
+use crate::store::commit_log::PutMessage;
 use crate::store::message::MessageRecord;
+use crate::store::message::{decode_record, rewrite_properties, Record};
 use crate::store::message_store::StoreHandle;
 use crate::store::reader::StoreReader;
 
@@ -24,6 +29,9 @@ const NOT_FOUND: &str = "Find prepared transaction message failed";
 /// Java's is refused (Java leaves it unanswered).
 /// Refusals are logged: the request is oneway, so the producer never sees the answer.
 pub(super) async fn process(ctx: &Context, request: &RemotingCommand) -> Response {
+    if request.request_code() == crate::remoting::RequestCode::RESUME_CHECK_HALF_MESSAGE {
+        return resume_check(ctx, request).await;
+    }
     // A slave stores nothing of its own: SLAVE_NOT_AVAILABLE without a remark, as Java's
     // processor answers before it looks at the request.
     if ctx.state.config.broker_role == BrokerRole::Slave {
@@ -144,4 +152,48 @@ fn prepared_problem(
         return Some("The commit log offset wrong");
     }
     None
+}
+
+/// RESUME_CHECK_HALF_MESSAGE (323): the record the offset message id names is stored again
+/// in the half queue with `TRANSACTION_CHECK_TIMES` 0, so that the broker checks its
+/// transaction again from the start (`AdminBrokerProcessor.resumeCheckHalfMessage`). Java's
+/// remarks: one when the put fails, one for anything else (an id that names no record).
+async fn resume_check(ctx: &Context, request: &RemotingCommand) -> Response {
+    const PUT_FAILED: &str = "Put message back to RMQ_SYS_TRANS_HALF_TOPIC failed.";
+    const THREW: &str =
+        "Exception was thrown when putting message back to RMQ_SYS_TRANS_HALF_TOPIC.";
+    let header = match request.decode_header::<ResumeCheckHalfMessageRequestHeader>() {
+        Ok(header) => header,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    let Some((_, offset)) = crate::store::message::decode_offset_msg_id(&header.msg_id) else {
+        return error(request, ResponseCode::SYSTEM_ERROR, THREW);
+    };
+    let bytes = match ctx.reader.record_at(offset).await {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) | Err(_) => return error(request, ResponseCode::SYSTEM_ERROR, THREW),
+    };
+    let Ok(Record::Message { record, .. }) = decode_record(&bytes, false) else {
+        return error(request, ResponseCode::SYSTEM_ERROR, THREW);
+    };
+    ctx.state
+        .ensure_topic(HALF_TOPIC, 1, PERM_READ | PERM_WRITE)
+        .await;
+    let mut message = PutMessage::from_record(&record, HALF_TOPIC.to_owned(), 0);
+    message.properties = rewrite_properties(record.properties, &[], &[(CHECK_TIMES, "0")]);
+    match ctx.store.put(message).await {
+        Ok(_) => {
+            let real_topic = crate::store::message::parse_properties(record.properties)
+                .into_iter()
+                .find(|(name, _)| name == REAL_TOPIC)
+                .map(|(_, value)| value)
+                .unwrap_or_default();
+            tracing::info!(real_topic, "half message put back to be checked again");
+            Some(RemotingCommand::success_to(request))
+        }
+        Err(failure) => {
+            tracing::error!(%failure, "{PUT_FAILED}");
+            error(request, ResponseCode::SYSTEM_ERROR, PUT_FAILED)
+        }
+    }
 }

@@ -22,6 +22,7 @@ mod queues;
 mod send;
 mod send_back;
 mod stats_admin;
+mod store_admin;
 mod topics;
 
 use super::codes::{route_of, Processor};
@@ -150,6 +151,7 @@ impl BrokerHandler {
             Some(Processor::Calls) => calls::process(ctx, &request).await,
             Some(Processor::Queues) => queues::process(ctx, &request).await,
             Some(Processor::StatsAdmin) => stats_admin::process(ctx, &request).await,
+            Some(Processor::StoreAdmin) => store_admin::process(ctx, &request).await,
             None => error(
                 &request,
                 ResponseCode::REQUEST_CODE_NOT_SUPPORTED,
