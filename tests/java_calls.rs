@@ -63,7 +63,8 @@ fn java_requests_reach_consumers_through_the_broker() {
 /// GET_ALL_PRODUCER_INFO names the live producer; QUERY_CONSUME_TIME_SPAN gives each queue's
 /// first, last and last-consumed store times and the wait of the next message, as the
 /// messages sent have them; QUERY_CONSUME_QUEUE gives each queue's bounds and units, whose
-/// CommitLog offsets and tags codes are the messages'.
+/// CommitLog offsets and tags codes are the messages'; QUERY_CORRECTION_OFFSET gives the
+/// lowest offset of the groups not filtered out, or `Long.MAX_VALUE` past the compare group's.
 #[test]
 fn java_admin_queries_answer_from_the_queues() {
     let server = Standalone::start("");
@@ -83,6 +84,14 @@ fn java_admin_queries_answer_from_the_queues() {
     assert_eq!(result("spans"), "4", "{}", output.text);
     assert_eq!(result("spanChecks"), "4", "{}", output.text);
     assert_eq!(result("cqUnits"), "10", "{}", output.text);
+    // aq_g1 alone is left (5 and 3); 5 passes the compare group's 1, 3 does not pass 10.
+    assert_eq!(
+        result("correction0"),
+        i64::MAX.to_string(),
+        "{}",
+        output.text
+    );
+    assert_eq!(result("correction1"), "3", "{}", output.text);
 }
 
 /// The admin API's `resumeCheckHalfMessage` (RESUME_CHECK_HALF_MESSAGE,

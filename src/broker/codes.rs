@@ -145,6 +145,7 @@ pub const ROUTES: &[Route] = &[
     route(C::GET_ALL_PRODUCER_INFO, Groups),
     route(C::QUERY_CONSUME_QUEUE, Queues),
     route(C::QUERY_CONSUME_TIME_SPAN, Queues),
+    route(C::QUERY_CORRECTION_OFFSET, Queues),
     route(C::DELETE_EXPIRED_COMMITLOG, StoreAdmin),
     route(C::CLEAN_EXPIRED_CONSUMEQUEUE, StoreAdmin),
     route(C::CLEAN_UNUSED_TOPIC, StoreAdmin),

@@ -9,6 +9,8 @@
 
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
+import java.util.Set;
 import java.util.List;
 import java.util.Map;
 
@@ -119,6 +121,24 @@ public class AdminQueries {
             }
         }
         Support.result("cqUnits", cqUnits);
+
+        // Correction offsets: the lowest offset per queue over the groups not filtered out,
+        // Long.MAX_VALUE where that passes the compare group's.
+        String[][] commits = {{"aq_g1", "5", "3"}, {"aq_g2", "2", "7"}, {"aq_gc", "1", "10"}};
+        for (String[] commit : commits) {
+            for (int q = 0; q < 2; q++) {
+                admin.updateConsumeOffset(broker, commit[0], new MessageQueue(topic, "broker-a", q),
+                    Long.parseLong(commit[1 + q]));
+            }
+        }
+        Set<String> filter = new HashSet<>();
+        filter.add("aq_g2");
+        filter.add("aq_gc");
+        filter.add("aq_cg");
+        Map<Integer, Long> corrections = producer.getDefaultMQProducerImpl().getmQClientFactory()
+            .getMQClientAPIImpl().queryCorrectionOffset(broker, topic, "aq_gc", filter, 5000);
+        Support.result("correction0", corrections.get(0));
+        Support.result("correction1", corrections.get(1));
         admin.shutdown();
         producer.shutdown();
     }

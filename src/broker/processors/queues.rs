@@ -1,11 +1,13 @@
-//! What a consume queue holds and how far a group is behind in it (`AdminBrokerProcessor`):
-//! QUERY_CONSUME_QUEUE (mqadmin `queryCq`) and QUERY_CONSUME_TIME_SPAN (the admin API's
-//! `queryConsumeTimeSpan`).
+//! What a consume queue holds and how far groups are behind in it (`AdminBrokerProcessor`):
+//! QUERY_CONSUME_QUEUE (mqadmin `queryCq`), QUERY_CONSUME_TIME_SPAN (the admin API's
+//! `queryConsumeTimeSpan`) and QUERY_CORRECTION_OFFSET.
 
 use super::{Context, DISPATCH_WAIT_MAX};
 use crate::broker::reply::{error, with_body, Response};
 use crate::broker::state::now_ms;
-use crate::remoting::headers::{QueryConsumeQueueRequestHeader, QueryConsumeTimeSpanRequestHeader};
+use crate::remoting::headers::{
+    QueryConsumeQueueRequestHeader, QueryConsumeTimeSpanRequestHeader, QueryCorrectionOffsetHeader,
+};
 use crate::remoting::{RemotingCommand, RequestCode, ResponseCode};
 use crate::store::reader::StoreReader;
 
@@ -16,10 +18,10 @@ const QUERY_UNITS_MAX: i64 = 10_000;
 /// The requests of the module header.
 pub(super) async fn process(ctx: &Context, request: &RemotingCommand) -> Response {
     ctx.reader.dispatched_to_committed(DISPATCH_WAIT_MAX).await;
-    if request.request_code() == RequestCode::QUERY_CONSUME_QUEUE {
-        query_consume_queue(ctx, request).await
-    } else {
-        consume_time_span(ctx, request).await
+    match request.request_code() {
+        RequestCode::QUERY_CONSUME_QUEUE => query_consume_queue(ctx, request).await,
+        RequestCode::QUERY_CORRECTION_OFFSET => correction_offsets(ctx, request),
+        _ => consume_time_span(ctx, request).await,
     }
 }
 
@@ -154,4 +156,54 @@ async fn time_or_minus_one(
         Some(offset) => reader.store_time_at(topic, queue_id, offset).await,
     };
     read.ok().flatten().unwrap_or(-1)
+}
+
+/// QUERY_CORRECTION_OFFSET (308, `queryMinOffsetInAllGroup`): per queue of the topic, the
+/// lowest offset any group committed (but those `filterGroups` names, and offsets below the
+/// queue's min offset); where that lies past what `compareGroup` committed, `Long.MAX_VALUE`
+/// (`QueryCorrectionOffsetBody`, its integer keys bare as fastjson writes them). A queue the
+/// compare group committed in but no other group did is left out (Java fails on it).
+fn correction_offsets(ctx: &Context, request: &RemotingCommand) -> Response {
+    let header = match request.decode_header::<QueryCorrectionOffsetHeader>() {
+        Ok(header) => header,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    let state = &ctx.state;
+    let topic = header.topic.as_str();
+    let filtered: Vec<&str> = header
+        .filter_groups
+        .as_deref()
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|g| !g.is_empty())
+        .collect();
+    let queues = state
+        .topic(topic)
+        .map_or(0, |t| t.read_queue_nums.max(t.write_queue_nums));
+    let groups = state.groups_of_topic(topic);
+    let mut corrections: Vec<(i32, i64)> = Vec::new();
+    for queue_id in 0..queues {
+        let min_in_queue = ctx.reader.min_offset_in_queue(topic, queue_id);
+        let lowest = groups
+            .iter()
+            .filter(|group| !filtered.contains(&group.as_str()))
+            .filter_map(|group| state.committed_offset(group, topic, queue_id))
+            .filter(|offset| *offset >= min_in_queue)
+            .min();
+        let Some(lowest) = lowest else {
+            continue;
+        };
+        let corrected = match state.committed_offset(&header.compare_group, topic, queue_id) {
+            Some(compared) if lowest > compared => i64::MAX,
+            _ => lowest,
+        };
+        corrections.push((queue_id, corrected));
+    }
+    let entries: Vec<String> = corrections
+        .iter()
+        .map(|(queue, offset)| format!("{queue}:{offset}"))
+        .collect();
+    let body = format!("{{\"correctionOffsets\":{{{}}}}}", entries.join(","));
+    with_body(request, body)
 }
