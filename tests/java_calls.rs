@@ -64,7 +64,8 @@ fn java_requests_reach_consumers_through_the_broker() {
 /// first, last and last-consumed store times and the wait of the next message, as the
 /// messages sent have them; QUERY_CONSUME_QUEUE gives each queue's bounds and units, whose
 /// CommitLog offsets and tags codes are the messages'; QUERY_CORRECTION_OFFSET gives the
-/// lowest offset of the groups not filtered out, or `Long.MAX_VALUE` past the compare group's.
+/// lowest offset of the groups not filtered out, or `Long.MAX_VALUE` past the compare group's;
+/// GET_SYSTEM_TOPIC_LIST_FROM_BROKER lists the broker's system topics.
 #[test]
 fn java_admin_queries_answer_from_the_queues() {
     let server = Standalone::start("");
@@ -92,6 +93,23 @@ fn java_admin_queries_answer_from_the_queues() {
         output.text
     );
     assert_eq!(result("correction1"), "3", "{}", output.text);
+    // GET_SYSTEM_TOPIC_LIST_FROM_BROKER: the topics a 4.9.8 broker makes at start (the
+    // broker's own and the cluster's included), none of the test's.
+    let system = result("systemTopics");
+    for topic in [
+        "BenchmarkTest",
+        "DefaultCluster",
+        "DefaultCluster_REPLY_TOPIC",
+        "OFFSET_MOVED_EVENT",
+        "SCHEDULE_TOPIC_XXXX",
+        "TBW102",
+    ] {
+        assert!(
+            system.split(',').any(|t| t == topic),
+            "{topic} not in {system}"
+        );
+    }
+    assert!(!system.contains("AdminQueriesT"), "{system}");
 }
 
 /// The admin API's `resumeCheckHalfMessage` (RESUME_CHECK_HALF_MESSAGE,

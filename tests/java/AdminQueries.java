@@ -138,6 +138,10 @@ public class AdminQueries {
         Map<Integer, Long> corrections = producer.getDefaultMQProducerImpl().getmQClientFactory()
             .getMQClientAPIImpl().queryCorrectionOffset(broker, topic, "aq_gc", filter, 5000);
         Support.result("correction0", corrections.get(0));
+        List<String> system = new ArrayList<>(producer.getDefaultMQProducerImpl().getmQClientFactory()
+            .getMQClientAPIImpl().getSystemTopicListFromBroker(broker, 5000).getTopicList());
+        system.sort(null);
+        Support.result("systemTopics", String.join(",", system));
         Support.result("correction1", corrections.get(1));
         admin.shutdown();
         producer.shutdown();
