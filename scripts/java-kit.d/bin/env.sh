@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034 # sourced: the variables it sets are for its caller
 # bin/env.sh: sourced by the kit's commands; a test that runs java itself may source it too.
 # Written by ferromq's scripts/java-kit. Sourcing writes nothing. It sets:
 #   KIT          the kit's root (this file's folder's parent)
@@ -89,7 +89,10 @@ rmq_flags() {
 # The major version of a JDK tool: its release file, else its -version.
 rmq_java_major() {
     local tool=$1 v
-    [ -n "$tool" ] && [ -x "$tool" ] || { echo 0; return; }
+    if [ -z "$tool" ] || [ ! -x "$tool" ]; then
+        echo 0
+        return
+    fi
     v=$(sed -n 's/^JAVA_VERSION="\([0-9]*\).*/\1/p' \
         "$(dirname "$(dirname "$(readlink -f "$tool")")")/release" 2>/dev/null || true)
     [ -n "$v" ] || v=$("$tool" -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1)

@@ -39,6 +39,7 @@ fi
 "${SUDO[@]}" mkdir -p /usr/share/man/man1 # slim images lack it; the JDK's postinst needs it
 echo "install-deps: apt-get install $pkg"
 "${SUDO[@]}" apt-get install -y -q --no-install-recommends "$pkg" >/dev/null
+# shellcheck source=env.sh
 . "$KIT/bin/env.sh"
 jdk_ok || { echo "install-deps: still no JDK 17 or newer after installing $pkg" >&2; exit 1; }
 echo "install-deps: installed $pkg (java at $JAVA)"
