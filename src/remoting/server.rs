@@ -308,18 +308,9 @@ async fn run_connection<H: RequestHandler>(
         return;
     }
     tracing::debug!(peer = %info.peer, connection = ?info.id, "connection opened");
-    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
     let Some(tls) = &config.tls else {
-        serve_stream(
-            info,
-            stream,
-            Some(fd),
-            Vec::new(),
-            handler,
-            config,
-            shutdown,
-        )
-        .await;
+        let (reader, writer) = ferromq_uring::net::split(stream);
+        serve_stream(info, reader, writer, Vec::new(), handler, config, shutdown).await;
         return;
     };
     let mut stream = stream;
@@ -343,7 +334,8 @@ async fn run_connection<H: RequestHandler>(
                 "closing connection: plain TCP to a server in TLS enforcing mode");
             return;
         }
-        serve_stream(info, stream, Some(fd), first, handler, config, shutdown).await;
+        let (reader, writer) = ferromq_uring::net::split(stream);
+        serve_stream(info, reader, writer, first, handler, config, shutdown).await;
         return;
     }
     // Boxed, as the encrypted serving below: a plain connection's task holds neither.
@@ -361,10 +353,11 @@ async fn run_connection<H: RequestHandler>(
             return;
         }
     };
+    let (reader, writer) = futures_lite::io::split(stream);
     Box::pin(serve_stream(
         info,
-        stream,
-        None,
+        reader,
+        writer,
         Vec::new(),
         handler,
         config,
@@ -383,24 +376,23 @@ fn log_read_end(info: ConnectionInfo, error: &std::io::Error) {
     }
 }
 
-/// Serves requests read from `stream`, starting with the bytes in `first` that were read
-/// already. `fd` is the socket under a plain `stream`, for gathering writes; `None` writes
-/// through `stream` (TLS).
-async fn serve_stream<H, S>(
+/// Serves requests read from `reader`, starting with the bytes in `first` that were read
+/// already, and writes the responses to `writer`, the other half of the same stream.
+async fn serve_stream<H, R, W>(
     info: ConnectionInfo,
-    stream: S,
-    fd: Option<std::os::fd::RawFd>,
+    mut reader: R,
+    writer: W,
     first: Vec<u8>,
     handler: Rc<H>,
     config: &ServerConfig,
     shutdown: &Shutdown,
 ) where
     H: RequestHandler,
-    S: futures_lite::AsyncRead + futures_lite::AsyncWrite + Unpin + 'static,
+    R: futures_lite::AsyncRead + Unpin,
+    W: ResponseWriter + 'static,
 {
-    let (mut reader, writer) = futures_lite::io::split(stream);
     let (responses, outbox) = futures::channel::mpsc::channel::<OutFrame>(REQUESTS_IN_FLIGHT_MAX);
-    let writing = glommio::spawn_local(write_responses(fd, writer, outbox, info));
+    let writing = glommio::spawn_local(write_responses(writer, outbox, info));
     let permits = Rc::new(glommio::sync::Semaphore::new(REQUESTS_IN_FLIGHT_MAX as u64));
     let calls = std::sync::Arc::new(Calls::default());
     let mut decoder = FrameDecoder::new(config.frame_size_max);
@@ -533,12 +525,43 @@ impl<R: futures_lite::AsyncRead + Unpin> Future for ReadInto<'_, R> {
 /// hold all their parts at once.
 const FRAMES_PER_WRITE_MAX: usize = 256;
 
-/// Writes response frames as they come, joining those already waiting into one gathering
-/// write: heads side by side in one buffer, body parts (slices of mapped segments) pointed
-/// at where they are. `fd` is the socket under `writer`, which the connection holds open;
-/// without one (TLS) the parts are copied into one buffer that `writer` encrypts.
-async fn write_responses<W: futures_lite::AsyncWrite + Unpin>(
-    fd: Option<std::os::fd::RawFd>,
+/// The write half of a connection, as the response writer uses it.
+trait ResponseWriter {
+    /// Writes every byte of `parts`, in order.
+    async fn write_parts(&mut self, parts: &[&[u8]]) -> std::io::Result<()>;
+
+    /// Ends the sending direction once every response is written.
+    async fn finish(&mut self) -> std::io::Result<()>;
+}
+
+/// A plain socket: gathering sends point at the parts where they are (body parts are slices
+/// of mapped segments), with no copy into one buffer.
+impl ResponseWriter for ferromq_uring::net::WriteHalf {
+    async fn write_parts(&mut self, parts: &[&[u8]]) -> std::io::Result<()> {
+        ferromq_uring::net::write_all_gathered(self, parts).await
+    }
+
+    async fn finish(&mut self) -> std::io::Result<()> {
+        self.close().await
+    }
+}
+
+/// Any other stream (TLS): the parts are copied into one buffer, which the stream encrypts.
+impl<S: futures_lite::AsyncWrite + Unpin> ResponseWriter for futures_lite::io::WriteHalf<S> {
+    async fn write_parts(&mut self, parts: &[&[u8]]) -> std::io::Result<()> {
+        self.write_all(&parts.concat()).await?;
+        self.flush().await
+    }
+
+    async fn finish(&mut self) -> std::io::Result<()> {
+        self.close().await
+    }
+}
+
+/// Writes response frames as they come, joining those already waiting into one write:
+/// heads side by side in one buffer, body parts (slices of mapped segments) after their
+/// heads, which a plain socket's `writer` sends without copying them.
+async fn write_responses<W: ResponseWriter>(
     mut writer: W,
     mut outbox: futures::channel::mpsc::Receiver<OutFrame>,
     info: ConnectionInfo,
@@ -568,22 +591,12 @@ async fn write_responses<W: futures_lite::AsyncWrite + Unpin>(
             .flat_map(|f| std::iter::once(&f.head[..]).chain(f.parts.iter().map(|p| &p[..])))
             .filter(|s| !s.is_empty())
             .collect();
-        let written = match fd {
-            Some(fd) => ferromq_uring::net::write_all_gathered(fd, &mut writer, &slices).await,
-            None => {
-                let joined = slices.concat();
-                match writer.write_all(&joined).await {
-                    Ok(()) => writer.flush().await,
-                    Err(error) => Err(error),
-                }
-            }
-        };
-        if let Err(error) = written {
+        if let Err(error) = writer.write_parts(&slices).await {
             tracing::debug!(peer = %info.peer, %error, "write failed");
             return;
         }
     }
-    let _ = writer.close().await;
+    let _ = writer.finish().await;
 }
 
 /// What the first net shard of a server bound (the real address when port 0 was asked for),

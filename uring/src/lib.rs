@@ -8,7 +8,8 @@
 //!   (`ulimit -l`); root or a raised limit satisfies it.
 //!
 //! Modules: [`disk`] (filesystem use, `statvfs`),
-//! [`net`] (listeners and streams on glommio's io_uring reactor), [`file`]
+//! [`net`] (listeners and streams on glommio's io_uring reactor; `split`, whose halves lend
+//! the socket's descriptor for gathering sends and shutdown), [`file`]
 //! (`SegmentFile`, and `DmaSegment`: O_DIRECT segment files preallocated with fallocate),
 //! [`mapped`] (`MappedFile`: a writable shared mapping, for the IndexFile's in-place updates),
 //! [`sim`] (`SimSegment`: the twin that loses unsynced writes on a simulated crash, tears a

@@ -5,7 +5,12 @@
 //! accepted connection stays on the shard that accepted it.
 
 use crate::IoError;
+use std::cell::RefCell;
 use std::net::SocketAddr;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 pub use glommio::net::{TcpListener, TcpStream};
@@ -70,43 +75,66 @@ pub async fn connect(addr: SocketAddr, timeout: Duration) -> std::io::Result<Tcp
         .map_err(Into::into)
 }
 
-/// Shuts down both directions of the connected socket `fd` (`shutdown(SHUT_RDWR)`): a read
-/// another task has pending on it ends, and so does the peer's. The descriptor stays open.
-///
-/// `fd` must be an open socket for the call.
+/// Splits a connected stream into a read half and a write half that share it, so that one
+/// task reads while another writes. Each half lends the socket's descriptor ([`AsFd`]) for
+/// as long as the half is borrowed, for [`write_all_gathered`] and [`shutdown_both`]; the
+/// socket closes when both halves are dropped.
+#[must_use]
+pub fn split(stream: TcpStream) -> (ReadHalf, WriteHalf) {
+    let shared = Rc::new(SharedStream {
+        fd: stream.as_raw_fd(),
+        stream: RefCell::new(stream),
+    });
+    let reader = ReadHalf {
+        shared: Rc::clone(&shared),
+    };
+    (reader, WriteHalf { shared })
+}
+
+/// The read half of a [`split`] stream.
+#[derive(Debug)]
+pub struct ReadHalf {
+    shared: Rc<SharedStream>,
+}
+
+/// The write half of a [`split`] stream. Closing it shuts down the socket's sending
+/// direction (the peer reads the end of the stream); the socket stays open for the read
+/// half.
+#[derive(Debug)]
+pub struct WriteHalf {
+    shared: Rc<SharedStream>,
+}
+
+/// Shuts down both directions of a connected socket (`shutdown(SHUT_RDWR)`): a read another
+/// task has pending on it ends, and so does the peer's. The descriptor stays open.
 ///
 /// # Errors
 /// The socket's error (`ENOTCONN` once the peer is gone, which callers may ignore).
-pub fn shutdown_both(fd: std::os::fd::RawFd) -> std::io::Result<()> {
-    // SAFETY: the caller keeps the socket open for the call; the borrow ends with it.
-    let socket = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+pub fn shutdown_both(socket: BorrowedFd<'_>) -> std::io::Result<()> {
     rustix::net::shutdown(socket, rustix::net::Shutdown::Both).map_err(Into::into)
 }
 
 /// Most buffers one `sendmsg` takes (`IOV_MAX` on Linux).
 const IOV_MAX: usize = 1024;
 
-/// Writes every byte of `parts`, in order, to the connected socket `fd` with gathering
+/// Writes every byte of `parts`, in order, to the socket under `writer` with gathering
 /// sends (`sendmsg` of up to [`IOV_MAX`] buffers, never blocking), so that a response made of
 /// a header and slices of mapped segments leaves without being copied into one buffer first.
-/// When the socket's send buffer is full, the rest goes through `writer` (the same socket's
-/// write half), which waits on the reactor until the socket takes bytes again.
+/// When the socket's send buffer is full, the rest goes through `writer`, which waits on the
+/// reactor until the socket takes bytes again.
 ///
-/// `fd` must be the descriptor under `writer`, open for as long as the call runs.
+/// The sends go to the descriptor `writer` lends ([`AsFd`]), so `writer` must put its bytes
+/// on that socket unchanged: a plain stream's [`WriteHalf`], never an encrypting stream.
 ///
 /// # Errors
 /// The socket's error; the connection is then of no further use.
-pub async fn write_all_gathered<W: futures_lite::AsyncWrite + Unpin>(
-    fd: std::os::fd::RawFd,
-    writer: &mut W,
-    parts: &[&[u8]],
-) -> std::io::Result<()> {
+pub async fn write_all_gathered<W>(writer: &mut W, parts: &[&[u8]]) -> std::io::Result<()>
+where
+    W: futures_lite::AsyncWrite + AsFd + Unpin,
+{
     use futures_lite::AsyncWriteExt;
     use rustix::net::{SendAncillaryBuffer, SendFlags};
     use std::io::IoSlice;
-    // SAFETY: the caller keeps the socket open for the call (its write half is `writer`);
-    // the borrow does not outlive the call.
-    let socket = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
     let mut index = 0;
     let mut skip = 0;
     while index < parts.len() {
@@ -121,17 +149,16 @@ pub async fn write_all_gathered<W: futures_lite::AsyncWrite + Unpin>(
             .map(IoSlice::new)
             .collect();
         let flags = SendFlags::DONTWAIT | SendFlags::NOSIGNAL;
-        let mut sent =
-            match rustix::net::sendmsg(socket, &slices, &mut SendAncillaryBuffer::default(), flags)
-            {
-                Ok(sent) => sent,
-                Err(rustix::io::Errno::AGAIN) => match writer.write(&parts[index][skip..]).await? {
-                    0 => return Err(std::io::ErrorKind::WriteZero.into()),
-                    written => written,
-                },
-                Err(rustix::io::Errno::INTR) => 0,
-                Err(errno) => return Err(errno.into()),
-            };
+        let mut ancillary = SendAncillaryBuffer::default();
+        let mut sent = match rustix::net::sendmsg(writer.as_fd(), &slices, &mut ancillary, flags) {
+            Ok(sent) => sent,
+            Err(rustix::io::Errno::AGAIN) => match writer.write(&parts[index][skip..]).await? {
+                0 => return Err(std::io::ErrorKind::WriteZero.into()),
+                written => written,
+            },
+            Err(rustix::io::Errno::INTR) => 0,
+            Err(errno) => return Err(errno.into()),
+        };
         // Step over what went out.
         while sent > 0 && index < parts.len() {
             let left = parts[index].len() - skip;
@@ -163,4 +190,72 @@ pub fn raise_open_files_limit() -> Option<u64> {
         }
     }
     limit.current
+}
+
+/// The stream both halves of a [`split`] hold.
+#[derive(Debug)]
+struct SharedStream {
+    /// The descriptor `stream` owns, taken once, so that lending it needs no borrow of
+    /// `stream` (which a poll of the other half may hold).
+    fd: RawFd,
+    /// Borrowed mutably only for one poll of one half. Polls never nest (the halves are
+    /// `!Send`, and glommio's polls call no code of ours), so two borrows never meet.
+    stream: RefCell<TcpStream>,
+}
+
+impl SharedStream {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        // SAFETY: `stream` owns the socket `fd` names and closes it only when dropped; it is
+        // never moved out of `self` nor replaced, so `fd` stays open while `self` is borrowed.
+        unsafe { BorrowedFd::borrow_raw(self.fd) }
+    }
+
+    /// Runs `poll` on the stream.
+    fn poll<T>(&self, poll: impl FnOnce(Pin<&mut TcpStream>) -> T) -> T {
+        let mut stream = self
+            .stream
+            .try_borrow_mut()
+            .expect("polls of a split stream's halves never nest");
+        poll(Pin::new(&mut *stream))
+    }
+}
+
+impl AsFd for ReadHalf {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.shared.as_fd()
+    }
+}
+
+impl AsFd for WriteHalf {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.shared.as_fd()
+    }
+}
+
+impl futures_lite::AsyncRead for ReadHalf {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<std::io::Result<usize>> {
+        self.shared.poll(|stream| stream.poll_read(cx, buf))
+    }
+}
+
+impl futures_lite::AsyncWrite for WriteHalf {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        self.shared.poll(|stream| stream.poll_write(cx, buf))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        self.shared.poll(|stream| stream.poll_flush(cx))
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        self.shared.poll(|stream| stream.poll_close(cx))
+    }
 }

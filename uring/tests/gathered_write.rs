@@ -7,9 +7,8 @@
 mod common;
 
 use common::on_executor;
-use ferromq_uring::net::{bind_listener, connect, write_all_gathered, TcpStream};
+use ferromq_uring::net::{bind_listener, connect, split, write_all_gathered, TcpStream};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
-use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 /// Parts of awkward sizes (empty ones among them) that add up to many socket buffers.
@@ -31,11 +30,10 @@ fn parts() -> Vec<Vec<u8>> {
 fn serve_parts(listener: glommio::net::TcpListener) -> glommio::Task<std::io::Result<()>> {
     glommio::spawn_local(async move {
         let stream: TcpStream = listener.accept().await?;
-        let fd = stream.as_raw_fd();
-        let (_reader, mut half) = futures_lite::io::split(stream);
+        let (_reader, mut half) = split(stream);
         let parts = parts();
         let slices: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
-        write_all_gathered(fd, &mut half, &slices).await?;
+        write_all_gathered(&mut half, &slices).await?;
         half.close().await
     })
 }

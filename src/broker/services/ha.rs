@@ -124,8 +124,7 @@ impl Slave {
         stream
             .set_write_timeout(Some(self.config.housekeeping_interval))
             .map_err(|e| e.to_string())?;
-        let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
-        let (mut rx, mut tx) = futures_lite::io::split(stream);
+        let (mut rx, mut tx) = ferromq_uring::net::split(stream);
         let reports = Rc::new(Reports::default());
         let reading = {
             let reports = Rc::clone(&reports);
@@ -136,17 +135,16 @@ impl Slave {
                 reports.closed.set(Some(reason));
             })
         };
-        let outcome = self.send(fd, &mut tx, &reports).await;
+        let outcome = self.send(&mut tx, &reports).await;
         drop(reading);
         outcome
     }
 
     /// Sends frames from the slave's first report on, until the connection fails or the
     /// read side closed it.
-    async fn send<W: futures_lite::AsyncWrite + Unpin>(
+    async fn send(
         &self,
-        fd: std::os::fd::RawFd,
-        tx: &mut W,
+        tx: &mut ferromq_uring::net::WriteHalf,
         reports: &Reports,
     ) -> Result<(), String> {
         let segment_size = self.shared.config.mapped_file_size_commit_log;
@@ -204,7 +202,7 @@ impl Slave {
                     ));
                 }
                 let header = frame_header(next, len);
-                ferromq_uring::net::write_all_gathered(fd, tx, &[&header, &body])
+                ferromq_uring::net::write_all_gathered(tx, &[&header, &body])
                     .await
                     .map_err(|e| e.to_string())?;
                 next = chunk_end;
@@ -213,7 +211,7 @@ impl Slave {
             }
             if last_sent.elapsed() >= self.config.heartbeat_interval {
                 let header = frame_header(next, 0);
-                ferromq_uring::net::write_all_gathered(fd, tx, &[&header])
+                ferromq_uring::net::write_all_gathered(tx, &[&header])
                     .await
                     .map_err(|e| e.to_string())?;
                 last_sent = Instant::now();

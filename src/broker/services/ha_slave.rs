@@ -170,8 +170,7 @@ impl Link<'_> {
         if let Err(error) = stream.set_write_timeout(Some(self.config.housekeeping_interval)) {
             return LinkEnd::Closed(error.to_string());
         }
-        let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
-        let (mut rx, mut tx) = futures_lite::io::split(stream);
+        let (mut rx, mut tx) = ferromq_uring::net::split(stream);
         // Everything handed to the writer before is written: its end is this slave's end.
         let start = self.store.shared().committed_end();
         if let Err(reason) = cursor.resume_at(start) {
@@ -193,7 +192,7 @@ impl Link<'_> {
         let reported = self.report(&mut tx, start, &mut written_rx).await;
         // Whatever ended the reports, the read side must end too, then every frame handed
         // to the writer is waited for.
-        let _ = ferromq_uring::net::shutdown_both(fd);
+        let _ = ferromq_uring::net::shutdown_both(std::os::fd::AsFd::as_fd(&tx));
         // Answers are taken while the read side ends: it may be waiting for room to queue
         // one. The queue closes when the read side ends.
         let mut fatal = None;
