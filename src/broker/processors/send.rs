@@ -129,16 +129,7 @@ async fn send(
     if transaction::is_half(&message.properties) {
         message = transaction::into_half(&ctx.state, message).await;
     }
-    let topic = message.topic.clone();
-    let started = std::time::Instant::now();
-    let stored = ctx.puts.put(message).await;
-    record_put(
-        ctx,
-        &topic,
-        started,
-        stored.as_ref().map(std::slice::from_ref),
-    );
-    match stored {
+    match put_counted(ctx, message).await {
         Ok(appended) => {
             let mut response = send_response(
                 request,
@@ -195,16 +186,7 @@ async fn send_reply(
             properties: properties.into_bytes(),
             ..put_message(ctx, connection, &header, queue_id)
         };
-        let topic = message.topic.clone();
-        let started = std::time::Instant::now();
-        let stored = ctx.puts.put(message).await;
-        record_put(
-            ctx,
-            &topic,
-            started,
-            stored.as_ref().map(std::slice::from_ref),
-        );
-        match stored {
+        match put_counted(ctx, message).await {
             Ok(appended) => {
                 let msg_id = offset_msg_id(ctx.store_host, physical_i64(appended.physical_offset));
                 let code = response.code;
@@ -506,6 +488,20 @@ fn send_response(
     });
     add_region_fields(&mut response);
     response
+}
+
+/// Stores one message through this shard's coalescer and counts it ([`record_put`]).
+async fn put_counted(ctx: &Context, message: PutMessage) -> Result<Appended, StoreError> {
+    let topic = message.topic.clone();
+    let started = std::time::Instant::now();
+    let stored = ctx.puts.put(message).await;
+    record_put(
+        ctx,
+        &topic,
+        started,
+        stored.as_ref().map(std::slice::from_ref),
+    );
+    stored
 }
 
 /// Counts a put to `topic` (as stored: a delayed message's is the schedule topic) in this
