@@ -21,8 +21,8 @@
 #                  before issue 23), for before/after runs
 #   ferromq-copy   the same with pullMappedMemoryMax=0: pulls read into buffers, not sent
 #                  from mapped CommitLog windows
-#   java           the Java 4.9.8 kit's name server and broker (../shared/java-4.9.8, its
-#                  dependencies installed), fresh store, ports from --peer
+#   java           the Java 4.9.8 kit's name server and broker (FERROMQ_JAVA_KIT, else
+#                  target/java-kit/4.9.8, built by scripts/java-kit), fresh store, ports from --peer
 # or ferromq=NS:BROKER / java=NS:BROKER / ... with the ports inline (two ferromq sides).
 # FERROMQ_BIN_A=path (or _B) runs that ferromq binary on side A (or B) instead of
 # target/release/ferromq, for before/after runs of two builds.
@@ -134,7 +134,9 @@ CONF
             ;;
         java)
             ports="${ports:-$peer_ports}"
-            local ns="${ports%%:*}" broker="${ports##*:}" kit=../shared/java-4.9.8
+            local ns="${ports%%:*}" broker="${ports##*:}"
+            local kit=${FERROMQ_JAVA_KIT:-target/java-kit/4.9.8}
+            [[ -n ${FERROMQ_JAVA_KIT:-} ]] || bash scripts/java-kit 4.9.8 "$kit" >&2
             [[ -x "$kit/bin/broker" ]] || { echo "no Java kit at $kit" >&2; exit 1; }
             mkdir -p "$work/$label-java-ns" "$work/$label-java-broker"
             bash "$kit/bin/namesrv" "$ns" "$work/$label-java-ns" > "$work/$label-java-ns.log" 2>&1 &

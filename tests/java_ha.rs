@@ -1,4 +1,4 @@
-//! Replication against the Java 4.9.8 broker of the kit (`../shared/java-4.9.8/`) over the
+//! Replication against the Java 4.9.8 broker of the kit (`scripts/java-kit`) over the
 //! classic HA link (`reference/ha.md` §2): a Java slave (`brokerRole=SLAVE`, `brokerId=1`)
 //! behind a ferromq master copies the master's CommitLog byte for byte, across a segment
 //! roll, and serves the messages at the master's offsets.
