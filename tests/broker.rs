@@ -369,8 +369,9 @@ fn bad_input_gets_java_codes_and_remarks_and_the_broker_keeps_serving() {
         assert_eq!(big.code, ResponseCode::MESSAGE_ILLEGAL.0);
         assert!(big.remark.unwrap().contains("msg body length limit 1024B"));
 
+        // A request that fails a check: INVALID_PARAMETER, as Java 5.x (4.9.8: SYSTEM_ERROR).
         let bad_topic = send(&client, "bad topic!", 0, b"x").await;
-        assert_eq!(bad_topic.code, ResponseCode::SYSTEM_ERROR.0);
+        assert_eq!(bad_topic.code, ResponseCode::INVALID_PARAMETER.0);
         assert!(bad_topic
             .remark
             .unwrap()
@@ -378,7 +379,7 @@ fn bad_input_gets_java_codes_and_remarks_and_the_broker_keeps_serving() {
 
         assert_eq!(send(&client, "BadT", 0, b"ok").await.code, 0);
         let bad_queue = send(&client, "BadT", 99, b"x").await;
-        assert_eq!(bad_queue.code, ResponseCode::SYSTEM_ERROR.0);
+        assert_eq!(bad_queue.code, ResponseCode::INVALID_PARAMETER.0);
         assert!(bad_queue
             .remark
             .unwrap()
@@ -388,7 +389,7 @@ fn bad_input_gets_java_codes_and_remarks_and_the_broker_keeps_serving() {
             .request(pull_request("BadT", 99, 0, 0))
             .await
             .unwrap();
-        assert_eq!(pull_bad_queue.code, ResponseCode::SYSTEM_ERROR.0);
+        assert_eq!(pull_bad_queue.code, ResponseCode::INVALID_PARAMETER.0);
         assert!(pull_bad_queue
             .remark
             .unwrap()
@@ -796,7 +797,7 @@ fn bad_batches_get_javas_codes_and_the_broker_keeps_serving() {
         let mut request = batch_request("bad topic", 0, 0, "");
         request.body.clone_from(&good);
         let response = client.request(request).await.unwrap();
-        assert_eq!(response.code, ResponseCode::SYSTEM_ERROR.0);
+        assert_eq!(response.code, ResponseCode::INVALID_PARAMETER.0);
 
         // Nothing of the above was stored, and a good batch still is.
         let mut request = batch_request("BatchBad", 0, 0, "");

@@ -612,8 +612,9 @@ fn system_topics_cannot_be_redefined_and_auto_creation_survives_the_attempt() {
                 ],
                 b"",
             );
+            // INVALID_PARAMETER, as Java 5.x (4.9.8: SYSTEM_ERROR).
             let response = request(&client, create).await;
-            assert_eq!(response.code, ResponseCode::SYSTEM_ERROR.0, "{topic}");
+            assert_eq!(response.code, ResponseCode::INVALID_PARAMETER.0, "{topic}");
             let expected = format!("The topic[{topic}] is conflict with system topic.");
             assert_eq!(response.remark.as_deref(), Some(expected.as_str()));
             let delete = command(
@@ -622,7 +623,7 @@ fn system_topics_cannot_be_redefined_and_auto_creation_survives_the_attempt() {
                 b"",
             );
             let response = request(&client, delete).await;
-            assert_eq!(response.code, ResponseCode::SYSTEM_ERROR.0, "{topic}");
+            assert_eq!(response.code, ResponseCode::INVALID_PARAMETER.0, "{topic}");
             assert_eq!(response.remark.as_deref(), Some(expected.as_str()));
         }
         let forbidden = request(&client, send("SCHEDULE_TOPIC_XXXX", "0", "", b"x")).await;

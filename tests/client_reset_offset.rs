@@ -133,12 +133,13 @@ async fn reset_scenario(orderly: bool) {
         .collect();
     create_topic(&admin, &routes, 2).await;
 
-    // A topic the broker does not have (Java: SYSTEM_ERROR with this remark).
+    // A topic the broker does not have: TOPIC_NOT_EXIST with this remark, as Java 5.x
+    // (4.9.8: SYSTEM_ERROR `[reset-offset] reset offset failed, no topic in this broker...`).
     let refused = invoke_reset(&admin, "NoSuchTopic", 0).await;
-    assert_eq!(refused.code, ResponseCode::SYSTEM_ERROR.0);
+    assert_eq!(refused.code, ResponseCode::TOPIC_NOT_EXIST.0);
     assert_eq!(
         refused.remark.as_deref(),
-        Some("[reset-offset] reset offset failed, no topic in this broker. topic=NoSuchTopic")
+        Some("Topic NoSuchTopic does not exist")
     );
 
     // N messages, both queues, all before `before_first + 1 s`.

@@ -66,20 +66,24 @@ pub fn topic_name_problem(topic: &str) -> Option<String> {
     None
 }
 
-/// Why the broker refuses a topic name (`TopicValidator.validateTopic`), with its remark; a
-/// missing topic is blank, as Java reads the null it decodes.
+/// Why the broker refuses a topic name (`TopicValidator.validateTopic`), with its remark as
+/// 5.x words it (naming the topic; 4.9.8 did not); a missing topic is blank, as Java reads
+/// the null it decodes.
 #[must_use]
-pub fn invalid_topic_remark(topic: &str) -> Option<&'static str> {
+pub fn invalid_topic_remark(topic: &str) -> Option<String> {
     if topic.trim().is_empty() {
-        return Some("The specified topic is blank.");
+        return Some("The specified topic is blank.".to_owned());
     }
     if !is_legal_name(topic) {
-        return Some(
-            "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$",
-        );
+        return Some(format!(
+            "The specified topic: {topic}, contains illegal characters, allowing only \
+             ^[%|a-zA-Z0-9_-]+$"
+        ));
     }
     if topic.len() > TOPIC_MAX_LENGTH {
-        return Some("The specified topic is longer than topic max length.");
+        return Some(format!(
+            "The specified topic: {topic}, is longer than topic max length: {TOPIC_MAX_LENGTH}"
+        ));
     }
     None
 }

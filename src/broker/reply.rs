@@ -23,8 +23,10 @@ pub fn with_body(request: &RemotingCommand, body: impl Into<Vec<u8>>) -> Respons
     Some(response)
 }
 
-/// Java's pointer to its FAQ, appended to some remarks (`FAQUrl.suggestTodo`).
-pub const FAQ: &str = "\nSee http://rocketmq.apache.org/docs/faq/ for further details.";
+/// Java's pointer to its FAQ, appended to some remarks (`FAQUrl.suggestTodo`), as 5.x
+/// words it (4.9.8 pointed to http://rocketmq.apache.org/docs/faq/).
+pub const FAQ: &str =
+    "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details.";
 
 /// Adds what Java's send processors put in every answer once the header decoded: the
 /// region and the trace switch (`MSG_REGION`, `TRACE_ON`).

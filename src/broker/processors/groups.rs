@@ -292,11 +292,9 @@ pub async fn reset_offset(
         Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
     };
     let Some(topic) = state.topic(&header.topic) else {
-        let remark = format!(
-            "[reset-offset] reset offset failed, no topic in this broker. topic={}",
-            header.topic
-        );
-        return error(request, ResponseCode::SYSTEM_ERROR, remark);
+        // As 5.x (4.9.8 answered SYSTEM_ERROR).
+        let remark = format!("Topic {} does not exist", header.topic);
+        return error(request, ResponseCode::TOPIC_NOT_EXIST, remark);
     };
     let members = state.consumer_outbounds(&header.group);
     if members.is_empty() {

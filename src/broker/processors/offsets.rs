@@ -17,7 +17,7 @@ use crate::remoting::{RemotingCommand, RequestCode, ResponseCode};
 pub(super) async fn process(ctx: &Context, request: &RemotingCommand) -> Response {
     match request.request_code() {
         RequestCode::QUERY_CONSUMER_OFFSET => query_consumer_offset(ctx, request),
-        RequestCode::UPDATE_CONSUMER_OFFSET => update_consumer_offset(ctx, request),
+        RequestCode::UPDATE_CONSUMER_OFFSET => update_consumer_offset(ctx, request).await,
         RequestCode::GET_MAX_OFFSET => max_offset(ctx, request).await,
         RequestCode::GET_MIN_OFFSET => min_offset(ctx, request),
         RequestCode::GET_EARLIEST_MSG_STORETIME => earliest_time(ctx, request).await,
@@ -34,22 +34,30 @@ fn query_consumer_offset(ctx: &Context, request: &RemotingCommand) -> Response {
         ctx.state
             .committed_offset(&header.consumer_group, &header.topic, header.queue_id);
     let offset = match committed {
-        Some(offset) if offset >= 0 => Some(offset),
-        _ => {
-            // Never consumed: start from 0 if the queue still begins there (Java also
-            // checks that its first message is in memory).
-            let min = ctx
-                .reader
-                .min_offset_in_queue(&header.topic, header.queue_id);
-            (min <= 0 || header.set_zero_if_not_found == Some(true)).then_some(0)
+        Some(offset) if offset >= 0 => offset,
+        // Never consumed, as 5.x answers: from 0 if the queue's first message is still
+        // there, unless the client asked not to; QUERY_NOT_FOUND otherwise (an empty or
+        // unknown queue too: the client then starts where its policy says).
+        _ if header.set_zero_if_not_found == Some(false) => {
+            return error(
+                request,
+                ResponseCode::QUERY_NOT_FOUND,
+                "Not found, do not set to zero, maybe this group boot first",
+            );
         }
-    };
-    let Some(offset) = offset else {
-        return error(
-            request,
-            ResponseCode::QUERY_NOT_FOUND,
-            "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first",
-        );
+        _ => {
+            let reader = &ctx.reader;
+            let min = reader.min_offset_in_queue(&header.topic, header.queue_id);
+            let max = reader.max_offset_in_queue(&header.topic, header.queue_id);
+            if min > 0 || max <= 0 {
+                return error(
+                    request,
+                    ResponseCode::QUERY_NOT_FOUND,
+                    "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first",
+                );
+            }
+            0
+        }
     };
     let mut response = RemotingCommand::success_to(request);
     response.set_header(&QueryConsumerOffsetResponseHeader {
@@ -58,7 +66,31 @@ fn query_consumer_offset(ctx: &Context, request: &RemotingCommand) -> Response {
     Some(response)
 }
 
-fn update_consumer_offset(ctx: &Context, request: &RemotingCommand) -> Response {
+/// UPDATE_CONSUMER_OFFSET, checked as 5.x checks it: the group (created if
+/// `autoCreateSubscriptionGroup` allows, as a pull creates it), the topic, then the queue and
+/// the offset, each refusal with its own code (4.9.8 committed anything).
+async fn update_consumer_offset(ctx: &Context, request: &RemotingCommand) -> Response {
+    let (Some(group), Some(topic)) = (request.ext("consumerGroup"), request.ext("topic")) else {
+        let remark = match request.decode_header::<UpdateConsumerOffsetRequestHeader>() {
+            Err(e) => e.to_string(),
+            Ok(_) => "the custom field <consumerGroup> is null".to_owned(),
+        };
+        return error(request, ResponseCode::SYSTEM_ERROR, remark);
+    };
+    if ctx.state.group_or_create(group).await.is_none() {
+        let remark = format!("Group {group} not exist!");
+        return error(request, ResponseCode::SUBSCRIPTION_GROUP_NOT_EXIST, remark);
+    }
+    if ctx.state.topic(topic).is_none() {
+        let remark = format!("Topic {topic} not exist!");
+        return error(request, ResponseCode::TOPIC_NOT_EXIST, remark);
+    }
+    for (field, name) in [("queueId", "QueueId"), ("commitOffset", "Offset")] {
+        if request.ext(field).is_none() {
+            let remark = format!("{name} is null, topic is {topic}");
+            return error(request, ResponseCode::INVALID_PARAMETER, remark);
+        }
+    }
     let header = match request.decode_header::<UpdateConsumerOffsetRequestHeader>() {
         Ok(header) => header,
         Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),

@@ -7,7 +7,7 @@ use crate::broker::state::PERM_READ;
 use crate::remoting::headers::{PullMessageRequestHeader, PullMessageResponseHeader};
 use crate::remoting::heartbeat::SubscriptionData;
 use crate::remoting::server::ConnectionInfo;
-use crate::remoting::{RemotingCommand, ResponseCode};
+use crate::remoting::{ExtFields, RemotingCommand, ResponseCode};
 use crate::store::consume_queue::tags_code;
 use crate::store::reader::{GetMessageStatus, PullFilter};
 use futures::future::select;
@@ -67,7 +67,8 @@ pub(super) async fn process(
             "queueId[{}] is illegal, topic:[{}] topicConfig.readQueueNums:[{}] consumer:[/{}]",
             header.queue_id, header.topic, topic.read_queue_nums, connection.peer
         );
-        return error(request, ResponseCode::SYSTEM_ERROR, remark);
+        // As 5.x (4.9.8: SYSTEM_ERROR).
+        return error(request, ResponseCode::INVALID_PARAMETER, remark);
     }
     let codes = if header.sys_flag & PULL_SUBSCRIPTION != 0 {
         let kind = header.expression_type.as_deref();
@@ -85,7 +86,13 @@ pub(super) async fn process(
             "the consumer group[{}] can not consume by broadcast way",
             header.consumer_group
         );
-        return error(request, ResponseCode::NO_PERMISSION, remark);
+        let mut refusal = error(request, ResponseCode::NO_PERMISSION, remark);
+        if let Some(refusal) = refusal.as_mut() {
+            // As 5.x says why (`ForbiddenType.BROADCASTING_DISABLE_FORBIDDEN`).
+            let fields = refusal.ext_fields.get_or_insert_with(ExtFields::new);
+            fields.insert("forbiddenType", BROADCASTING_DISABLE_FORBIDDEN.to_string());
+        }
+        return refusal;
     } else {
         match ctx
             .state
@@ -117,8 +124,12 @@ pub(super) async fn process(
         );
     }
     let max = usize::try_from(header.max_msg_nums).unwrap_or(0).max(1);
-    let route = (group.broker_id, group.which_broker_when_consume_slowly);
-    let mut answer = pull_once(ctx, request, &header, max, codes.as_deref(), route).await;
+    let route = Route {
+        broker_id: group.broker_id,
+        when_slow: group.which_broker_when_consume_slowly,
+        topic_sys_flag: topic.topic_sys_flag,
+    };
+    let mut answer = pull_once(ctx, request, &header, max, codes.as_deref(), &route).await;
     let not_found = answer
         .as_ref()
         .is_some_and(|r| r.code == ResponseCode::PULL_NOT_FOUND.0);
@@ -136,20 +147,33 @@ pub(super) async fn process(
         );
         let timer = glommio::timer::sleep(wait);
         let _ = select(woken, Box::pin(timer)).await;
-        answer = pull_once(ctx, request, &header, max, codes.as_deref(), route).await;
+        answer = pull_once(ctx, request, &header, max, codes.as_deref(), &route).await;
     }
     answer
 }
 
-/// One pull; `group` is the consumer group's (`brokerId`, `whichBrokerWhenConsumeSlowly`),
-/// for the broker the answer suggests.
+/// 5.x's `forbiddenType` of a broadcast pull its group may not make.
+const BROADCASTING_DISABLE_FORBIDDEN: i32 = 4;
+
+/// What a pull's answer takes from the group's and the topic's configs.
+struct Route {
+    /// The group's `brokerId`, the broker the answer suggests.
+    broker_id: i64,
+    /// The group's `whichBrokerWhenConsumeSlowly`, suggested when the pull read from disk.
+    when_slow: i64,
+    /// The topic's `topicSysFlag`, which 5.x answers (as `groupSysFlag`, 0 here: ferromq's
+    /// groups have no sys flags).
+    topic_sys_flag: i32,
+}
+
+/// One pull; `route` says which broker the answer suggests.
 async fn pull_once(
     ctx: &Context,
     request: &RemotingCommand,
     header: &PullMessageRequestHeader,
     max: usize,
     codes: Option<&[i64]>,
-    group: (i64, i64),
+    route: &Route,
 ) -> Response {
     let accepts = |code: i64| codes.is_none_or(|codes| codes.contains(&code));
     let filter = PullFilter {
@@ -208,9 +232,9 @@ async fn pull_once(
     let suggest_which_broker_id = if !ctx.state.runtime().slave_read_enable {
         0
     } else if result.suggest_pulling_from_slave {
-        group.1
+        route.when_slow
     } else {
-        group.0
+        route.broker_id
     };
     let mut response = RemotingCommand::response_to(request, code, remark);
     response.set_header(&PullMessageResponseHeader {
@@ -219,8 +243,8 @@ async fn pull_once(
         min_offset: result.min_offset,
         max_offset: result.max_offset,
         offset_delta: None,
-        topic_sys_flag: None,
-        group_sys_flag: None,
+        topic_sys_flag: Some(route.topic_sys_flag),
+        group_sys_flag: Some(0),
         forbidden_type: None,
     });
     response.body_parts = result.parts;

@@ -21,7 +21,9 @@ use crate::remoting::headers::{
     SendMessageResponseHeader,
 };
 use crate::remoting::server::ConnectionInfo;
-use crate::remoting::{CommandHeader, HeaderError, RemotingCommand, RequestCode, ResponseCode};
+use crate::remoting::{
+    CommandHeader, ExtFields, HeaderError, RemotingCommand, RequestCode, ResponseCode,
+};
 use crate::store::commit_log::{Appended, PutMessage};
 use crate::store::config_files::TopicConfig;
 use crate::store::message::{offset_msg_id, rewrite_properties};
@@ -137,6 +139,12 @@ async fn send(
                 queue_id,
                 appended.queue_offset,
             );
+            // As 5.x: the message's UNIQ_KEY as `transactionId` (4.9.8 sent none; 5.x makes
+            // a UNIQ_KEY when the client sent none, ferromq does not).
+            if let Some(id) = property(raw_properties, "UNIQ_KEY") {
+                let fields = response.ext_fields.get_or_insert_with(ExtFields::new);
+                fields.insert("transactionId", id);
+            }
             let end = physical_i64(appended.physical_offset + appended.size as u64);
             replicate(ctx, raw_properties, end, &mut response).await;
             Some(response)
@@ -400,8 +408,15 @@ async fn check_send(
         );
         return Err(error(request, ResponseCode::NO_PERMISSION, remark));
     }
+    // INVALID_PARAMETER for a topic that fails a check, as 5.x (4.9.8: SYSTEM_ERROR); a
+    // missing topic stays SYSTEM_ERROR (both fail on the null).
     if let Some(problem) = invalid_topic_remark(&header.topic) {
-        return Err(error(request, ResponseCode::SYSTEM_ERROR, problem));
+        let code = if send_topic_missing(request) {
+            ResponseCode::SYSTEM_ERROR
+        } else {
+            ResponseCode::INVALID_PARAMETER
+        };
+        return Err(error(request, code, problem));
     }
     if NOT_ALLOWED_SEND_TOPICS.contains(&header.topic.as_str()) {
         let remark = format!("Sending message to topic[{}] is forbidden.", header.topic);
@@ -444,7 +459,7 @@ async fn check_send(
             describe_topic(&topic_config),
             connection.peer
         );
-        return Err(error(request, ResponseCode::SYSTEM_ERROR, remark));
+        return Err(error(request, ResponseCode::INVALID_PARAMETER, remark));
     }
     Ok((header, queue_id))
 }
@@ -604,6 +619,14 @@ fn has_delay_level(properties: &str) -> bool {
         .any(|(name, value)| name == "DELAY" && value.trim().parse::<i32>().is_ok_and(|l| l > 0))
 }
 
+/// The value of property `name` in a message's properties text.
+fn property<'a>(properties: &'a str, name: &str) -> Option<&'a str> {
+    properties
+        .split('\u{2}')
+        .filter_map(|pair| pair.split_once('\u{1}'))
+        .find_map(|(key, value)| (key == name).then_some(value))
+}
+
 /// The V1 header of a V2 one (`SendMessageRequestHeaderV2.createSendMessageRequestHeaderV1`).
 fn v1_header(v2: SendMessageRequestHeaderV2) -> SendMessageRequestHeader {
     SendMessageRequestHeader {
@@ -627,14 +650,21 @@ fn v1_header(v2: SendMessageRequestHeaderV2) -> SendMessageRequestHeader {
 fn describe_topic(topic: &TopicConfig) -> String {
     format!(
         "TopicConfig [topicName={}, readQueueNums={}, writeQueueNums={}, perm={}, \
-         topicFilterType={}, topicSysFlag={}, order={}]",
+         topicFilterType={}, topicSysFlag={}, order={}, attributes={{{}}}]",
         topic.topic_name,
         topic.read_queue_nums,
         topic.write_queue_nums,
         permission_text(topic.perm),
         topic.topic_filter_type,
         topic.topic_sys_flag,
-        topic.order
+        topic.order,
+        // As Java's map text (5.x's TopicConfig has the attributes; 4.9.8's had none).
+        topic
+            .attributes
+            .iter()
+            .map(|(key, value)| format!("{key}={value}"))
+            .collect::<Vec<_>>()
+            .join(", ")
     )
 }
 

@@ -39,14 +39,15 @@ async fn create_topic(ctx: &Context, request: &RemotingCommand) -> Response {
         Ok(header) => header,
         Err(e) => return header_refusal(request, &e),
     };
+    // INVALID_PARAMETER for a request that fails a check, as 5.x (4.9.8: SYSTEM_ERROR).
     if let Some(problem) = invalid_topic_remark(&header.topic) {
-        return error(request, ResponseCode::SYSTEM_ERROR, problem);
+        return error(request, ResponseCode::INVALID_PARAMETER, problem);
     }
     // A client may not redefine the broker's own topics (`TBW102` without its inherit
     // bit would end auto-creation; the delay levels live in `SCHEDULE_TOPIC_XXXX`).
     if ctx.state.is_system_topic(&header.topic) {
         let remark = format!("The topic[{}] is conflict with system topic.", header.topic);
-        return error(request, ResponseCode::SYSTEM_ERROR, remark);
+        return error(request, ResponseCode::INVALID_PARAMETER, remark);
     }
     ctx.state
         .put_topic(TopicConfig {
@@ -76,16 +77,25 @@ pub async fn delete_topic(
     store: &StoreHandle,
     request: &RemotingCommand,
 ) -> Response {
+    // INVALID_PARAMETER for a missing topic or a system topic, as 5.x (4.9.8: SYSTEM_ERROR);
+    // a name no topic can have stays SYSTEM_ERROR, as 4.9.8 (5.x deletes nothing and says
+    // SUCCESS).
     let header = match request.decode_header::<DeleteTopicRequestHeader>() {
         Ok(header) => header,
-        Err(e) => return header_refusal(request, &e),
+        Err(e) => {
+            let mut refusal = header_refusal(request, &e);
+            if let Some(refusal) = refusal.as_mut() {
+                refusal.code = ResponseCode::INVALID_PARAMETER.0;
+            }
+            return refusal;
+        }
     };
     if let Some(problem) = invalid_topic_remark(&header.topic) {
         return error(request, ResponseCode::SYSTEM_ERROR, problem);
     }
     if state.is_system_topic(&header.topic) {
         let remark = format!("The topic[{}] is conflict with system topic.", header.topic);
-        return error(request, ResponseCode::SYSTEM_ERROR, remark);
+        return error(request, ResponseCode::INVALID_PARAMETER, remark);
     }
     state.delete_topic(&header.topic).await;
     // As Java's `cleanUnusedTopic`: the queues go too, so a topic made again under the
