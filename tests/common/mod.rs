@@ -128,7 +128,8 @@ pub fn kill(child: &mut Child) {
 }
 
 /// Spawns `ferromq <subcommand> <args>`, echoes its log, and waits for its "listening
-/// addr=" line.
+/// addr=" line. Its log filter is `info`, or `FERROMQ_TEST_LOG` when set (a `RUST_LOG`
+/// filter, for finding out why a test failed).
 pub fn spawn_server(
     subcommand: &str,
     args: &[&str],
@@ -136,7 +137,10 @@ pub fn spawn_server(
     let mut child = Command::new(env!("CARGO_BIN_EXE_ferromq"))
         .arg(subcommand)
         .args(args)
-        .env("RUST_LOG", "info")
+        .env(
+            "RUST_LOG",
+            std::env::var("FERROMQ_TEST_LOG").unwrap_or_else(|_| "info".to_owned()),
+        )
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

@@ -72,6 +72,16 @@ public class RetryDlq {
             return ConsumeConcurrentlyStatus.RECONSUME_LATER;
         });
         consumer.start();
+        // The consumer pulls its retry queue once a rebalance finds the retry topic's route.
+        // The broker makes that topic at the consumer's first heartbeat, which comes after the
+        // consumer's first route lookup; the rebalance that heartbeat triggers can run before
+        // the route is fetched again, and the next one is 20 s later. That is the client's
+        // race with any broker, so the messages go once the retry queue is being pulled: a
+        // retry then late by a pull not woken still shows.
+        String retryTopic = "%RETRY%" + group;
+        boolean pulling = Support.await(() -> consumer.getDefaultMQPushConsumerImpl().getRebalanceImpl()
+            .getProcessQueueTable().keySet().stream().anyMatch(mq -> mq.getTopic().equals(retryTopic)), 40_000);
+        Support.check(pulling, "the retry queue is pulled within 40 s of the consumer's start");
 
         for (int i = 0; i < count; i++) {
             SendResult r = producer.send(Support.message(topic, i));
