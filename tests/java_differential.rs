@@ -165,8 +165,8 @@ const INTENDED: &[Intended] = &[
         step: "offset.query_unknown_*",
         aspect: "*",
         java: "",
-        why: "answers as 5.x: QUERY_NOT_FOUND (22) for a committed offset of a queue that has \
-              no message at 0 (an unknown topic or queue too); 4.9.8 answers SUCCESS with 0",
+        why: "answers as 5.x: QUERY_NOT_FOUND (22) for a committed offset of an unknown topic \
+              or queue; 4.9.8 answers SUCCESS with 0",
     },
     Intended {
         step: "offset.update_unknown_topic",
@@ -221,6 +221,13 @@ const INTENDED: &[Intended] = &[
         java: "absent",
         why: "answers as 5.x: PULL_MESSAGE's answer carries the topic's and the group's \
               sysFlag (`topicSysFlag`, `groupSysFlag`)",
+    },
+    Intended {
+        step: "topic_stats.ok",
+        aspect: "body",
+        java: "",
+        why: "answers as 5.x: GET_TOPIC_STATS_INFO's body adds the topic's puts per second \
+              (`topicPutTps`)",
     },
     Intended {
         step: "pull.broadcast_not_allowed",
@@ -2558,7 +2565,8 @@ const JAVA5_INTENDED: &[Intended] = &[
         aspect: "ext:offset",
         java: "",
         why: "not yet: after the last message's time 5.x answers the queue's max offset (6), \
-              ferromq, as 4.9.8, the last message's offset (5)",
+              ferromq, as 4.9.8, the last message's offset (5): 5.x searches for a boundary \
+              (`boundaryType`, lower by default), 4.9.8 for the nearest time",
     },
     Intended {
         step: "send_back.group_is_a_path",
@@ -2594,15 +2602,19 @@ const JAVA5_INTENDED: &[Intended] = &[
         aspect: "*",
         java: "",
         why: "GET_ALL_TOPIC_CONFIG: ferromq has no static topic queue mapping \
-              (`mappingDataVersion`, `topicQueueMapping*`) nor topic attributes; \
-              `totalTopicNum` not yet",
+              (`mappingDataVersion`, `topicQueueMapping*`), and writes a topic's `attributes` \
+              only when it has some (its body is topics.json, which stays readable by 4.9); \
+              `totalTopicNum` comes with 5.x's paging (topicSeq, maxTopicNum), which ferromq \
+              does not serve: without it a 5.x slave takes the whole table at once, as from an \
+              older server",
     },
     Intended {
         step: "*all_groups",
         aspect: "*",
         java: "",
         why: "GET_ALL_SUBSCRIPTIONGROUP_CONFIG: ferromq has no group attributes, forbidden \
-              table, retry policy, orderly or timeout keys; `totalGroupNum` not yet",
+              table, retry policy, orderly or timeout keys; `totalGroupNum` comes with 5.x's \
+              paging, which ferromq does not serve (as `totalTopicNum`)",
     },
     Intended {
         step: "all_consumer_offsets",
@@ -2616,12 +2628,6 @@ const JAVA5_INTENDED: &[Intended] = &[
         aspect: "body",
         java: "",
         why: "as in INTENDED: GET_BROKER_CONFIG lists the settings ferromq has (5.x has 486)",
-    },
-    Intended {
-        step: "topic_stats.ok",
-        aspect: "body",
-        java: "",
-        why: "not yet: 5.x's GET_TOPIC_STATS_INFO body adds `topicPutTps`",
     },
     Intended {
         step: "*consume_stats.*",

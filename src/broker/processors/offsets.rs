@@ -35,9 +35,12 @@ fn query_consumer_offset(ctx: &Context, request: &RemotingCommand) -> Response {
             .committed_offset(&header.consumer_group, &header.topic, header.queue_id);
     let offset = match committed {
         Some(offset) if offset >= 0 => offset,
-        // Never consumed, as 5.x answers: from 0 if the queue's first message is still
-        // there, unless the client asked not to; QUERY_NOT_FOUND otherwise (an empty or
-        // unknown queue too: the client then starts where its policy says).
+        // Never consumed: as 5.x, QUERY_NOT_FOUND when the client asked not to be given 0,
+        // for a topic or queue the broker does not have, and when the queue no longer
+        // begins at 0; else 0. Unlike 5.x, which answers QUERY_NOT_FOUND for an empty queue
+        // too (its source; no differential step has one), a known empty queue answers 0, as
+        // 4.9.8: a consumer that starts from the last offset then misses nothing sent while
+        // it starts.
         _ if header.set_zero_if_not_found == Some(false) => {
             return error(
                 request,
@@ -46,10 +49,14 @@ fn query_consumer_offset(ctx: &Context, request: &RemotingCommand) -> Response {
             );
         }
         _ => {
-            let reader = &ctx.reader;
-            let min = reader.min_offset_in_queue(&header.topic, header.queue_id);
-            let max = reader.max_offset_in_queue(&header.topic, header.queue_id);
-            if min > 0 || max <= 0 {
+            let known = ctx.state.topic(&header.topic).is_some_and(|topic| {
+                let queues = topic.read_queue_nums.max(topic.write_queue_nums);
+                (0..queues).contains(&header.queue_id)
+            });
+            let min = ctx
+                .reader
+                .min_offset_in_queue(&header.topic, header.queue_id);
+            if !known || min > 0 {
                 return error(
                     request,
                     ResponseCode::QUERY_NOT_FOUND,

@@ -5,6 +5,8 @@
 use super::{last_store_time, queue_keyed_map, Context, DISPATCH_WAIT_MAX};
 use crate::broker::reply::{error, header_refusal, with_body, with_defaults, Response};
 use crate::broker::state::{invalid_topic_remark, BrokerState};
+use crate::broker::stats::items::StatsName;
+use crate::broker::stats::java_double;
 use crate::remoting::headers::{
     CreateTopicRequestHeader, DeleteTopicRequestHeader, GetTopicStatsInfoRequestHeader,
     QueryTopicConsumeByWhoRequestHeader,
@@ -136,9 +138,19 @@ pub async fn topic_stats(
         };
         entries.push((queue, value));
     }
+    // As 5.x: the topic's puts per second over the last minute (`tpsTopicPutNums`).
+    let put_tps = state
+        .stats
+        .items
+        .figures(StatsName::TopicPutNums, &header.topic)
+        .map_or(0.0, |figures| figures.minute.tps);
     with_body(
         request,
-        format!(r#"{{"offsetTable":{}}}"#, queue_keyed_map(&entries)),
+        format!(
+            r#"{{"offsetTable":{},"topicPutTps":{}}}"#,
+            queue_keyed_map(&entries),
+            java_double(put_tps)
+        ),
     )
 }
 
