@@ -598,12 +598,32 @@ impl Drop for Standalone {
 }
 
 /// A free loopback port (bound and released; a short race remains).
+///
+/// Taken below the kernel's ephemeral range (`ip_local_port_range`), from which every
+/// outgoing connection gets its local port: a port from that range can go to another test's
+/// client between this check and the server's bind (a test that opens 10,000 connections
+/// made a Java broker fail with "Address already in use"). The start is random per call, so
+/// test processes that ask at once rarely probe the same ports.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
+    const SPAN: u64 = 12_000;
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|text| text.split_whitespace().next()?.parse::<u64>().ok())
+        .unwrap_or(32_768);
+    let low = ephemeral_low.saturating_sub(SPAN).max(1_100);
+    let span = ephemeral_low.saturating_sub(low).max(1);
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+        .subsec_nanos();
+    let start = (u64::from(seed) ^ u64::from(std::process::id()).wrapping_mul(7_919)) % span;
+    for step in 0..span {
+        let port = u16::try_from(low + (start + step) % span).unwrap();
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port in {low}..{ephemeral_low}");
 }
 
 /// Waits (at most `timeout`) until the name server at `namesrv` has a route for `topic`:
