@@ -20,6 +20,7 @@
 
 mod common;
 
+use common::delivery::{self, events, received, sent_by_key, tail, text};
 use common::java::Standalone;
 use common::TempDir;
 use serde_json::Value;
@@ -74,17 +75,7 @@ struct GoRun {
 
 /// Exit status, the closing event, and no error events.
 fn check_run(run: &GoRun, failures: &mut Vec<String>) {
-    if !run.exit.is_some_and(|s| s.success()) {
-        failures.push(format!("the Go program ended with {:?}", run.exit));
-    }
-    if !run.events.iter().any(|e| e["ev"] == "end") {
-        failures.push("the Go program printed no end event".to_owned());
-    }
-    for event in &run.events {
-        if ["error", "send_error", "timeout"].contains(&event["ev"].as_str().unwrap_or("")) {
-            failures.push(format!("Go reported {event}"));
-        }
-    }
+    delivery::check_ended("Go", run.exit, &run.events, failures);
     for event in events(&run.events, "consumer_done", None) {
         if event["complete"] != true {
             failures.push(format!(
@@ -98,26 +89,10 @@ fn check_run(run: &GoRun, failures: &mut Vec<String>) {
 /// (`TagSync || TagOneway`) exactly the sync and oneway ones, by Poll and again by PullFrom.
 fn check_plain(all: &[Value], failures: &mut Vec<String>) -> String {
     let sent = sent_by_key(all, "plain", failures);
-    for mode in ["sync", "async", "oneway"] {
-        let n = sent.values().filter(|e| e["mode"] == mode).count();
-        if n != PER_MODE {
-            failures.push(format!("plain: {n} {mode} sends reported, {PER_MODE} made"));
-        }
-    }
-    for event in sent.values().filter(|e| e["mode"] != "oneway") {
-        if event["status"] != 0 || text(&event["msg_id"]).is_empty() {
-            failures.push(format!(
-                "plain: a send not SEND_OK with a message id: {event}"
-            ));
-        }
-    }
+    delivery::check_plain_sends(&sent, PER_MODE, failures);
     let push = received(all, "plain", "push");
     let pull = received(all, "plain", "pull");
-    let pulled: BTreeMap<&str, &Value> = sent
-        .iter()
-        .filter(|(_, e)| e["tag"] != "TagAsync")
-        .map(|(k, e)| (*k, *e))
-        .collect();
+    let pulled = delivery::without_async_tag(&sent);
     let push_report = account("plain push", &sent, &push, failures);
     let pull_report = account("plain pull", &pulled, &pull, failures);
     let pull_from = received(all, "plain", "pull_from");
@@ -138,48 +113,17 @@ fn check_order(all: &[Value], failures: &mut Vec<String>) -> String {
             ORDERS * STEPS
         ));
     }
-    let mut queue_of_order: BTreeMap<i64, i64> = BTreeMap::new();
-    for event in sent.values() {
-        let (order, queue) = (number(&event["order"]), number(&event["queue"]));
-        if *queue_of_order.entry(order).or_insert(queue) != queue {
-            failures.push(format!("order: order {order} sent to two queues: {event}"));
-        }
-    }
+    let queue_of_order = delivery::queue_of_order(&sent, failures);
     let got = received(all, "order", "orderly");
     let report = account("order", &sent, &got, failures);
-    let mut next_step: BTreeMap<i64, i64> = BTreeMap::new();
-    let mut last_offset: BTreeMap<i64, i64> = BTreeMap::new();
     for event in &got {
-        let order: i64 = text(&event["order"]).parse().unwrap_or(-1);
-        let step: i64 = text(&event["step"]).parse().unwrap_or(-1);
-        let (queue, offset) = (number(&event["queue"]), number(&event["offset"]));
         if event["orderly_ctx"] != true {
             failures.push(format!(
                 "order: consumed without an orderly context: {event}"
             ));
         }
-        if queue_of_order.get(&order) != Some(&queue) {
-            failures.push(format!(
-                "order: consumed from another queue than sent: {event}"
-            ));
-        }
-        let expected = next_step.entry(order).or_insert(0);
-        if step != *expected {
-            failures.push(format!(
-                "order: order {order} step {step} after {}",
-                *expected - 1
-            ));
-        }
-        *expected = step + 1;
-        let last = last_offset.entry(queue).or_insert(-1);
-        if offset <= *last {
-            failures.push(format!(
-                "order: queue {queue} offset {offset} after {}",
-                *last
-            ));
-        }
-        *last = offset;
     }
+    delivery::check_order_sequence(&got, &queue_of_order, failures);
     let queues: BTreeSet<i64> = queue_of_order.values().copied().collect();
     format!(
         "orderly {report} ({ORDERS} orders on {} queues)",
@@ -222,100 +166,15 @@ fn check_tx(all: &[Value], failures: &mut Vec<String>) -> String {
     format!("tx {report}, {} check(s) of tx-unknown", checks.len())
 }
 
-/// The `sent` events of `part` by key (oneway ones too: they carry no result).
-fn sent_by_key<'a>(
-    all: &'a [Value],
-    part: &str,
-    failures: &mut Vec<String>,
-) -> BTreeMap<&'a str, &'a Value> {
-    let mut by_key = BTreeMap::new();
-    for event in events(all, "sent", Some(part)) {
-        if by_key.insert(text(&event["key"]), event).is_some() {
-            failures.push(format!("{part}: key sent twice: {event}"));
-        }
-    }
-    by_key
-}
-
-/// Every expected key received, with its tag, body and (when the send reported one) message
-/// id; nothing unexpected; duplicates counted. Returns "N/M keys, D duplicates".
+/// [`delivery::account`] with nothing more checked: tag, body and message id. Returns "N/M
+/// keys, D duplicates".
 fn account(
     what: &str,
     expected: &BTreeMap<&str, &Value>,
     got: &[&Value],
     failures: &mut Vec<String>,
 ) -> String {
-    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-    for event in got {
-        let key = text(&event["key"]);
-        *counts.entry(key).or_default() += 1;
-        let Some(sent) = expected.get(key) else {
-            failures.push(format!("{what}: unexpected message {event}"));
-            continue;
-        };
-        for field in ["tag", "body"] {
-            if event[field] != sent[field] {
-                failures.push(format!("{what}: {field} differs, sent {sent}, got {event}"));
-            }
-        }
-        if sent.get("msg_id").is_some() && event["msg_id"] != sent["msg_id"] {
-            failures.push(format!(
-                "{what}: message id differs, sent {sent}, got {event}"
-            ));
-        }
-    }
-    let lost: Vec<&str> = expected
-        .keys()
-        .filter(|k| !counts.contains_key(*k))
-        .copied()
-        .collect();
-    if !lost.is_empty() {
-        failures.push(format!("{what}: {} lost: {lost:?}", lost.len()));
-    }
-    let duplicated: BTreeMap<&str, usize> = counts
-        .iter()
-        .filter(|(k, n)| **n > 1 && expected.contains_key(*k))
-        .map(|(k, n)| (*k, *n))
-        .collect();
-    let duplicates: usize = duplicated.values().map(|n| n - 1).sum();
-    if duplicates > 0 {
-        failures.push(format!(
-            "{what}: {duplicates} duplicate deliveries (key: times) {duplicated:?}"
-        ));
-    }
-    let received_keys = counts.keys().filter(|k| expected.contains_key(*k)).count();
-    format!(
-        "{received_keys}/{} keys, {duplicates} duplicates",
-        expected.len()
-    )
-}
-
-/// The `recv` events of `part` from `consumer`, in the order consumed.
-fn received<'a>(all: &'a [Value], part: &str, consumer: &str) -> Vec<&'a Value> {
-    events(all, "recv", Some(part))
-        .into_iter()
-        .filter(|e| e["consumer"] == consumer)
-        .collect()
-}
-
-/// The events named `ev` (of `part`, if given), in the order printed.
-fn events<'a>(all: &'a [Value], ev: &str, part: Option<&str>) -> Vec<&'a Value> {
-    all.iter()
-        .filter(|e| e["ev"] == ev && part.is_none_or(|p| e["part"] == p))
-        .collect()
-}
-
-fn text(value: &Value) -> &str {
-    value.as_str().unwrap_or("")
-}
-
-fn number(value: &Value) -> i64 {
-    value.as_i64().unwrap_or(-1)
-}
-
-fn tail(text: &str, lines: usize) -> String {
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
+    delivery::account(what, expected, got, failures, delivery::no_more_checks)
 }
 
 /// Runs the Go program against `namesrv`, killing it after `timeout`.
@@ -338,10 +197,7 @@ fn run_go_client(binary: &Path, namesrv: &str, timeout: Duration) -> GoRun {
     }
     let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
     let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
-    let events = stdout
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
-        .collect();
+    let events = delivery::parse_events(&stdout);
     GoRun {
         exit,
         events,

@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod delivery;
 pub mod java;
 
 use ferromq::remoting::client::{connect_tokio, ClientConfig, RemotingClient};
