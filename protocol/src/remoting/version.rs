@@ -1,7 +1,16 @@
 //! `MQVersion.Version`: the names of the version ordinals peers send in every command's
 //! `version` field, as 4.9.8's `MQVersion.getVersionDesc` gives them (`V4_9_8` is 409,
 //! `V5_3_3` 479), for what admin tools print. Tested below against ordinals read from the
-//! 4.9.8 source.
+//! 4.9.8 source. Also the ordinals a broker compares a client's version with, named as the
+//! enum names them.
+
+/// `MQVersion.Version.V3_0_7_SNAPSHOT`: the first client that reports its offsets
+/// (GET_CONSUMER_STATUS_FROM_CLIENT) and applies a pushed reset (RESET_CONSUMER_CLIENT_OFFSET).
+pub const V3_0_7_SNAPSHOT: i32 = 28;
+
+/// `MQVersion.Version.V3_1_8_SNAPSHOT`: the first client that answers the broker's calls
+/// (GET_CONSUMER_RUNNING_INFO, CONSUME_MESSAGE_DIRECTLY).
+pub const V3_1_8_SNAPSHOT: i32 = 62;
 
 /// The first ordinals, before the regular `SNAPSHOT` / release pairs.
 const FIRST: [&str; 16] = [
@@ -52,7 +61,7 @@ pub fn version_desc(value: i32) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::version_desc;
+    use super::{version_desc, V3_0_7_SNAPSHOT, V3_1_8_SNAPSHOT};
 
     #[test]
     fn ordinals_name_the_versions_java_names() {
@@ -60,6 +69,8 @@ mod tests {
         assert_eq!(version_desc(15), "V3_0_0_FINAL");
         assert_eq!(version_desc(16), "V3_0_1_SNAPSHOT");
         assert_eq!(version_desc(28), "V3_0_7_SNAPSHOT");
+        assert_eq!(version_desc(V3_0_7_SNAPSHOT), "V3_0_7_SNAPSHOT");
+        assert_eq!(version_desc(V3_1_8_SNAPSHOT), "V3_1_8_SNAPSHOT");
         assert_eq!(version_desc(212), "V4_0_0_SNAPSHOT");
         assert_eq!(version_desc(401), "V4_9_4");
         assert_eq!(version_desc(409), "V4_9_8");

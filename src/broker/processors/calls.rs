@@ -11,15 +11,9 @@ use crate::remoting::headers::{
     GetConsumerStatusRequestHeader,
 };
 use crate::remoting::server::CallError;
-use crate::remoting::version::version_desc;
+use crate::remoting::version::{version_desc, V3_0_7_SNAPSHOT, V3_1_8_SNAPSHOT};
 use crate::remoting::{ExtFields, RemotingCommand, RequestCode, ResponseCode};
 use std::time::Duration;
-
-/// `MQVersion.Version.V3_0_7_SNAPSHOT`: the first client that reports its offsets.
-const V3_0_7_SNAPSHOT: i32 = 28;
-
-/// `MQVersion.Version.V3_1_8_SNAPSHOT`: the first client that answers the broker's calls.
-const V3_1_8_SNAPSHOT: i32 = 62;
 
 /// How long the broker waits for a consumer's answer (`Broker2Client.callClient`'s 10 s;
 /// `getConsumeStatus` waits 5 s per client).

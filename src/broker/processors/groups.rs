@@ -17,6 +17,7 @@ use crate::remoting::headers::{
     GetProducerConnectionListRequestHeader, ResetOffsetRequestHeader,
 };
 use crate::remoting::heartbeat::MessageQueue;
+use crate::remoting::version::V3_0_7_SNAPSHOT;
 use crate::remoting::{RemotingCommand, RequestCode, ResponseCode};
 use crate::store::config_files::SubscriptionGroupConfig;
 use crate::store::reader::StoreReader;
@@ -269,9 +270,6 @@ pub async fn consume_stats(
         ),
     )
 }
-
-/// `MQVersion.Version.V3_0_7_SNAPSHOT`: the first client that applies a pushed reset.
-const V3_0_7_SNAPSHOT: i32 = 28;
 
 /// INVOKE_BROKER_TO_RESET_OFFSET (222), `Broker2Client.resetOffset`: per writable queue of
 /// the topic, the offset found by `timestamp` (the max offset for -1) when forced or when it
