@@ -294,7 +294,7 @@ pub async fn reset_offset(
         let remark = format!("Topic {} does not exist", header.topic);
         return error(request, ResponseCode::TOPIC_NOT_EXIST, remark);
     };
-    let members = state.consumer_outbounds(&header.group);
+    let members = state.consumer_members(&header.group);
     if members.is_empty() {
         let remark = format!(
             "Consumer not online, so can not reset offset, Group: {} Topic: {} Timestamp: {}",
@@ -302,8 +302,11 @@ pub async fn reset_offset(
         );
         return error(request, ResponseCode::CONSUMER_NOT_ONLINE, remark);
     }
-    if let Some((_, version)) = members.iter().find(|(_, v)| *v < V3_0_7_SNAPSHOT) {
-        let remark = format!("the client does not support this feature. version={version}");
+    if let Some(member) = members.iter().find(|m| m.version < V3_0_7_SNAPSHOT) {
+        let remark = format!(
+            "the client does not support this feature. version={}",
+            member.version
+        );
         return error(request, ResponseCode::SYSTEM_ERROR, remark);
     }
     let mut entries = Vec::new();
@@ -362,13 +365,13 @@ pub async fn reset_offset(
         queue_id: None,
         offset: None,
     };
-    for (outbound, _) in &members {
+    for member in &members {
         let mut push = RemotingCommand::request_with_header(
             RequestCode::RESET_CONSUMER_CLIENT_OFFSET,
             &push_header,
         );
         push.body = push_body.clone().into_bytes();
-        outbound.send_oneway(push);
+        member.outbound.send_oneway(push);
     }
     tracing::info!(
         topic = %header.topic,

@@ -262,22 +262,6 @@ impl Clients {
             .collect()
     }
 
-    /// How to reach each member of a consumer group, with its `MQVersion` ordinal.
-    pub(super) fn consumer_outbounds(&self, group: &str) -> Vec<(Outbound, i32)> {
-        let members: Vec<(ConnectionId, i32)> = match self.consumers.get(group) {
-            Some(group) => group
-                .members
-                .iter()
-                .map(|(connection, member)| (*connection, member.client.version))
-                .collect(),
-            None => return Vec::new(),
-        };
-        members
-            .into_iter()
-            .filter_map(|(connection, version)| Some((self.outbound(connection)?, version)))
-            .collect()
-    }
-
     /// Each member of a consumer group: its client id, how to reach it and its `MQVersion`
     /// ordinal, by client id.
     pub(super) fn consumer_members(&self, group: &str) -> Vec<ConsumerMember> {

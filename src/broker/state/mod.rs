@@ -499,12 +499,6 @@ impl BrokerState {
         groups
     }
 
-    /// How to reach each member of a consumer group, with its `MQVersion` ordinal.
-    #[must_use]
-    pub fn consumer_outbounds(&self, group: &str) -> Vec<(Outbound, i32)> {
-        self.clients.consumer_outbounds(group)
-    }
-
     /// Each online member of a consumer group, by client id.
     #[must_use]
     pub fn consumer_members(&self, group: &str) -> Vec<ConsumerMember> {
