@@ -38,10 +38,7 @@ public class AdminQueries {
     }
 
     static void run(String namesrv, String broker, String topic) throws Exception {
-        DefaultMQProducer producer = new DefaultMQProducer("aq_pg");
-        producer.setNamesrvAddr(namesrv);
-        producer.setInstanceName("aq_pg-" + System.nanoTime());
-        producer.start();
+        DefaultMQProducer producer = Support.producer(namesrv, "aq_pg");
         // Per queue, what was sent there in order.
         Map<Integer, List<SendResult>> byQueue = new HashMap<>();
         for (int i = 0; i < 10; i++) {
@@ -52,10 +49,7 @@ public class AdminQueries {
         producer.getDefaultMQProducerImpl().getmQClientFactory().sendHeartbeatToAllBrokerWithLock();
         String clientId = producer.getDefaultMQProducerImpl().getmQClientFactory().getClientId();
 
-        DefaultMQAdminExt admin = new DefaultMQAdminExt();
-        admin.setNamesrvAddr(namesrv);
-        admin.setInstanceName("aq_admin-" + System.nanoTime());
-        admin.start();
+        DefaultMQAdminExt admin = Support.admin(namesrv, "aq_admin");
 
         ProducerTableInfo table = admin.getAllProducerInfo(broker);
         List<ProducerInfo> members = table.getData().get("aq_pg");

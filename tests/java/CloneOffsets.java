@@ -49,10 +49,7 @@ public class CloneOffsets {
         }
         producer.shutdown();
 
-        DefaultMQAdminExt admin = new DefaultMQAdminExt();
-        admin.setNamesrvAddr(namesrv);
-        admin.setInstanceName("clone_admin-" + System.nanoTime());
-        admin.start();
+        DefaultMQAdminExt admin = Support.admin(namesrv, "clone_admin");
         DefaultMQPullConsumer src = reader(namesrv, "clone_src");
         List<MessageQueue> queues = new ArrayList<>(src.fetchSubscribeMessageQueues(topic));
         queues.sort(Comparator.comparingInt(MessageQueue::getQueueId));

@@ -145,10 +145,7 @@ public class ConsumerCalls {
         consumer.start();
         Support.check(Support.await(() -> seen.size() == 8, 30000), "8 messages consumed: " + seen.keySet());
 
-        DefaultMQAdminExt admin = new DefaultMQAdminExt();
-        admin.setNamesrvAddr(namesrv);
-        admin.setInstanceName("calls_admin-" + System.nanoTime());
-        admin.start();
+        DefaultMQAdminExt admin = Support.admin(namesrv, "calls_admin");
         String clientId = null;
         for (Connection c : admin.examineConsumerConnectionInfo("calls_cg").getConnectionSet()) {
             clientId = c.getClientId();

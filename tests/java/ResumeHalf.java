@@ -54,10 +54,7 @@ public class ResumeHalf {
         Support.sleep(4000);
         Support.result("checksBefore", checks.containsKey("resume-1") ? checks.get("resume-1").get() : 0);
 
-        DefaultMQAdminExt admin = new DefaultMQAdminExt();
-        admin.setNamesrvAddr(namesrv);
-        admin.setInstanceName("resume_admin-" + System.nanoTime());
-        admin.start();
+        DefaultMQAdminExt admin = Support.admin(namesrv, "resume_admin");
         // A transaction's SendResult has no offset id (4.9.8 leaves it null): the half is
         // found by its key in the half topic, as an operator would.
         QueryResult halves = admin.queryMessage("RMQ_SYS_TRANS_HALF_TOPIC", "resume-1", 32, 0, Long.MAX_VALUE);

@@ -57,10 +57,7 @@ public class StatsQueries {
         for (int i = 0; i < SENT; i++) {
             producer.send(new Message(topic, "TagS", ("stats-" + i).getBytes()));
         }
-        DefaultMQAdminExt admin = new DefaultMQAdminExt();
-        admin.setNamesrvAddr(namesrv);
-        admin.setInstanceName("sq_admin-" + System.nanoTime());
-        admin.start();
+        DefaultMQAdminExt admin = Support.admin(namesrv, "sq_admin");
 
         // The minute window shows the puts once sampled (every 10 s).
         Support.check(Support.await(() -> minuteSum(admin, broker, "TOPIC_PUT_NUMS", topic) == SENT, 30_000),

@@ -10,10 +10,7 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 public class StoreAdmin {
     public static void main(String[] args) {
         try {
-            DefaultMQAdminExt admin = new DefaultMQAdminExt();
-            admin.setNamesrvAddr(args[0]);
-            admin.setInstanceName("store_admin-" + System.nanoTime());
-            admin.start();
+            DefaultMQAdminExt admin = Support.admin(args[0], "store_admin");
             boolean ok;
             switch (args[2]) {
                 case "deleteExpiredCommitLog":

@@ -23,6 +23,7 @@ import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageAccessor;
 import org.apache.rocketmq.common.message.MessageClientExt;
 import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 
 final class Support {
     private static final AtomicInteger failures = new AtomicInteger();
@@ -97,6 +98,15 @@ final class Support {
         producer.setSendMsgTimeout(10_000);
         producer.start();
         return producer;
+    }
+
+    /** A started admin client, its instance named after name (unique per call). */
+    static DefaultMQAdminExt admin(String namesrv, String name) throws Exception {
+        DefaultMQAdminExt admin = new DefaultMQAdminExt();
+        admin.setNamesrvAddr(namesrv);
+        admin.setInstanceName(name + "-" + System.nanoTime());
+        admin.start();
+        return admin;
     }
 
     /** A push consumer of group, from the first offset, not yet started. */
