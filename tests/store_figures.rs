@@ -8,12 +8,9 @@
 
 mod common;
 
+use common::store::{DispatchHeld, RunningStore};
 use common::{small_store_config, store_message, TempDir};
-use ferromq::store::config::StoreConfig;
-use ferromq::store::message_store::{
-    create_abort_file, recover_store, run_writer, StoreChannels, StoreLock,
-};
-use ferromq::store::reput::run_reput;
+use ferromq::store::message_store::StoreLock;
 use ferromq::store::shared::StoreShared;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -48,30 +45,17 @@ async fn put_messages(handle: &ferromq::store::message_store::StoreHandle, count
     bytes
 }
 
-fn recovered_config(name: &str) -> (TempDir, StoreConfig) {
-    let dir = TempDir::on_disk(name);
-    let config = small_store_config(dir.path());
-    (dir, config)
-}
-
 #[test]
 fn dispatch_held_back_is_behind_by_the_bytes_committed() {
-    let (dir, config) = recovered_config("figures-dispatch");
+    let dir = TempDir::on_disk("figures-dispatch");
+    let config = small_store_config(dir.path());
     let _lock = StoreLock::acquire(dir.path()).unwrap();
     ferromq_shards::testing::run_local(async move {
-        let shared = Arc::new(StoreShared::new(config));
-        let (reput, start, _report) = recover_store(Arc::clone(&shared)).await.unwrap();
-        create_abort_file(&shared.config).unwrap();
-        let channels = StoreChannels::new(Arc::clone(&shared));
-        let writer = glommio::spawn_local(run_writer(
-            Arc::clone(&shared),
-            start,
-            channels.puts,
-            channels.batches_tx,
-        ));
+        let store = DispatchHeld::start(config).await;
+        let shared = Arc::clone(&store.shared);
         assert_eq!(shared.dispatch_behind_bytes(), 0, "an empty store");
         // SYNC_FLUSH, dispatch not started: each answered put is committed, none dispatched.
-        let bytes = put_messages(&channels.handle, 25).await;
+        let bytes = put_messages(&store.handle, 25).await;
         assert_eq!(shared.committed_end(), bytes);
         assert_eq!(shared.dispatch_behind_bytes(), bytes);
         assert_eq!(
@@ -79,56 +63,32 @@ fn dispatch_held_back_is_behind_by_the_bytes_committed() {
             0,
             "SYNC_FLUSH answers once synced"
         );
-        let dispatch = glommio::spawn_local(run_reput(
-            reput,
-            channels.batches_rx,
-            channels.queries,
-            channels.control,
-        ));
+        let store = store.release();
         wait_dispatched(&shared).await;
         assert_eq!(shared.dispatched_end(), bytes);
-        channels.handle.close();
-        drop(channels.handle);
-        assert_eq!(writer.await.unwrap().puts, 25);
-        dispatch.await;
+        assert_eq!(store.stop().await.0, 25);
     });
 }
 
 #[test]
 fn async_flush_not_yet_due_leaves_the_bytes_written_to_flush() {
-    let (dir, mut config) = recovered_config("figures-flush");
+    let dir = TempDir::on_disk("figures-flush");
+    let mut config = small_store_config(dir.path());
     // No periodic sync within the test: only the one at shutdown.
     config.flush_disk_type = ferromq::store::flush::FlushDiskType::AsyncFlush {
         interval: Duration::from_secs(3600),
     };
     let _lock = StoreLock::acquire(dir.path()).unwrap();
     ferromq_shards::testing::run_local(async move {
-        let shared = Arc::new(StoreShared::new(config));
-        let (reput, start, _report) = recover_store(Arc::clone(&shared)).await.unwrap();
-        create_abort_file(&shared.config).unwrap();
-        let channels = StoreChannels::new(Arc::clone(&shared));
-        let writer = glommio::spawn_local(run_writer(
-            Arc::clone(&shared),
-            start,
-            channels.puts,
-            channels.batches_tx,
-        ));
-        let dispatch = glommio::spawn_local(run_reput(
-            reput,
-            channels.batches_rx,
-            channels.queries,
-            channels.control,
-        ));
-        let bytes = put_messages(&channels.handle, 40).await;
+        let store = RunningStore::start(config).await;
+        let shared = Arc::clone(&store.shared);
+        let bytes = put_messages(&store.handle, 40).await;
         assert_eq!(shared.committed_end(), bytes);
         assert_eq!(shared.flushed_end(), 0);
         assert_eq!(shared.remain_to_flush_bytes(), bytes);
         wait_dispatched(&shared).await;
         // The stop syncs what was written: nothing is left to flush.
-        channels.handle.close();
-        drop(channels.handle);
-        assert_eq!(writer.await.unwrap().puts, 40);
-        dispatch.await;
+        assert_eq!(store.stop().await.0, 40);
         assert_eq!(shared.flushed_end(), bytes);
         assert_eq!(shared.remain_to_flush_bytes(), 0);
     });

@@ -3,6 +3,7 @@
 
 mod common;
 
+use common::store::{recovered_parts, DispatchHeld, RunningStore};
 use common::{small_store_config, store_message, TempDir};
 use ferromq::store::consume_queue::tags_code;
 use ferromq::store::message::{decode_record, parse_properties, Record};
@@ -395,27 +396,6 @@ fn a_second_store_on_the_same_directory_is_refused() {
     });
 }
 
-/// A store's parts as `LocalStore::open` makes them, for tests that run them by hand: the
-/// shared state, the dispatch side recovered, the writer's start, and the channels (the abort
-/// file written, as a running store has it).
-async fn recovered_parts(
-    config: ferromq::store::config::StoreConfig,
-) -> (
-    std::sync::Arc<ferromq::store::shared::StoreShared>,
-    ferromq::store::reput::Reput,
-    ferromq::store::message_store::WriterStart,
-    ferromq::store::message_store::StoreChannels,
-) {
-    use ferromq::store::message_store::{create_abort_file, recover_store, StoreChannels};
-    use ferromq::store::shared::StoreShared;
-    use std::sync::Arc;
-    let shared = Arc::new(StoreShared::new(config));
-    let (reput, start, _report) = recover_store(Arc::clone(&shared)).await.unwrap();
-    create_abort_file(&shared.config).unwrap();
-    let channels = StoreChannels::new(Arc::clone(&shared));
-    (shared, reput, start, channels)
-}
-
 #[test]
 fn writer_and_dispatch_run_on_different_shards() {
     use ferromq::store::message_store::{run_writer, StoreLock};
@@ -534,42 +514,24 @@ fn an_empty_index_file_left_by_a_crash_does_not_stop_the_store() {
 
 #[test]
 fn dispatch_publishes_the_batches_waiting_together() {
-    use ferromq::store::message_store::{run_writer, StoreLock};
-    use ferromq::store::reput::run_reput;
-    use std::sync::Arc;
+    use ferromq::store::message_store::StoreLock;
 
     let dir = TempDir::on_disk("store-publish-together");
     let config = small_store_config(dir.path());
     let _lock = StoreLock::acquire(dir.path()).unwrap();
     ferromq_shards::testing::run_local(async move {
-        let (shared, reput, start, channels) = recovered_parts(config).await;
-        let writer = glommio::spawn_local(run_writer(
-            Arc::clone(&shared),
-            start,
-            channels.puts,
-            channels.batches_tx,
-        ));
+        let store = DispatchHeld::start(config).await;
         // One put at a time under SYNC_FLUSH: each is a commit of its own, and dispatch is
         // not running yet, so 40 committed batches wait for it.
-        let handle = channels.handle;
         for i in 0..40 {
             let body = format!("together-{i}").into_bytes();
-            handle
+            store
+                .handle
                 .put(store_message("P", i % 4, &body, None, None))
                 .await
                 .unwrap();
         }
-        let dispatch = glommio::spawn_local(run_reput(
-            reput,
-            channels.batches_rx,
-            channels.queries,
-            channels.control,
-        ));
-        let store = RunningStore {
-            handle,
-            writer,
-            dispatch,
-        };
+        let store = store.release();
         let reader = store.handle.reader();
         for queue in 0..4 {
             until_dispatched(&reader, "P", queue, 10).await;
@@ -662,50 +624,6 @@ fn a_new_queue_is_dispatched_while_every_blocking_thread_is_busy() {
         drop(reader);
         assert_eq!(store.stop().await.0, 1);
     });
-}
-
-/// A store's writer and dispatch run by hand, each a task on this executor.
-struct RunningStore {
-    handle: ferromq::store::message_store::StoreHandle,
-    writer: glommio::Task<
-        Result<ferromq::store::flush::GroupCommitStats, ferromq::store::segment_writer::StoreError>,
-    >,
-    dispatch: glommio::Task<ferromq::store::reput::Reput>,
-}
-
-impl RunningStore {
-    /// Recovers the store `config` describes and starts its writer and dispatch.
-    async fn start(config: ferromq::store::config::StoreConfig) -> RunningStore {
-        use ferromq::store::message_store::run_writer;
-        use ferromq::store::reput::run_reput;
-        let (shared, reput, start, channels) = recovered_parts(config).await;
-        let writer = glommio::spawn_local(run_writer(
-            shared,
-            start,
-            channels.puts,
-            channels.batches_tx,
-        ));
-        let dispatch = glommio::spawn_local(run_reput(
-            reput,
-            channels.batches_rx,
-            channels.queries,
-            channels.control,
-        ));
-        RunningStore {
-            handle: channels.handle,
-            writer,
-            dispatch,
-        }
-    }
-
-    /// Closes the store (drop its readers first) and waits for both; returns the puts the
-    /// writer answered and the dispatch side.
-    async fn stop(self) -> (u64, ferromq::store::reput::Reput) {
-        self.handle.close();
-        drop(self.handle);
-        let puts = self.writer.await.unwrap().puts;
-        (puts, self.dispatch.await)
-    }
 }
 
 /// Waits until dispatch has made `count` messages of the queue pullable.

@@ -6,6 +6,7 @@
 
 pub mod delivery;
 pub mod java;
+pub mod store;
 
 use ferromq::remoting::client::{connect_tokio, ClientConfig, RemotingClient};
 use ferromq::remoting::SerializeType;
