@@ -241,9 +241,9 @@ fn properties_grown_past_the_record_limit_are_refused_not_a_crash() {
     runtime().block_on(async {
         let client = connect(broker.addr, SerializeType::Json).await;
         store_before(&client, "Kept").await;
-        // 32,700 bytes of properties: storable as sent (the broker adds CLUSTER), but not
-        // once a send-back, a delay or a transaction half adds its own.
-        let big = format!("K\u{1}{}", "v".repeat(32_720));
+        // 32,682 bytes of properties: storable as sent (the broker adds CLUSTER and a
+        // UNIQ_KEY), but not once a send-back, a delay or a transaction half adds its own.
+        let big = format!("K\u{1}{}", "v".repeat(32_680));
         let response = request(&client, send("Big", "0", &big, b"big")).await;
         assert_eq!(response.code, 0, "{:?}", response.remark);
         let offset = stored_offset(&response).to_string();

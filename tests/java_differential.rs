@@ -71,6 +71,29 @@ const INTENDED: &[Intended] = &[
               <e> is not an int: one`, `batch message 1 is truncated ...`)",
     },
     Intended {
+        step: "*",
+        aspect: "body",
+        java: "record",
+        why: "a message sent without a UNIQ_KEY: ferromq makes one, as 5.x (its msgId for \
+              lookups and the `transactionId` of the answer); 4.9.8 stores none",
+    },
+    Intended {
+        step: "*",
+        aspect: "ext:transactionId",
+        java: "",
+        why: "as 5.x, ferromq answers a SEND_MESSAGE with the message's UNIQ_KEY as \
+              `transactionId`; 4.9.8 sends none",
+    },
+    Intended {
+        step: "search_offset.future*",
+        aspect: "ext:offset",
+        java: "",
+        why: "SEARCH_OFFSET_BY_TIMESTAMP after the last message: ferromq, as 5.x, answers \
+              the lower boundary (the first offset stored at or after the time: the max \
+              offset, 6) unless `boundaryType` is UPPER; 4.9.8 ignores `boundaryType` and \
+              answers the offset stored nearest the time (5)",
+    },
+    Intended {
         step: "*create_topic*",
         aspect: "remark",
         java: "not set any response code",
@@ -1342,6 +1365,26 @@ fn script(tag: &str, stored: &[i64]) -> Vec<Step> {
         "search_offset.future",
         search(t, "0", "4102444800000"),
     ));
+    let search_boundary = |timestamp: &str, boundary: &str| {
+        command(
+            29,
+            &[
+                ("topic", t),
+                ("queueId", "0"),
+                ("timestamp", timestamp),
+                ("boundaryType", boundary),
+            ],
+            b"",
+        )
+    };
+    for (name, timestamp) in [("zero", "0"), ("future", "4102444800000")] {
+        for boundary in ["LOWER", "UPPER", "upper", "sideways"] {
+            steps.push(Step::new(
+                format!("search_offset.{name}_{boundary}"),
+                search_boundary(timestamp, boundary),
+            ));
+        }
+    }
     steps.push(Step::new(
         "search_offset.unknown_topic",
         search("NoSuchT", "0", "0"),
@@ -1932,8 +1975,14 @@ fn records_shape(body: &[u8]) -> Option<Vec<String>> {
         let Ok(Record::Message { record, size }) = decode_record(&body[at..], false) else {
             return None;
         };
-        let properties: BTreeMap<String, String> =
-            parse_properties(record.properties).into_iter().collect();
+        // A UNIQ_KEY by its shape: the broker makes one when the client sent none.
+        let properties: BTreeMap<String, String> = parse_properties(record.properties)
+            .into_iter()
+            .map(|(name, value)| match name.as_str() {
+                "UNIQ_KEY" => (name, id_shape(&value)),
+                _ => (name, value),
+            })
+            .collect();
         out.push(format!(
             "record topic={} queue={} queueOffset={} flag={} sysFlag={} reconsume={} \
              bornHost={} storeHost={} body={:?} properties={:?}",
@@ -2506,9 +2555,10 @@ const JAVA5_INTENDED: &[Intended] = &[
         step: "*",
         aspect: "body",
         java: "record",
-        why: "not yet: 5.x stores MSG_REGION and TRACE_ON as sent, makes a UNIQ_KEY (and WAIT) \
-              when the client sent none and gives batch members no CLUSTER; ferromq stores \
-              properties as 4.9.8 does",
+        why: "ferromq stores a message's properties as 4.9.8 (no MSG_REGION and TRACE_ON, \
+              which 5.x adds to every message it stores, no WAIT, and a batch's own \
+              properties given to each member, where 5.x stores the members' alone), and a \
+              UNIQ_KEY when the client sent none as 5.x: the same records, 40 bytes shorter",
     },
     Intended {
         step: "pull.offset_past_max",
@@ -2559,14 +2609,6 @@ const JAVA5_INTENDED: &[Intended] = &[
         why: "5.x answers HEART_BEAT with `IS_SUB_CHANGE` and `IS_SUPPORT_HEART_BEAT_V2`; \
               ferromq does not serve heartbeat v2 (a heartbeat without its subscriptions, \
               named by a fingerprint), so it must not say it does",
-    },
-    Intended {
-        step: "search_offset.future",
-        aspect: "ext:offset",
-        java: "",
-        why: "not yet: after the last message's time 5.x answers the queue's max offset (6), \
-              ferromq, as 4.9.8, the last message's offset (5): 5.x searches for a boundary \
-              (`boundaryType`, lower by default), 4.9.8 for the nearest time",
     },
     Intended {
         step: "send_back.group_is_a_path",
@@ -2635,15 +2677,6 @@ const JAVA5_INTENDED: &[Intended] = &[
         java: "",
         why: "ferromq keeps no pull offsets apart from commits (5.x's `pullOffset` of each \
               queue)",
-    },
-    Intended {
-        step: "*",
-        aspect: "ext:transactionId",
-        java: "",
-        why: "5.x answers a SEND_MESSAGE with the message's UNIQ_KEY as `transactionId`, and \
-              makes a UNIQ_KEY when the client sent none (as the steps do); ferromq answers \
-              the client's UNIQ_KEY (every Java client sends one) and makes none (see the \
-              `record` entry)",
     },
 ];
 
@@ -2838,11 +2871,12 @@ const JAVA5_DIFFERENCES: &[Intended] = &[
               SUBSCRIPTION_GROUP_NOT_EXIST (26)",
     },
     Intended {
-        step: "search_offset.future",
+        step: "search_offset.future*",
         aspect: "ext:offset",
         java: "",
         why: "SEARCH_OFFSET_BY_TIMESTAMP after the last message: 4.9.8 answers the last \
-              message's offset (5), 5.x the queue's max offset (6)",
+              message's offset (5), 5.x the queue's max offset (6), its lower boundary, \
+              unless `boundaryType` is UPPER (in any case)",
     },
     Intended {
         step: "delete_topic.illegal_chars",

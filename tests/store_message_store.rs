@@ -10,6 +10,7 @@ use ferromq::store::message::{decode_record, parse_properties, Record};
 use ferromq::store::message_store::LocalStore;
 use ferromq::store::reader::{FoundMessage, GetMessageStatus, PullFilter};
 use ferromq::store::recovery::RecoveryMode;
+use ferromq::store::time_search::Boundary;
 use std::collections::HashMap;
 
 /// Per queue: (queue offset, physical offset, body) of each message.
@@ -366,15 +367,45 @@ fn lookups_by_key_offset_and_time() {
             .unwrap();
         assert_eq!(at.len(), stored[42].size);
         assert!(reader.record_at(1 << 40).await.unwrap().is_none());
-        // By time: the store time of offset 200 finds offset 200 or one stored the same ms.
-        let time = reader.store_time_at("K", 0, 200).await.unwrap().unwrap();
-        let offset = reader.offset_by_time("K", 0, time).await.unwrap();
-        assert_eq!(
-            reader.store_time_at("K", 0, offset).await.unwrap(),
-            Some(time)
-        );
-        assert_eq!(reader.offset_by_time("K", 0, 0).await.unwrap(), 0);
-        assert_eq!(reader.offset_by_time("K", 0, i64::MAX).await.unwrap(), 299);
+        // By time: the lower boundary of offset 200's store time is the first offset stored
+        // that millisecond, the upper one the last; a time between two messages' falls to
+        // the later one (lower) or the earlier one (upper).
+        let time_at = |offset: i64| {
+            let reader = &reader;
+            async move { reader.store_time_at("K", 0, offset).await.unwrap().unwrap() }
+        };
+        let time = time_at(200).await;
+        let lower = reader
+            .offset_by_time("K", 0, time, Boundary::Lower)
+            .await
+            .unwrap();
+        let upper = reader
+            .offset_by_time("K", 0, time, Boundary::Upper)
+            .await
+            .unwrap();
+        assert!(lower <= 200 && 200 <= upper, "{lower}..{upper}");
+        assert_eq!(time_at(lower).await, time);
+        assert_eq!(time_at(upper).await, time);
+        assert!(lower == 0 || time_at(lower - 1).await < time);
+        assert!(upper == 299 || time_at(upper + 1).await > time);
+        if upper < 299 {
+            let later = time_at(upper + 1).await;
+            if later > time + 1 {
+                let between = time + 1;
+                let at = |boundary| reader.offset_by_time("K", 0, between, boundary);
+                assert_eq!(at(Boundary::Lower).await.unwrap(), upper + 1);
+                assert_eq!(at(Boundary::Upper).await.unwrap(), upper);
+            }
+        }
+        for (timestamp, boundary, expected) in [
+            (0, Boundary::Lower, 0),
+            (0, Boundary::Upper, 0),
+            (i64::MAX, Boundary::Lower, 300),
+            (i64::MAX, Boundary::Upper, 299),
+        ] {
+            let offset = reader.offset_by_time("K", 0, timestamp, boundary);
+            assert_eq!(offset.await.unwrap(), expected, "{timestamp} {boundary:?}");
+        }
         let earliest = reader.earliest_message_time("K", 0).await.unwrap().unwrap();
         assert!(earliest <= time);
         store.shutdown().await.unwrap();

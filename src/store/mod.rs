@@ -31,3 +31,4 @@ pub mod retention;
 pub mod segment;
 pub mod segment_writer;
 pub mod shared;
+pub mod time_search;

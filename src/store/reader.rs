@@ -532,59 +532,6 @@ impl StoreReader {
         self.store_time_at(topic, queue_id, min).await
     }
 
-    /// The queue offset whose message's store time is nearest `timestamp`, searching from
-    /// the min to the max offset by store time (`getOffsetInQueueByTime`); 0 for an empty
-    /// queue.
-    ///
-    /// # Errors
-    /// [`IoError`].
-    pub async fn offset_by_time(
-        &self,
-        topic: &str,
-        queue_id: i32,
-        timestamp: i64,
-    ) -> Result<i64, IoError> {
-        let (min, max) = (
-            self.min_offset_in_queue(topic, queue_id),
-            self.max_offset_in_queue(topic, queue_id),
-        );
-        if max <= min {
-            return Ok(min);
-        }
-        let (mut low, mut high) = (min, max - 1);
-        let mut left: Option<(i64, i64)> = None; // newest offset stored before `timestamp`
-        let mut right: Option<(i64, i64)> = None; // oldest offset stored after it
-        while low <= high {
-            let middle = low + (high - low) / 2;
-            let Some(time) = self.store_time_at(topic, queue_id, middle).await? else {
-                low = middle + 1;
-                continue;
-            };
-            match time.cmp(&timestamp) {
-                std::cmp::Ordering::Equal => return Ok(middle),
-                std::cmp::Ordering::Less => {
-                    left = Some((middle, time));
-                    low = middle + 1;
-                }
-                std::cmp::Ordering::Greater => {
-                    right = Some((middle, time));
-                    high = middle - 1;
-                }
-            }
-        }
-        Ok(match (left, right) {
-            (None, Some((offset, _))) | (Some((offset, _)), None) => offset,
-            (Some((l, lt)), Some((r, rt))) => {
-                if (timestamp - lt).abs() > (rt - timestamp).abs() {
-                    r
-                } else {
-                    l
-                }
-            }
-            (None, None) => min,
-        })
-    }
-
     /// The ConsumeQueue unit at `queue_offset` of a queue, `None` past its end or before its
     /// start (QUERY_CONSUME_QUEUE reads units so).
     ///

@@ -21,6 +21,7 @@ use crate::remoting::version::V3_0_7_SNAPSHOT;
 use crate::remoting::{RemotingCommand, RequestCode, ResponseCode};
 use crate::store::config_files::SubscriptionGroupConfig;
 use crate::store::reader::StoreReader;
+use crate::store::time_search::Boundary;
 use serde::Deserialize;
 
 /// The requests of the module header.
@@ -319,7 +320,7 @@ pub async fn reset_offset(
             reader.max_offset_in_queue(&header.topic, queue_id)
         } else {
             match reader
-                .offset_by_time(&header.topic, queue_id, header.timestamp)
+                .offset_by_time(&header.topic, queue_id, header.timestamp, Boundary::Lower)
                 .await
             {
                 Ok(offset) => offset,

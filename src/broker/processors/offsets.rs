@@ -11,6 +11,7 @@ use crate::remoting::headers::{
     UpdateConsumerOffsetRequestHeader,
 };
 use crate::remoting::{RemotingCommand, RequestCode, ResponseCode};
+use crate::store::time_search::Boundary;
 
 /// QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET, GET_MAX_OFFSET, GET_MIN_OFFSET,
 /// GET_EARLIEST_MSG_STORETIME and SEARCH_OFFSET_BY_TIMESTAMP.
@@ -153,6 +154,8 @@ async fn earliest_time(ctx: &Context, request: &RemotingCommand) -> Response {
     Some(response)
 }
 
+/// As 5.x: the side of the time `boundaryType` names, the lower one by default (4.x
+/// clients send none; 4.9.8 answered the offset stored nearest the time instead).
 async fn search_offset(ctx: &Context, request: &RemotingCommand) -> Response {
     let header = match request.decode_header::<SearchOffsetRequestHeader>() {
         Ok(header) => header,
@@ -160,7 +163,12 @@ async fn search_offset(ctx: &Context, request: &RemotingCommand) -> Response {
     };
     match ctx
         .reader
-        .offset_by_time(&header.topic, header.queue_id, header.timestamp)
+        .offset_by_time(
+            &header.topic,
+            header.queue_id,
+            header.timestamp,
+            Boundary::from_header(header.boundary_type.as_deref()),
+        )
         .await
     {
         Ok(offset) => offset_response(request, offset),

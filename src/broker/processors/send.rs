@@ -26,14 +26,20 @@ use crate::remoting::{
 };
 use crate::store::commit_log::{Appended, PutMessage};
 use crate::store::config_files::TopicConfig;
-use crate::store::message::{offset_msg_id, rewrite_properties};
+use crate::store::message::{java_string_hash, offset_msg_id, rewrite_properties};
 use crate::store::segment_writer::StoreError;
+use ferromq_client::msg_id::UniqIdGenerator;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::OnceLock;
 
 /// `MessageConst.PROPERTY_CLUSTER`: the cluster of the broker that stored a message.
 const PROPERTY_CLUSTER: &str = "CLUSTER";
 
 /// `MessageConst.PROPERTY_WAIT_STORE_MSG_OK`: the client's flush wish, not stored.
 const PROPERTY_WAIT_STORE_MSG_OK: &str = "WAIT";
+
+/// `MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX`: the message id the client made.
+const PROPERTY_UNIQ_KEY: &str = "UNIQ_KEY";
 
 /// `MessageConst.PROPERTY_MESSAGE_REPLY_TO_CLIENT`: the client id of a reply's requester.
 const PROPERTY_REPLY_TO_CLIENT: &str = "REPLY_TO_CLIENT";
@@ -95,11 +101,15 @@ async fn send(
     } else {
         &[PROPERTY_WAIT_STORE_MSG_OK]
     };
-    let properties = rewrite_properties(
-        raw_properties.as_bytes(),
-        drop,
-        &[(PROPERTY_CLUSTER, cluster)],
-    );
+    // As 5.x: a message the client sent without a UNIQ_KEY gets one (its msgId for
+    // lookups, and the `transactionId` of the answer).
+    let made_key = match property(raw_properties, PROPERTY_UNIQ_KEY) {
+        Some(key) if !key.is_empty() => None,
+        _ => Some(broker_uniq_id(ctx.store_host)),
+    };
+    let mut set = vec![(PROPERTY_CLUSTER, cluster.as_str())];
+    set.extend(made_key.as_deref().map(|key| (PROPERTY_UNIQ_KEY, key)));
+    let properties = rewrite_properties(raw_properties.as_bytes(), drop, &set);
     if request_body.len() > store_config.max_message_size || properties.len() > 32_767 {
         return with_region_fields(message_illegal(ctx, request));
     }
@@ -139,9 +149,11 @@ async fn send(
                 queue_id,
                 appended.queue_offset,
             );
-            // As 5.x: the message's UNIQ_KEY as `transactionId` (4.9.8 sent none; 5.x makes
-            // a UNIQ_KEY when the client sent none, ferromq does not).
-            if let Some(id) = property(raw_properties, "UNIQ_KEY") {
+            // As 5.x: the message's UNIQ_KEY as `transactionId` (4.9.8 sent none).
+            let key = made_key
+                .as_deref()
+                .or_else(|| property(raw_properties, PROPERTY_UNIQ_KEY));
+            if let Some(id) = key {
                 let fields = response.ext_fields.get_or_insert_with(ExtFields::new);
                 fields.insert("transactionId", id);
             }
@@ -620,6 +632,23 @@ fn has_delay_level(properties: &str) -> bool {
 }
 
 /// The value of property `name` in a message's properties text.
+/// A new UNIQ_KEY made by this broker (5.x's `MessageClientIDSetter.createUniqID` in the
+/// broker's process): its store host's IPv4 address (loopback for an IPv6 one), the process
+/// id and a fixed hash in place of Java's class loader's.
+fn broker_uniq_id(store_host: SocketAddr) -> String {
+    static GENERATOR: OnceLock<UniqIdGenerator> = OnceLock::new();
+    GENERATOR
+        .get_or_init(|| {
+            let ip = match store_host.ip() {
+                IpAddr::V4(ip) => ip.octets(),
+                IpAddr::V6(_) => [127, 0, 0, 1],
+            };
+            let loader_hash = java_string_hash("ferromq.broker");
+            UniqIdGenerator::new(ip, std::process::id(), loader_hash)
+        })
+        .create_at(crate::broker::state::now_ms())
+}
+
 fn property<'a>(properties: &'a str, name: &str) -> Option<&'a str> {
     properties
         .split('\u{2}')
