@@ -11,7 +11,9 @@
 //!   direct-I/O write bandwidth of the same disk measured in the same run.
 //!
 //! Each shows progress on stderr and prints a table; latencies come from hdrhistogram, so
-//! tail percentiles are exact to 3 significant digits.
+//! tail percentiles (p50 to p99.99, and max) are exact to 3 significant digits. Each also
+//! keeps its latency over time, count, p50, p99 and max per 100 ms (`workloads::timeline`),
+//! for its JSON report and SVG chart, so that a stall shows at its time.
 
 mod workloads;
 

@@ -1,6 +1,9 @@
 //! `ferromq-bench produce|consume|e2e` against a real `ferromq standalone` process with a
 //! fresh data directory: the counts in each report's JSON must equal what the broker stored,
-//! as the test reads it back with GET_MAX_OFFSET on its own connection.
+//! as the test reads it back with GET_MAX_OFFSET on its own connection. Every report's
+//! latency over time must cover its measured time in consecutive 100 ms windows whose counts
+//! add up to its latency samples; a broker stopped (SIGSTOP) in the middle of a run must show
+//! in them, in the text report and in the SVG (checked to be well-formed XML) at its time.
 //!
 //! The broker binary is the `ferromq` next to `ferromq-bench` in the same target directory
 //! (`cargo nextest run --workspace` builds both); if it is missing, it is built first.
@@ -132,14 +135,33 @@ impl Drop for Standalone {
 
 /// Runs the bench with `args` plus `--json`, bounded in time; returns the JSON report.
 fn bench(dir: &Path, name: &str, args: &[&str]) -> Value {
+    let (child, json) = spawn_bench(dir, name, args, Stdio::inherit);
+    finish_bench(child, name, &json)
+}
+
+/// Starts the bench with `args` plus `--json`, its stdout and stderr as `output` makes them;
+/// returns it and the path of its JSON report.
+fn spawn_bench(
+    dir: &Path,
+    name: &str,
+    args: &[&str],
+    output: impl Fn() -> Stdio,
+) -> (Child, PathBuf) {
     let json = dir.join(format!("{name}.json"));
-    let mut child = Command::new(BENCH)
+    let child = Command::new(BENCH)
         .args(args)
         .arg("--json")
         .arg(&json)
         .stdin(Stdio::null())
+        .stdout(output())
+        .stderr(output())
         .spawn()
         .expect("spawn ferromq-bench");
+    (child, json)
+}
+
+/// Waits (bounded) for a bench run to succeed; returns its JSON report.
+fn finish_bench(mut child: Child, name: &str, json: &Path) -> Value {
     let deadline = Instant::now() + Duration::from_secs(120);
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -152,7 +174,7 @@ fn bench(dir: &Path, name: &str, args: &[&str]) -> Value {
         std::thread::sleep(Duration::from_millis(20));
     };
     assert!(status.success(), "ferromq-bench {name} failed: {status}");
-    serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap()
+    serde_json::from_slice(&std::fs::read(json).unwrap()).unwrap()
 }
 
 /// The sum of the topic's queue max offsets, read from the broker directly.
@@ -192,6 +214,205 @@ fn count(report: &Value, side: &str, key: &str) -> i64 {
     report[side][key]
         .as_i64()
         .unwrap_or_else(|| panic!("{side}.{key} missing in {report:#}"))
+}
+
+/// Checks a latency over time (`timeline`): consecutive 100 ms windows whose counts add up to
+/// `samples`; in each, p50 <= p99 <= max (and max about the run's `max_us` at most), or no
+/// latency when nothing completed. Returns the windows.
+fn assert_windows(timeline: &Value, samples: u64, max_us: u64, what: &str) -> Vec<Value> {
+    assert_eq!(timeline["window_ms"], 100, "{what}: {timeline:#}");
+    let windows = timeline["windows"].as_array().unwrap().clone();
+    let start_ms = |w: &Value| w["start_ms"].as_u64().unwrap();
+    for pair in windows.windows(2) {
+        assert_eq!(
+            start_ms(&pair[1]),
+            start_ms(&pair[0]) + 100,
+            "{what}: {pair:?}"
+        );
+    }
+    let counted: u64 = windows.iter().map(|w| w["count"].as_u64().unwrap()).sum();
+    assert_eq!(counted, samples, "{what}");
+    for w in &windows {
+        let [p50, p99, max] = ["p50_us", "p99_us", "max_us"].map(|key| w[key].as_u64());
+        if w["count"] == 0 {
+            assert!(
+                p50.is_none() && p99.is_none() && max.is_none(),
+                "{what}: {w}"
+            );
+        } else {
+            let (p50, p99, max) = (p50.unwrap(), p99.unwrap(), max.unwrap());
+            assert!(0 < p50 && p50 <= p99 && p99 <= max, "{what}: {w}");
+            // Windows keep 2 significant digits (buckets 1/128 wide), the run 3.
+            assert!(
+                max <= max_us + max_us / 50 + 1,
+                "{what}: {w} against max {max_us}"
+            );
+        }
+    }
+    windows
+}
+
+/// Checks the tails and the latency over time of one side of a report: percentiles ordered
+/// up to max; windows as [`assert_windows`] checks them, from the one where measuring starts
+/// (the end of the warm-up) to the one of the last measured event, no more than the run can
+/// have. Returns the windows.
+fn assert_timeline(report: &Value, side: &str) -> Vec<Value> {
+    let summary = &report[side];
+    let latency = &summary["latency_us"];
+    let tails: Vec<u64> = ["p50", "p90", "p99", "p999", "p9999", "max"]
+        .iter()
+        .map(|key| {
+            latency[key]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{side}.latency_us.{key}: {summary:#}"))
+        })
+        .collect();
+    assert!(
+        tails.windows(2).all(|pair| pair[0] <= pair[1]),
+        "{side}: {tails:?}"
+    );
+    let samples = summary["latency_samples"].as_u64().unwrap();
+    let windows = assert_windows(&summary["timeline"], samples, tails[5], side);
+    let start_ms = |w: &Value| w["start_ms"].as_u64().unwrap();
+    let options = &report["options"];
+    let warmup_ms = options["warmup"].as_f64().unwrap() * 1000.0;
+    assert_eq!(
+        start_ms(&windows[0]) as f64,
+        (warmup_ms / 100.0).floor() * 100.0,
+        "{side}: the first window is the one where measuring starts"
+    );
+    let last_event_ms = warmup_ms + summary["elapsed_secs"].as_f64().unwrap() * 1000.0;
+    let last_ms = start_ms(windows.last().unwrap()) as f64;
+    assert!(
+        last_ms <= last_event_ms + 1.0 && last_event_ms < last_ms + 101.0,
+        "{side}: the last window ({last_ms} ms) holds the last event ({last_event_ms} ms)"
+    );
+    let run_ms = 1000.0
+        * (options["duration"].as_f64().unwrap() + options["catch_up"].as_f64().unwrap())
+        + options["timeout_ms"].as_f64().unwrap()
+        + 1000.0;
+    assert!(
+        windows.len() as f64 <= run_ms / 100.0 + 2.0,
+        "{side}: {}",
+        windows.len()
+    );
+    windows
+}
+
+/// The elements of an XML document (name and attributes, in document order), checked to be
+/// well-formed on the way: one root element; every tag closed, in order; attribute values
+/// quoted and names unique per element; no `<` in text or values and `&` only as an entity.
+fn xml_elements(text: &str) -> Vec<(String, Vec<(String, String)>)> {
+    fn check_entities(text: &str) {
+        for (at, _) in text.match_indices('&') {
+            let entity = text[at + 1..].split(';').next().unwrap();
+            let known = ["amp", "lt", "gt", "quot", "apos"].contains(&entity)
+                || entity
+                    .strip_prefix('#')
+                    .is_some_and(|n| n.parse::<u32>().is_ok());
+            assert!(
+                known && text[at..].contains(';'),
+                "bad entity at {:?}",
+                &text[at..]
+            );
+        }
+    }
+    let is_name = |c: char| c.is_ascii_alphanumeric() || "_:.-".contains(c);
+    let mut elements = Vec::new();
+    let mut open: Vec<String> = Vec::new();
+    let mut rest = text;
+    loop {
+        let (chars, after) = rest.split_once('<').unwrap_or((rest, ""));
+        check_entities(chars);
+        if open.is_empty() {
+            assert!(chars.trim().is_empty(), "text outside the root: {chars:?}");
+        }
+        if after.is_empty() {
+            break;
+        }
+        if let Some(closing) = after.strip_prefix('/') {
+            let (name, after) = closing.split_once('>').expect("unclosed end tag");
+            assert_eq!(
+                open.pop().as_deref(),
+                Some(name.trim_end()),
+                "end tag out of order"
+            );
+            rest = after;
+            continue;
+        }
+        assert!(
+            elements.is_empty() || !open.is_empty(),
+            "a second root element"
+        );
+        let name: String = after.chars().take_while(|c| is_name(*c)).collect();
+        assert!(
+            !name.is_empty(),
+            "a tag without a name at {:?}",
+            &after[..after.len().min(40)]
+        );
+        let mut tag = &after[name.len()..];
+        let mut attributes: Vec<(String, String)> = Vec::new();
+        let self_closing = loop {
+            tag = tag.trim_start();
+            if let Some(after) = tag.strip_prefix("/>") {
+                tag = after;
+                break true;
+            }
+            if let Some(after) = tag.strip_prefix('>') {
+                tag = after;
+                break false;
+            }
+            let key: String = tag.chars().take_while(|c| is_name(*c)).collect();
+            assert!(
+                !key.is_empty(),
+                "<{name}>: bad attribute at {:?}",
+                &tag[..tag.len().min(40)]
+            );
+            let value = tag[key.len()..]
+                .trim_start()
+                .strip_prefix('=')
+                .expect("attribute =");
+            let value = value.trim_start();
+            let quote = value.chars().next().filter(|q| *q == '"' || *q == '\'');
+            let quote = quote.unwrap_or_else(|| panic!("<{name} {key}>: unquoted value"));
+            let (value, after) = value[1..].split_once(quote).expect("unterminated value");
+            assert!(!value.contains('<'), "<{name} {key}>: '<' in the value");
+            check_entities(value);
+            assert!(
+                attributes.iter().all(|(k, _)| *k != key),
+                "<{name}>: {key} twice"
+            );
+            attributes.push((key, value.to_owned()));
+            tag = after;
+        };
+        if !self_closing {
+            open.push(name.clone());
+        }
+        elements.push((name, attributes));
+        rest = tag;
+    }
+    assert!(open.is_empty(), "unclosed elements: {open:?}");
+    assert!(!elements.is_empty(), "no root element");
+    elements
+}
+
+/// The value of attribute `key` of an element from [`xml_elements`].
+fn attribute<'a>(element: &'a (String, Vec<(String, String)>), key: &str) -> Option<&'a str> {
+    element
+        .1
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+}
+
+/// Sends `signal` (`-STOP`, `-CONT`) to the process `pid` with kill(1).
+fn signal(pid: u32, signal: &str) {
+    let status = Command::new("kill")
+        .arg(signal)
+        .arg(pid.to_string())
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill {signal} {pid}: {status}");
 }
 
 #[test]
@@ -264,6 +485,7 @@ fn reports_count_what_the_broker_stored() {
     for key in ["p50", "p90", "p99", "p999", "p9999", "max"] {
         assert!(produce["produce"]["latency_us"][key].as_u64().unwrap() > 0);
     }
+    assert_timeline(&produce, "produce");
     // Every message carries a `UNIQ_KEY`, as a RocketMQ client's do: the broker indexed them.
     let index = dir.0.join("data").join("store").join("index");
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -276,10 +498,17 @@ fn reports_count_what_the_broker_stored() {
         std::thread::sleep(Duration::from_millis(50));
     }
     let svg = std::fs::read_to_string(&plot).unwrap();
+    let elements = xml_elements(&svg);
+    assert_eq!(elements[0].0, "svg", "{svg}");
+    let groups: Vec<_> = elements
+        .iter()
+        .filter_map(|e| attribute(e, "class"))
+        .collect();
     assert!(
-        svg.starts_with("<svg") && svg.contains("<polyline"),
-        "{svg}"
+        groups.starts_with(&["percentiles", "timeline", "p50", "p99", "max"]),
+        "the percentile curves, then the produce side over time: {groups:?}"
     );
+    assert!(elements.iter().any(|e| e.0 == "polyline"), "{svg}");
 
     // A batch produce adds exactly its messages.
     let batch = run(
@@ -294,6 +523,7 @@ fn reports_count_what_the_broker_stored() {
     let consume = run("consume", "consume", &["--drain", "--duration", "30"]);
     assert_eq!(count(&consume, "consume", "messages_total"), 2300);
     assert_eq!(count(&consume, "consume", "bytes"), 2000 * 1024 + 300 * 200);
+    assert_timeline(&consume, "consume");
 
     // e2e: the consumer receives every message the producer got acknowledged.
     let e2e = run(
@@ -305,6 +535,8 @@ fn reports_count_what_the_broker_stored() {
     assert_eq!(produced, 1000);
     assert_eq!(count(&e2e, "consume", "messages_total"), produced);
     assert!(count(&e2e, "consume", "latency_samples") > 0);
+    assert_timeline(&e2e, "produce");
+    assert_timeline(&e2e, "consume");
     assert_eq!(stored(server.broker, "BenchHarness"), 3300);
 
     // Oneway: no answers, but the verified count is what the broker stored.
@@ -315,6 +547,10 @@ fn reports_count_what_the_broker_stored() {
     );
     assert_eq!(count(&oneway, "produce", "sent"), 1500);
     assert!(oneway["produce"]["acknowledged"].is_null());
+    assert!(
+        oneway["produce"]["timeline"].is_null(),
+        "no latencies, no timeline"
+    );
     assert_eq!(oneway["verification"]["broker_stored"], 1500);
     assert_eq!(stored(server.broker, "BenchHarness"), 4800);
 
@@ -348,11 +584,131 @@ fn reports_count_what_the_broker_stored() {
     assert!(count(&direct, "produce", "messages") < acknowledged);
     assert_eq!(stored(server.broker, "BenchHarness"), 4800 + acknowledged);
     assert_eq!(direct["options"]["rate"], 400.0);
+    let windows = assert_timeline(&direct, "produce");
+    assert_eq!(windows[0]["start_ms"], 500, "from the end of the warm-up");
+}
+
+/// A broker stopped (SIGSTOP) for about a second in the middle of a closed-loop run shows
+/// where it happened: windows in which nothing was answered from when it stopped to when it
+/// went on, then the window of the first answers after, with the run's largest latency, at
+/// least the gap's length; the text report names that window, and the SVG shades each empty
+/// window. The stop lasts from one of the bench's progress lines (each second, with its time
+/// since the run's start) to the next.
+#[test]
+fn a_stalled_broker_shows_at_its_time_in_the_json_the_text_and_the_svg() {
+    let dir = TempDir::new("harness-stall");
+    let server = Standalone::start(&dir.0.join("data"));
+    let ns = server.namesrv.to_string();
+    let queues = QUEUES.to_string();
+    let plot = dir.0.join("stall.svg");
+    let args = [
+        "produce",
+        "-n",
+        &ns,
+        "--topic",
+        "BenchStall",
+        "--queues",
+        &queues,
+        "--create-topic",
+        "--mode",
+        "sync",
+        "--threads",
+        "4",
+        "--duration",
+        "4",
+        "--plot",
+        plot.to_str().unwrap(),
+    ];
+    let (mut child, json) = spawn_bench(&dir.0, "stall", &args, Stdio::piped);
+    let stdout = child.stdout.take().unwrap();
+    let text = std::thread::spawn(move || std::io::read_to_string(stdout).unwrap());
+    let stderr = child.stderr.take().unwrap();
+    let (progress_tx, progress) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            eprintln!("[bench] {line}");
+            // `[  1.0s] produce ...`: seconds since the run's start.
+            let secs = line
+                .strip_prefix('[')
+                .and_then(|rest| rest.split_once("s]"))
+                .and_then(|(secs, _)| secs.trim().parse::<f64>().ok());
+            if let Some(secs) = secs {
+                let _ = progress_tx.send(secs);
+            }
+        }
+    });
+    let next_progress = || {
+        progress
+            .recv_timeout(Duration::from_secs(30))
+            .expect("a progress line each second")
+    };
+    let stopped_secs = next_progress();
+    signal(server.child.id(), "-STOP");
+    let resumed_secs = next_progress();
+    signal(server.child.id(), "-CONT");
+    let report = finish_bench(child, "stall", &json);
+    let text = text.join().unwrap();
+    assert_eq!(count(&report, "produce", "error_count"), 0, "{report:#}");
+    let acknowledged = count(&report, "produce", "acknowledged");
+    assert_eq!(stored(server.broker, "BenchStall"), acknowledged);
+
+    let windows = assert_timeline(&report, "produce");
+    let counts: Vec<u64> = windows
+        .iter()
+        .map(|w| w["count"].as_u64().unwrap())
+        .collect();
+    // The longest run of windows without an answer: the stall.
+    let (mut gap_start, mut gap_len, mut run) = (0, 0, 0);
+    for (index, count) in counts.iter().enumerate() {
+        run = if *count == 0 { run + 1 } else { 0 };
+        if run > gap_len {
+            (gap_start, gap_len) = (index + 1 - run, run);
+        }
+    }
+    // The signals follow the progress lines by a few ms, more on a loaded machine; the
+    // windows at either end of the stop hold the answers just before and just after it.
+    let stall_ms = (resumed_secs - stopped_secs) * 1000.0;
+    assert!(
+        gap_len as f64 * 100.0 >= stall_ms / 2.0,
+        "a {stall_ms} ms stop, {gap_len} empty windows: {counts:?}"
+    );
+    let start_ms = |index: usize| windows[index]["start_ms"].as_u64().unwrap() as f64;
+    assert!(
+        start_ms(gap_start) >= stopped_secs * 1000.0 - 100.0
+            && start_ms(gap_start + gap_len) <= resumed_secs * 1000.0 + 500.0,
+        "stopped at {stopped_secs} s, went on at {resumed_secs} s: {counts:?}"
+    );
+    // The first answers after it waited through it, and nothing else waited as long.
+    let spike = &windows[gap_start + gap_len];
+    let max_us = |w: &Value| w["max_us"].as_u64().unwrap_or(0);
+    assert!(
+        max_us(spike) as f64 >= gap_len as f64 * 100_000.0,
+        "{spike}"
+    );
+    assert!(
+        windows.iter().all(|w| max_us(w) <= max_us(spike)),
+        "{windows:?}"
+    );
+
+    let worst = format!("worst at {:.1} s", start_ms(gap_start + gap_len) / 1000.0);
+    assert!(
+        text.contains("p99.9 ") && text.contains("p99.99 "),
+        "{text}"
+    );
+    assert!(text.contains(&worst), "{worst} in {text}");
+    let elements = xml_elements(&std::fs::read_to_string(&plot).unwrap());
+    let empty = elements
+        .iter()
+        .filter(|e| e.0 == "rect" && attribute(e, "class") == Some("empty"))
+        .count();
+    assert_eq!(empty, counts.iter().filter(|c| **c == 0).count());
 }
 
 /// `ferromq-bench commitlog` on the build's own disk (tmpfs has no O_DIRECT): every append it
 /// reports is in the CommitLog once, with single puts handed over either way and with
-/// batches, under both flush modes: the log holds exactly the appends' records.
+/// batches, under both flush modes: the log holds exactly the appends' records. Each case's
+/// latency over time counts every put answered, and `--plot` draws it per case.
 #[test]
 fn commitlog_reports_every_append_and_the_log_holds_each_once() {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bench-commitlog-harness");
@@ -367,7 +723,12 @@ fn commitlog_reports_every_append_and_the_log_holds_each_once() {
         // Half the producers on each core, as the broker's net shards on two cores.
         ("coalesced", "1", "both"),
     ];
+    let plot = dir.join("commitlog.svg");
     for (handoff, batch, producers_on) in shapes {
+        let mut plot_args = Vec::new();
+        if producers_on == "both" {
+            plot_args.extend(["--plot", plot.to_str().unwrap()]);
+        }
         let report = bench(
             &dir,
             &format!("commitlog-{handoff}-{batch}-{producers_on}"),
@@ -395,7 +756,11 @@ fn commitlog_reports_every_append_and_the_log_holds_each_once() {
                 &appends_max.to_string(),
                 "--raw-file-mib",
                 "8",
-            ],
+            ]
+            .iter()
+            .chain(&plot_args)
+            .copied()
+            .collect::<Vec<_>>(),
         );
         // Both baselines ran: sequential, then durable (O_DSYNC, the writer's jobs in flight).
         let raw = report["raw"].as_array().unwrap();
@@ -414,6 +779,14 @@ fn commitlog_reports_every_append_and_the_log_holds_each_once() {
             let log_bytes = case["log_bytes"].as_u64().unwrap();
             let shape = format!("{handoff}, batch {batch}, producers on {producers_on}");
             assert_eq!(appends, appends_max, "{shape}: {case}");
+            let puts = case["latency_samples"].as_u64().unwrap();
+            assert_eq!(puts, appends / batch.parse::<u64>().unwrap(), "{shape}");
+            let max_us = case["latency_us"]["max"].as_u64().unwrap();
+            let windows = assert_windows(&case["timeline"], puts, max_us, &shape);
+            assert!(
+                windows.len() <= 30 * 10 + 100 + 1,
+                "{shape}: within the case's span"
+            );
             assert_eq!(log_bytes % appends, 0, "{shape}: {case}");
             record_sizes.push(log_bytes / appends);
             // What the disk's durable writes would allow: its durable MB/s in body bytes.
@@ -431,6 +804,12 @@ fn commitlog_reports_every_append_and_the_log_holds_each_once() {
         record_sizes.windows(2).all(|pair| pair[0] == pair[1]),
         "the same record for every append: {record_sizes:?}"
     );
+    let elements = xml_elements(&std::fs::read_to_string(&plot).unwrap());
+    let charts = elements
+        .iter()
+        .filter(|e| attribute(e, "class") == Some("timeline"))
+        .count();
+    assert_eq!(charts, 2, "one chart per case");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

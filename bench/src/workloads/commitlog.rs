@@ -23,15 +23,22 @@
 //!
 //! The table shows appends/s, body MB/s (appends × body size, what producers get), log MB/s
 //! (CommitLog bytes, record headers included), `ratio` = body MB/s ÷ raw sequential MB/s,
-//! latency percentiles, appends per fdatasync (the group commit at work) and the CPU time of
-//! the writer's shard per append (`cpu us/app`; with `--producers-on same` it includes the
-//! producers, as a net shard sharing the writer's core would, with `both` half of them). MB
-//! is 10^6 bytes. Each raw baseline is the best of `--raw-repeat` runs: the disk of a shared
-//! machine varies, and the best is the hardest figure to come close to.
+//! latency percentiles up to p99.99 and max, appends per fdatasync (the group commit at work)
+//! and the CPU time of the writer's shard per append (`cpu us/app`; with `--producers-on
+//! same` it includes the producers, as a net shard sharing the writer's core would, with
+//! `both` half of them). MB is 10^6 bytes. Each raw baseline is the best of `--raw-repeat`
+//! runs: the disk of a shared machine varies, and the best is the hardest figure to come
+//! close to.
+//!
+//! Each case's latency over time (count, p50, p99 and max of the puts answered in each 100 ms,
+//! `workloads::timeline`) goes into its JSON and, with `--plot`, into an SVG chart per case, so
+//! that a put stalled behind a sync or a segment roll shows at its time.
 //!
 //! Every loop stops at a count and at a time limit. Data files live in a directory of this run
 //! under `--dir` and are removed at the end, on error too.
 
+use super::plot::Document;
+use super::timeline::{Series, WindowClock, Windows};
 use anyhow::{bail, ensure, Context};
 use ferromq::store::commit_log::{CommitLog, PutMessage};
 use ferromq::store::flush::{run_group_commit, FlushDiskType, PutRequest, JOBS_IN_FLIGHT_MAX};
@@ -127,6 +134,9 @@ pub struct CommitLogArgs {
     /// Write the results as JSON to this file.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Write each case's latency over time (p50, p99 and max per 100 ms) as SVG to this file.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
 }
 
 /// A `--producers-on` value.
@@ -196,6 +206,10 @@ const TARGET_RATIO_MIN: f64 = 0.60;
 const MIB: u64 = 1 << 20;
 const KIB: u64 = 1 << 10;
 
+/// The longest a case's CommitLog may take to open before its producers start, and its last
+/// answers may take after their time is up: with the time limit, the span of its windows.
+const CASE_SETUP_MAX: Duration = Duration::from_secs(10);
+
 /// Capacity of the put channel into the writer, as in the broker.
 const PUT_CHANNEL_CAPACITY: usize = 4096;
 
@@ -241,6 +255,8 @@ struct Case {
     syncs: u64,
     elapsed: Duration,
     latency_us: Histogram<u64>,
+    /// The latencies per 100 ms, from the start of the case.
+    timeline: Series,
     /// CPU time of the writer's shard (with `--producers-on same`, the producers' too; with
     /// `both`, half of them).
     writer_cpu: Duration,
@@ -392,6 +408,10 @@ pub fn run(args: &CommitLogArgs) -> anyhow::Result<()> {
     print_target(&cases, &raws, args.batch);
     if let Some(path) = &args.json {
         write_json(path, args, &raws, &cases)?;
+    }
+    if let Some(path) = &args.plot {
+        std::fs::write(path, plot(&cases))
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     run_dir.remove()
 }
@@ -615,11 +635,16 @@ fn measure_case(dir: PathBuf, plan: CasePlan, args: &CommitLogArgs) -> anyhow::R
         },
     };
     let segment_size = args.segment_size;
+    let time_limit = Duration::from_secs(args.duration_secs);
+    // Opening the CommitLog comes before the producers start, and the last answers after
+    // their time is up.
+    let clock = WindowClock::new(Instant::now(), time_limit + CASE_SETUP_MAX);
     let (sender, receiver) = mpsc::channel::<PutRequest>(PUT_CHANNEL_CAPACITY);
     let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
     let producer_args = ProducerArgs {
         handoff: args.handoff,
-        time_limit: Duration::from_secs(args.duration_secs),
+        time_limit,
+        clock,
         appends_max: args.appends_max,
         in_flight: args.in_flight,
         batch: args.batch,
@@ -696,8 +721,10 @@ fn measure_case(dir: PathBuf, plan: CasePlan, args: &CommitLogArgs) -> anyhow::R
     };
     let Produced {
         appends,
+        started,
         elapsed,
         latency_us,
+        windows,
     } = produced?;
     Ok(Case {
         plan,
@@ -706,6 +733,7 @@ fn measure_case(dir: PathBuf, plan: CasePlan, args: &CommitLogArgs) -> anyhow::R
         syncs,
         elapsed,
         latency_us,
+        timeline: windows.series(started, started + elapsed),
         writer_cpu,
         producer_cpu,
     })
@@ -716,6 +744,8 @@ fn measure_case(dir: PathBuf, plan: CasePlan, args: &CommitLogArgs) -> anyhow::R
 struct ProducerArgs {
     handoff: Handoff,
     time_limit: Duration,
+    /// The windows of the case's latency over time.
+    clock: WindowClock,
     appends_max: u64,
     in_flight: usize,
     batch: usize,
@@ -740,18 +770,26 @@ impl ProducerArgs {
 /// What the producers of a shard did.
 struct Produced {
     appends: u64,
+    /// When they started, and how long they took from then.
+    started: Instant,
     elapsed: Duration,
     latency_us: Histogram<u64>,
+    windows: Windows,
 }
 
 impl Produced {
     /// Both shards' producers, run at the same time.
     fn merge(mut self, other: Produced) -> anyhow::Result<Produced> {
         self.latency_us.add(&other.latency_us)?;
+        self.windows.merge(&other.windows);
+        let started = self.started.min(other.started);
+        let ended = (self.started + self.elapsed).max(other.started + other.elapsed);
         Ok(Produced {
             appends: self.appends + other.appends,
-            elapsed: self.elapsed.max(other.elapsed),
+            started,
+            elapsed: ended - started,
             latency_us: self.latency_us,
+            windows: self.windows,
         })
     }
 }
@@ -769,6 +807,8 @@ async fn run_producers(
     let histogram = Rc::new(RefCell::new(Histogram::<u64>::new_with_bounds(
         1, 60_000_000, 3,
     )?));
+    // One executor: its tasks record into the windows directly, with no lock.
+    let windows = Rc::new(RefCell::new(Windows::new(limits.clock)));
     let coalescer =
         (limits.handoff == Handoff::Coalesced).then(|| Rc::new(PutCoalescer::new(sender.clone())));
     let template = |queue_id| PutMessage {
@@ -799,6 +839,7 @@ async fn run_producers(
         let producer = limits.first + task / limits.in_flight;
         let mut sender = sender.clone();
         let histogram = histogram.clone();
+        let windows = windows.clone();
         let started_appends = started_appends.clone();
         let failure = failure.clone();
         let coalescer = coalescer.clone();
@@ -847,6 +888,7 @@ async fn run_producers(
                         sent = answered;
                         let micros = u64::try_from(waited.as_micros()).unwrap_or(u64::MAX);
                         histogram.borrow_mut().saturating_record(micros.max(1));
+                        windows.borrow_mut().record(answered, micros);
                         appends += batch;
                     }
                     Ok(Err(error)) => {
@@ -877,8 +919,10 @@ async fn run_producers(
     let latency_us = histogram.borrow().clone();
     Ok(Produced {
         appends,
+        started,
         elapsed,
         latency_us,
+        windows: windows.replace(Windows::new(limits.clock)),
     })
 }
 
@@ -917,7 +961,8 @@ fn print_raw(raw: &RawBandwidth, file_size_bytes: u64, repeat: usize) {
 
 fn print_case_header() {
     println!(
-        "{:<5} {:>7} {:>6} {:>9} {:>10} {:>8} {:>8} {:>7} {:>8} {:>8} {:>9} {:>12} {:>11}",
+        "{:<5} {:>7} {:>6} {:>9} {:>10} {:>8} {:>8} {:>7} {:>8} {:>8} {:>9} {:>10} {:>8} {:>12} \
+         {:>11}",
         "flush",
         "prefill",
         "size",
@@ -929,6 +974,8 @@ fn print_case_header() {
         "p50 us",
         "p99 us",
         "p99.9 us",
+        "p99.99 us",
+        "max us",
         "appends/sync",
         "cpu us/app"
     );
@@ -937,8 +984,8 @@ fn print_case_header() {
 fn print_case(case: &Case, raw_mb_per_sec: f64) {
     let h = &case.latency_us;
     println!(
-        "{:<5} {:>7} {:>6} {:>9} {:>10.0} {:>8.1} {:>8.1} {:>7.2} {:>8} {:>8} {:>9} {:>12} \
-         {:>11.2}",
+        "{:<5} {:>7} {:>6} {:>9} {:>10.0} {:>8.1} {:>8.1} {:>7.2} {:>8} {:>8} {:>9} {:>10} {:>8} \
+         {:>12} {:>11.2}",
         case.plan.flush.name(),
         case.plan.prefill.name(),
         case.plan.body_size,
@@ -950,6 +997,8 @@ fn print_case(case: &Case, raw_mb_per_sec: f64) {
         h.value_at_quantile(0.50),
         h.value_at_quantile(0.99),
         h.value_at_quantile(0.999),
+        h.value_at_quantile(0.9999),
+        h.max(),
         appends_per_sync(case).map_or_else(|| "-".to_owned(), |a| format!("{a:.1}")),
         case.writer_cpu_us_per_append(),
     );
@@ -1065,6 +1114,22 @@ fn durable_mb_per_sec(raws: &[RawBandwidth]) -> f64 {
     durable_raw(raws).map_or(f64::NAN, RawBandwidth::mb_per_sec)
 }
 
+/// One chart of latency over time per case.
+fn plot(cases: &[Case]) -> String {
+    let mut document = Document::new();
+    for case in cases {
+        let title = format!(
+            "commitlog: {} flush, {} B, {} producers, prefill {} — per 100 ms",
+            case.plan.flush.name(),
+            case.plan.body_size,
+            case.plan.producers,
+            case.plan.prefill.name()
+        );
+        document.timeline(&title, &case.timeline);
+    }
+    document.finish()
+}
+
 fn write_json(
     path: &Path,
     args: &CommitLogArgs,
@@ -1115,6 +1180,8 @@ fn write_json(
                 "producer_cpu_us_per_append":
                     case.producer_cpu.map(|cpu| case.cpu_us_per_append(cpu)),
                 "latency_us": super::latency_json(h),
+                "latency_samples": h.len(),
+                "timeline": case.timeline.json(),
             })
         })
         .collect();

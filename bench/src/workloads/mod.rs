@@ -2,7 +2,9 @@
 
 pub mod commitlog;
 pub mod mq;
+pub mod plot;
 pub mod route;
+pub mod timeline;
 
 /// The quantiles every workload reports, as JSON.
 fn latency_json(h: &hdrhistogram::Histogram<u64>) -> serde_json::Value {

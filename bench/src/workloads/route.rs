@@ -3,12 +3,14 @@
 //! Each connection keeps one request in flight and sends the next as soon as the answer
 //! arrives (closed loop: the latency of a request includes no queueing in the load
 //! generator). For every connection count in `--connections` the run lasts `--duration`
-//! after a short warm-up, and reports lookups per second and latency percentiles.
+//! after a short warm-up, and reports lookups per second, latency percentiles up to p99.99
+//! and max, and (in the JSON) the latency per 100 ms (`workloads::timeline`).
 //!
 //! Without `--namesrv`, the `ferromq` binary next to this one is started as a name server on
 //! loopback, with one stand-in broker registered that serves the topic; with it, the topic
 //! must already have a route on that server (or pass --register-broker).
 
+use super::timeline::{LocalWindow, Series, WindowClock, Windows};
 use anyhow::{bail, Context};
 use ferromq::remoting::body::{RegisterBrokerBody, TopicConfig};
 use ferromq::remoting::client::{connect_tokio, ClientConfig, RemotingClient};
@@ -59,6 +61,9 @@ pub struct RouteArgs {
     json: Option<std::path::PathBuf>,
 }
 
+/// Time limit of one lookup.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// The outcome of one connection count.
 #[derive(Debug)]
 struct Round {
@@ -67,6 +72,7 @@ struct Round {
     errors: u64,
     elapsed: Duration,
     latency_us: Histogram<u64>,
+    timeline: Series,
 }
 
 /// Runs the workload.
@@ -254,35 +260,49 @@ async fn measure(
     let histogram = Arc::new(Mutex::new(Histogram::<u64>::new_with_bounds(
         1, 60_000_000, 3,
     )?));
+    // The last answers come at most a request's time limit after the end.
+    let span = Duration::from_secs(args.warmup_secs + args.duration_secs) + REQUEST_TIMEOUT;
+    let clock = WindowClock::new(Instant::now(), span);
+    let windows = Arc::new(Mutex::new(Windows::new(clock)));
     let mut tasks = Vec::new();
     for client in clients {
         let request = route_request(args);
-        let (measuring, stop, lookups, errors, histogram) = (
+        let (measuring, stop, lookups, errors, histogram, windows) = (
             measuring.clone(),
             stop.clone(),
             lookups.clone(),
             errors.clone(),
             histogram.clone(),
+            windows.clone(),
         );
         tasks.push(tokio::spawn(async move {
             let mut local = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("bounds");
+            let mut window = LocalWindow::new();
+            let hand_over = |index, samples: &_| {
+                let mut windows = windows.lock().expect("no panics while held");
+                windows.add(index, samples);
+            };
             while !stop.load(Ordering::Relaxed) {
                 let started = Instant::now();
                 let outcome = client
-                    .request_timeout(request.clone(), Duration::from_secs(10))
+                    .request_timeout(request.clone(), REQUEST_TIMEOUT)
                     .await;
                 let ok = matches!(&outcome, Ok(r) if r.response_code() == ResponseCode::SUCCESS);
                 if !measuring.load(Ordering::Relaxed) {
                     continue;
                 }
                 if ok {
-                    let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+                    let answered = Instant::now();
+                    let micros =
+                        u64::try_from((answered - started).as_micros()).unwrap_or(u64::MAX);
                     local.saturating_record(micros.max(1));
+                    window.record(clock.index(answered), micros, hand_over);
                     lookups.fetch_add(1, Ordering::Relaxed);
                 } else {
                     errors.fetch_add(1, Ordering::Relaxed);
                 }
             }
+            window.finish(hand_over);
             histogram
                 .lock()
                 .expect("no panics while held")
@@ -314,12 +334,17 @@ async fn measure(
         .map_err(|_| anyhow::anyhow!("histogram still shared"))?
         .into_inner()
         .map_err(|_| anyhow::anyhow!("histogram lock poisoned"))?;
+    let timeline = windows
+        .lock()
+        .map_err(|_| anyhow::anyhow!("windows lock poisoned"))?
+        .series(started, started + elapsed);
     Ok(Round {
         connections,
         lookups: lookups.load(Ordering::Relaxed),
         errors: errors.load(Ordering::Relaxed),
         elapsed,
         latency_us,
+        timeline,
     })
 }
 
@@ -329,19 +354,28 @@ fn per_second(round: &Round) -> f64 {
 
 fn print_report(rounds: &[Round]) {
     println!(
-        "{:>11} {:>14} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}",
-        "connections", "lookups/s", "p50 us", "p90 us", "p99 us", "p99.9 us", "max us", "errors"
+        "{:>11} {:>14} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9} {:>7}",
+        "connections",
+        "lookups/s",
+        "p50 us",
+        "p90 us",
+        "p99 us",
+        "p99.9 us",
+        "p99.99 us",
+        "max us",
+        "errors"
     );
     for round in rounds {
         let h = &round.latency_us;
         println!(
-            "{:>11} {:>14.0} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}",
+            "{:>11} {:>14.0} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9} {:>7}",
             round.connections,
             per_second(round),
             h.value_at_quantile(0.50),
             h.value_at_quantile(0.90),
             h.value_at_quantile(0.99),
             h.value_at_quantile(0.999),
+            h.value_at_quantile(0.9999),
             h.max(),
             round.errors
         );
@@ -360,6 +394,8 @@ fn write_json(path: &std::path::Path, args: &RouteArgs, rounds: &[Round]) -> any
                 "elapsed_secs": round.elapsed.as_secs_f64(),
                 "lookups_per_sec": per_second(round),
                 "latency_us": super::latency_json(h),
+                "latency_samples": h.len(),
+                "timeline": round.timeline.json(),
             })
         })
         .collect();

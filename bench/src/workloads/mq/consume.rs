@@ -1,7 +1,7 @@
 //! The pullers of `consume` and `e2e`: one long-polling PULL_MESSAGE loop per readable queue
 //! of every master, decoding the returned records to count them.
 
-use super::stats::Side;
+use super::stats::{Recorder, Side};
 use super::target;
 use super::{wall_ns, From, MqArgs, Target, Workload};
 use ferromq::remoting::client::{ClientError, RemotingClient};
@@ -139,6 +139,7 @@ async fn pull_queue(
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let (args, side, consumed) = (&ctx.args, &*ctx.side, &ctx.consumed);
+    let mut recorder = ctx.side.recorder();
     let (deadline, end_to_end) = (ctx.deadline, ctx.end_to_end);
     let timeout = Duration::from_millis(args.timeout_ms) + Duration::from_millis(SUSPEND_MS as u64);
     let mut offset = plan.from;
@@ -181,10 +182,10 @@ async fn pull_queue(
         let header = response.decode_header::<PullMessageResponseHeader>().ok();
         if code == ResponseCode::SUCCESS {
             let now = Instant::now();
-            let (count, bytes) = count_records(&response.body, side, now, end_to_end);
+            let (count, bytes) = count_records(&response.body, &mut recorder, now, end_to_end);
             consumed.fetch_add(count, Ordering::Relaxed);
             if !end_to_end {
-                side.record(now, count, bytes, Some(now - sent));
+                recorder.record(now, count, bytes, Some(now - sent));
             }
             match header {
                 Some(header) => offset = header.next_begin_offset,
@@ -212,7 +213,12 @@ async fn pull_queue(
 
 /// Counts the records of a pull body; in e2e mode also records each one's end-to-end
 /// latency. Returns (messages, body bytes).
-fn count_records(body: &[u8], side: &Side, now: Instant, end_to_end: bool) -> (u64, u64) {
+fn count_records(
+    body: &[u8],
+    recorder: &mut Recorder,
+    now: Instant,
+    end_to_end: bool,
+) -> (u64, u64) {
     let now_ns = wall_ns(now);
     let mut at = 0;
     let (mut count, mut bytes) = (0u64, 0u64);
@@ -233,12 +239,14 @@ fn count_records(body: &[u8], side: &Side, now: Instant, end_to_end: bool) -> (u
                             u64::try_from(record.born_timestamp).unwrap_or(0) * 1_000_000
                         });
                     let latency = Duration::from_nanos(now_ns.saturating_sub(stamp_ns));
-                    side.record(now, 1, record.body.len() as u64, Some(latency));
+                    recorder.record(now, 1, record.body.len() as u64, Some(latency));
                 }
             }
             Ok(Record::Blank { .. }) => break,
             Err(error) => {
-                side.error(format!("pull: undecodable record: {error}"));
+                recorder
+                    .side()
+                    .error(format!("pull: undecodable record: {error}"));
                 break;
             }
         }

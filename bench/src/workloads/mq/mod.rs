@@ -16,6 +16,10 @@
 //! After a produce run, the brokers' max offsets are summed again and compared with the
 //! acknowledged count (for oneway sends: with the sent count), so the report says whether
 //! the broker stored what it acknowledged.
+//!
+//! Each side's report (text, `--json`, `--plot`) gives its latency percentiles up to p99.99
+//! and max, and its latency over time: count, p50, p99 and max per 100 ms window from the end
+//! of the warm-up (`workloads::timeline`), so that a stall shows at its time.
 
 mod consume;
 mod idle;
@@ -25,6 +29,7 @@ mod report;
 mod stats;
 mod target;
 
+use super::timeline::WindowClock;
 use anyhow::{bail, Context};
 use ferromq::protocol::acl::Credentials;
 use ferromq::remoting::client::{ClientConfig, RemotingClient};
@@ -170,7 +175,8 @@ pub struct MqArgs {
     /// Write the report and run metadata as JSON to this file.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// Write the latency percentile curve as SVG to this file.
+    /// Write the latency percentile curves and the latency over time (p50, p99 and max per
+    /// 100 ms) as SVG to this file.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
 }
@@ -367,6 +373,7 @@ async fn run_async(workload: Workload, args: &MqArgs) -> anyhow::Result<Outcome>
     let start = Instant::now();
     let measure_from = start + Duration::from_secs_f64(args.warmup);
     let deadline = start + Duration::from_secs_f64(args.duration);
+    let clock = WindowClock::new(start, run_span(args));
     let stop_progress = Arc::new(tokio::sync::Notify::new());
     let produce_side = (workload != Workload::Consume).then(|| {
         let latency_of = if args.mode == Mode::Oneway {
@@ -374,7 +381,7 @@ async fn run_async(workload: Workload, args: &MqArgs) -> anyhow::Result<Outcome>
         } else {
             "send → answer, per request"
         };
-        stats::Side::new("produce", latency_of, measure_from)
+        stats::Side::new("produce", latency_of, measure_from, clock)
     });
     let consume_side = (workload != Workload::Produce).then(|| {
         let latency_of = if workload == Workload::E2e {
@@ -382,7 +389,7 @@ async fn run_async(workload: Workload, args: &MqArgs) -> anyhow::Result<Outcome>
         } else {
             "pull request → answer with messages, per pull"
         };
-        stats::Side::new("consume", latency_of, measure_from)
+        stats::Side::new("consume", latency_of, measure_from, clock)
     });
     let sides: Vec<_> = produce_side.iter().chain(&consume_side).cloned().collect();
     let progress = tokio::spawn(stats::progress(sides, start, stop_progress.clone()));
@@ -458,6 +465,15 @@ async fn run_async(workload: Workload, args: &MqArgs) -> anyhow::Result<Outcome>
         warnings,
         idle,
     })
+}
+
+/// The longest a run's samples may come after its start: the senders stop at `--duration`,
+/// their last answers come within `--timeout-ms`, and an e2e consumer catches up for at most
+/// `--catch-up` after that. A second more for the steps between.
+fn run_span(args: &MqArgs) -> Duration {
+    Duration::from_secs_f64(args.duration + args.catch_up)
+        + Duration::from_millis(args.timeout_ms)
+        + Duration::from_secs(1)
 }
 
 /// Messages stored since `before`, polled until `expected` is reached or the sum stops

@@ -1,7 +1,7 @@
 //! The senders of `produce` and `e2e`: SEND_MESSAGE_V2 (or SEND_BATCH_MESSAGE with Java's
 //! batch body layout) to the writable queues of every master, round robin.
 
-use super::stats::Side;
+use super::stats::{Recorder, Side};
 use super::{wall_ns, Mode, MqArgs, Target};
 use ferromq::broker::batch::BatchEntry;
 use ferromq::client::message::property;
@@ -136,10 +136,11 @@ async fn sender(
     };
     let mut next_queue = index;
     let mut in_flight = FuturesUnordered::new();
+    let mut recorder = shared.side.recorder();
     loop {
         while in_flight.len() >= slots.max(1) && args.mode != Mode::Oneway {
             match in_flight.next().await {
-                Some(done) => settle(&shared.side, done),
+                Some(done) => settle(&mut recorder, done),
                 None => break,
             }
         }
@@ -149,7 +150,7 @@ async fn sender(
                 tokio::select! {
                     due = schedule.recv() => break due,
                     Some(done) = in_flight.next(), if !in_flight.is_empty() => {
-                        settle(&shared.side, done);
+                        settle(&mut recorder, done);
                     }
                 }
             },
@@ -176,7 +177,7 @@ async fn sender(
         shared.side.sent(count);
         if args.mode == Mode::Oneway {
             match client.oneway(request).await {
-                Ok(()) => shared.side.record(Instant::now(), count, bytes, None),
+                Ok(()) => recorder.record(Instant::now(), count, bytes, None),
                 Err(error) => shared.side.error(format!("connection: {error}")),
             }
             continue;
@@ -184,7 +185,7 @@ async fn sender(
         in_flight.push(send(client, request, timeout, stamp, count, bytes));
     }
     while let Some(done) = in_flight.next().await {
-        settle(&shared.side, done);
+        settle(&mut recorder, done);
     }
 }
 
@@ -206,7 +207,7 @@ async fn send(
 
 /// Counts one answer: acknowledged (SUCCESS, or stored with a flush/slave warning, as Java's
 /// `SendStatus` reports them) or an error by kind.
-fn settle(side: &Side, (outcome, stamp, count, bytes): Done) {
+fn settle(recorder: &mut Recorder, (outcome, stamp, count, bytes): Done) {
     let now = Instant::now();
     match outcome {
         Ok(response) => {
@@ -218,7 +219,7 @@ fn settle(side: &Side, (outcome, stamp, count, bytes): Done) {
             ]
             .contains(&code);
             if code == ResponseCode::SUCCESS || stored_with_warning {
-                side.record(
+                recorder.record(
                     now,
                     count,
                     bytes,
@@ -233,11 +234,11 @@ fn settle(side: &Side, (outcome, stamp, count, bytes): Done) {
                 } else {
                     ""
                 };
-                side.error(format!("{prefix}{code}: {remark}"));
+                recorder.side().error(format!("{prefix}{code}: {remark}"));
             }
         }
-        Err(ClientError::Timeout(_)) => side.error("timeout".to_owned()),
-        Err(error) => side.error(format!("connection: {error}")),
+        Err(ClientError::Timeout(_)) => recorder.side().error("timeout".to_owned()),
+        Err(error) => recorder.side().error(format!("connection: {error}")),
     }
 }
 

@@ -1,7 +1,9 @@
 //! The final report of a `produce` / `consume` / `e2e` run: text on stdout, JSON with run
-//! metadata, and the SVG latency curve.
+//! metadata, and the SVG of the latency percentile curves and the latency over time.
 
+use super::stats::Summary;
 use super::{Mode, MqArgs, Outcome, Workload};
+use crate::workloads::plot::Document;
 use std::fmt::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -176,8 +178,8 @@ pub fn json(
         "target": target_label(args),
         "brokers": brokers,
         "broker_version": outcome.targets.first().and_then(|(_, info)| info.version_code),
-        "produce": outcome.produce.as_ref().map(super::stats::Summary::json),
-        "consume": outcome.consume.as_ref().map(super::stats::Summary::json),
+        "produce": outcome.produce.as_ref().map(Summary::json),
+        "consume": outcome.consume.as_ref().map(Summary::json),
         "verification": verification,
         "warnings": outcome.warnings,
         "idle": outcome.idle.as_ref().map(|idle| serde_json::json!({
@@ -275,17 +277,19 @@ fn rfc3339(secs: u64) -> String {
     )
 }
 
-/// The SVG latency curves of the run.
+/// The SVG of the run: the latency percentile curves of both sides, then each side's latency
+/// over time.
 pub fn plot(workload: Workload, args: &MqArgs, outcome: &Outcome) -> String {
-    let mut curves = Vec::new();
-    if let Some(p) = &outcome.produce {
-        curves.push((format!("produce: {}", p.latency_of), &p.latency));
-    }
-    if let Some(c) = &outcome.consume {
-        curves.push((format!("consume: {}", c.latency_of), &c.latency));
-    }
-    let view: Vec<(&str, &hdrhistogram::Histogram<u64>)> =
-        curves.iter().map(|(l, h)| (l.as_str(), *h)).collect();
+    let sides: Vec<&Summary> = outcome.produce.iter().chain(&outcome.consume).collect();
+    let labels: Vec<String> = sides
+        .iter()
+        .map(|side| format!("{}: {}", side.name, side.latency_of))
+        .collect();
+    let curves: Vec<(&str, &hdrhistogram::Histogram<u64>)> = sides
+        .iter()
+        .zip(&labels)
+        .map(|(side, label)| (label.as_str(), &side.latency))
+        .collect();
     let title = format!(
         "ferromq-bench {} — {} — {} B, {} sender(s), {}",
         workload.name(),
@@ -294,7 +298,14 @@ pub fn plot(workload: Workload, args: &MqArgs, outcome: &Outcome) -> String {
         args.threads,
         mode_name(args.mode)
     );
-    super::stats::svg(&view, &title)
+    let mut document = Document::new();
+    document.percentiles(&title, &curves);
+    for (side, label) in sides.iter().zip(&labels) {
+        if let Some(timeline) = &side.timeline {
+            document.timeline(&format!("{label} — per 100 ms"), timeline);
+        }
+    }
+    document.finish()
 }
 
 #[cfg(test)]

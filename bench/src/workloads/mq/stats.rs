@@ -1,10 +1,16 @@
 //! Counters and latency histograms of one side of a run (produce or consume), the live
-//! progress line, and the final report as text, JSON and an SVG percentile curve.
+//! progress line, and the final summary of a side as text and JSON: rates, percentiles up to
+//! p99.99 and max, and the latency over time (`timeline`).
 //!
 //! Latencies are recorded in microseconds. Samples taken before the warm-up ends count
 //! towards the `*_total` counters (so that counts can be checked against the broker) but not
-//! towards the measured rates and percentiles.
+//! towards the measured rates, percentiles and windows over time.
+//!
+//! Tasks record through a [`Recorder`] of their own: counters and the run's histogram go to
+//! the side under its lock; the windows over time stay in the task until it moves on to a
+//! later window, so they add one lock per task per 100 ms, not one per sample.
 
+use crate::workloads::timeline::{LocalWindow, Series, WindowClock, Windows, LATENCY_MAX_US};
 use hdrhistogram::Histogram;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -13,9 +19,6 @@ use std::time::{Duration, Instant};
 
 /// The `latency_of` of oneway sends, which have no answers to time.
 pub const ONEWAY: &str = "none: oneway";
-
-/// Largest latency the histograms hold (one hour, in µs); larger samples saturate.
-const LATENCY_MAX_US: u64 = 3_600_000_000;
 
 fn histogram() -> Histogram<u64> {
     // Bounds are constants that hdrhistogram accepts.
@@ -29,6 +32,8 @@ pub struct Side {
     pub name: &'static str,
     /// What the latency histogram measures, for the report.
     pub latency_of: &'static str,
+    /// The windows over time, readable without the lock.
+    clock: WindowClock,
     inner: Mutex<Counters>,
 }
 
@@ -51,6 +56,8 @@ pub struct Counters {
     pub errors: BTreeMap<String, u64>,
     /// Measured latencies (µs).
     pub latency: Histogram<u64>,
+    /// The same latencies per window of time, as tasks hand them over.
+    windows: Windows,
     interval_messages: u64,
     interval_bytes: u64,
     interval_errors: u64,
@@ -58,11 +65,17 @@ pub struct Counters {
 }
 
 impl Side {
-    /// A side whose measurement starts at `measure_from`.
-    pub fn new(name: &'static str, latency_of: &'static str, measure_from: Instant) -> Arc<Side> {
+    /// A side whose measurement starts at `measure_from`, with windows over time on `clock`.
+    pub fn new(
+        name: &'static str,
+        latency_of: &'static str,
+        measure_from: Instant,
+        clock: WindowClock,
+    ) -> Arc<Side> {
         Arc::new(Side {
             name,
             latency_of,
+            clock,
             inner: Mutex::new(Counters {
                 measure_from,
                 last_event: None,
@@ -72,6 +85,7 @@ impl Side {
                 sent_total: 0,
                 errors: BTreeMap::new(),
                 latency: histogram(),
+                windows: Windows::new(clock),
                 interval_messages: 0,
                 interval_bytes: 0,
                 interval_errors: 0,
@@ -88,26 +102,40 @@ impl Side {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// A recorder for one task.
+    pub fn recorder(self: &Arc<Side>) -> Recorder {
+        Recorder {
+            side: self.clone(),
+            window: LocalWindow::new(),
+        }
+    }
+
     /// Records `messages` messages of `bytes` body bytes done at `now`, with one latency
-    /// sample (none for oneway sends).
-    pub fn record(&self, now: Instant, messages: u64, bytes: u64, latency: Option<Duration>) {
+    /// sample (none for oneway sends). Returns the latency in µs if it was measured (after
+    /// the warm-up).
+    fn record(
+        &self,
+        now: Instant,
+        messages: u64,
+        bytes: u64,
+        latency: Option<Duration>,
+    ) -> Option<u64> {
         let mut c = self.lock();
         c.messages_total += messages;
         if now < c.measure_from {
-            return;
+            return None;
         }
         c.messages += messages;
         c.bytes += bytes;
         c.interval_messages += messages;
         c.interval_bytes += bytes;
         c.last_event = Some(now);
-        if let Some(latency) = latency {
-            let us = u64::try_from(latency.as_micros())
-                .unwrap_or(u64::MAX)
-                .max(1);
-            c.latency.saturating_record(us);
-            c.interval_latency.saturating_record(us);
-        }
+        let us = u64::try_from(latency?.as_micros())
+            .unwrap_or(u64::MAX)
+            .clamp(1, LATENCY_MAX_US);
+        c.latency.saturating_record(us);
+        c.interval_latency.saturating_record(us);
+        Some(us)
     }
 
     /// Records messages handed to the connection (produce).
@@ -127,11 +155,12 @@ impl Side {
         let mut c = self.lock();
         let secs = interval.as_secs_f64().max(1e-9);
         let line = format!(
-            "{} {:>9.0} msg/s {:>8.2} MB/s p99 {:>8.3} ms err {}",
+            "{} {:>9.0} msg/s {:>8.2} MB/s p99 {:>8.3} ms max {:>8.3} ms err {}",
             self.name,
             c.interval_messages as f64 / secs,
             c.interval_bytes as f64 / secs / 1e6,
             c.interval_latency.value_at_quantile(0.99) as f64 / 1000.0,
+            c.interval_latency.max() as f64 / 1000.0,
             c.interval_errors
         );
         c.interval_messages = 0;
@@ -146,10 +175,8 @@ impl Side {
         let c = self.lock();
         // Rates count up to the last measured event: an e2e producer's time does not
         // include the consumer catching up, nor a drained consumer's its idle end.
-        let elapsed = c
-            .last_event
-            .unwrap_or(end)
-            .saturating_duration_since(c.measure_from);
+        let last = c.last_event.unwrap_or(end);
+        let elapsed = last.saturating_duration_since(c.measure_from);
         Summary {
             name: self.name,
             latency_of: self.latency_of,
@@ -160,7 +187,46 @@ impl Side {
             sent_total: c.sent_total,
             errors: c.errors.clone(),
             latency: c.latency.clone(),
+            timeline: (!c.latency.is_empty()).then(|| c.windows.series(c.measure_from, last)),
         }
+    }
+}
+
+/// One task's way to record into a side: counters and the run's latencies straight to the
+/// side, the latencies of the current window kept until the task moves on to the next one
+/// (and handed over when the recorder is dropped, at the latest).
+#[derive(Debug)]
+pub struct Recorder {
+    side: Arc<Side>,
+    window: LocalWindow,
+}
+
+impl Recorder {
+    /// Records `messages` messages of `bytes` body bytes done at `now`, with one latency
+    /// sample (none for oneway sends).
+    pub fn record(&mut self, now: Instant, messages: u64, bytes: u64, latency: Option<Duration>) {
+        let Some(us) = self.side.record(now, messages, bytes, latency) else {
+            return;
+        };
+        let side = &self.side;
+        self.window
+            .record(side.clock.index(now), us, |index, samples| {
+                side.lock().windows.add(index, samples);
+            });
+    }
+
+    /// The side recorded into, for its other counters.
+    pub fn side(&self) -> &Side {
+        &self.side
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        let side = &self.side;
+        self.window.finish(|index, samples| {
+            side.lock().windows.add(index, samples);
+        });
     }
 }
 
@@ -185,6 +251,9 @@ pub struct Summary {
     pub errors: BTreeMap<String, u64>,
     /// Latencies in µs.
     pub latency: Histogram<u64>,
+    /// The same per 100 ms from the end of the warm-up to the last measured event; `None`
+    /// without latencies (oneway sends).
+    pub timeline: Option<Series>,
 }
 
 impl Summary {
@@ -241,6 +310,21 @@ impl Summary {
                 h.len()
             );
         }
+        if let Some((timeline, worst)) = self.timeline.as_ref().and_then(|t| Some((t, t.worst()?)))
+        {
+            let _ = writeln!(
+                out,
+                "  over time: {} windows of 100 ms, {} without an answer; worst at {:.1} s: \
+                 p50 {}  p99 {}  max {}  (n={})",
+                timeline.windows.len(),
+                timeline.empty_count(),
+                worst.start.as_secs_f64(),
+                worst.p50_us,
+                worst.p99_us,
+                worst.max_us,
+                worst.count
+            );
+        }
         let _ = writeln!(out, "  errors {}", self.error_count());
         for (kind, count) in &self.errors {
             let _ = writeln!(out, "    {count:>8}  {kind}");
@@ -266,6 +350,7 @@ impl Summary {
             "latency_of": self.latency_of,
             "latency_us": super::super::latency_json(&self.latency),
             "latency_samples": self.latency.len(),
+            "timeline": self.timeline.as_ref().map(Series::json),
             "errors": self.errors,
             "error_count": self.error_count(),
         })
@@ -296,142 +381,6 @@ pub async fn progress(sides: Vec<Arc<Side>>, start: Instant, stop: Arc<tokio::sy
     }
 }
 
-/// The latency percentile curves as a small SVG: x on a "nines" scale (0, 90, 99, 99.9,
-/// 99.99 %), y in milliseconds.
-pub fn svg(curves: &[(&str, &Histogram<u64>)], title: &str) -> String {
-    const W: f64 = 640.0;
-    const H: f64 = 400.0;
-    const LEFT: f64 = 70.0;
-    const RIGHT: f64 = 20.0;
-    const TOP: f64 = 40.0;
-    const BOTTOM: f64 = 50.0;
-    const NINES: f64 = 4.0;
-    const COLORS: [&str; 3] = ["#1f77b4", "#d62728", "#2ca02c"];
-    let steps = 200;
-    let point = |step: usize| -> f64 { NINES * step as f64 / steps as f64 };
-    let quantile = |x: f64| -> f64 { 1.0 - 10f64.powf(-x) };
-    let y_max_ms = curves
-        .iter()
-        .filter(|(_, h)| !h.is_empty())
-        .map(|(_, h)| h.value_at_quantile(quantile(NINES)) as f64 / 1000.0)
-        .fold(0.0, f64::max);
-    let y_max_ms = nice_ceiling(y_max_ms.max(0.001));
-    let px = |x: f64| LEFT + x / NINES * (W - LEFT - RIGHT);
-    let py = |ms: f64| H - BOTTOM - (ms / y_max_ms).min(1.0) * (H - TOP - BOTTOM);
-    let mut s = String::new();
-    let _ = write!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" "#
-    );
-    let _ = writeln!(
-        s,
-        r#"viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(s, r#"<rect width="{W}" height="{H}" fill="white"/>"#);
-    let _ = writeln!(
-        s,
-        r#"<text x="{}" y="20" text-anchor="middle" font-size="14">{}</text>"#,
-        W / 2.0,
-        xml_escape(title)
-    );
-    // Axes, grid and labels.
-    let (x0, x1, y0, y1) = (px(0.0), px(NINES), py(0.0), py(y_max_ms));
-    let _ = writeln!(
-        s,
-        r#"<path d="M{x0},{y1} L{x0},{y0} L{x1},{y0}" stroke="black" fill="none"/>"#
-    );
-    for (i, label) in ["0", "90", "99", "99.9", "99.99"].iter().enumerate() {
-        let x = px(i as f64);
-        let _ = write!(
-            s,
-            r##"<line x1="{x}" y1="{y0}" x2="{x}" y2="{y1}" stroke="#ddd"/>"##
-        );
-        let ty = y0 + 18.0;
-        let _ = writeln!(
-            s,
-            r##"<text x="{x}" y="{ty}" text-anchor="middle">{label}</text>"##
-        );
-    }
-    for i in 0..=4 {
-        let ms = y_max_ms * f64::from(i) / 4.0;
-        let y = py(ms);
-        let _ = write!(
-            s,
-            r##"<line x1="{x0}" y1="{y}" x2="{x1}" y2="{y}" stroke="#ddd"/>"##
-        );
-        let (tx, ty, label) = (x0 - 6.0, y + 4.0, format_ms(ms));
-        let _ = writeln!(
-            s,
-            r##"<text x="{tx}" y="{ty}" text-anchor="end">{label}</text>"##
-        );
-    }
-    let _ = writeln!(
-        s,
-        r#"<text x="{}" y="{}" text-anchor="middle">percentile</text>"#,
-        (x0 + x1) / 2.0,
-        H - 10.0
-    );
-    let mid = (y0 + y1) / 2.0;
-    let _ = write!(s, r#"<text x="16" y="{mid}" text-anchor="middle" "#);
-    let _ = writeln!(s, r#"transform="rotate(-90 16 {mid})">latency (ms)</text>"#);
-    for (index, (label, h)) in curves.iter().enumerate() {
-        let color = COLORS[index % COLORS.len()];
-        if !h.is_empty() {
-            let points: Vec<String> = (0..=steps)
-                .map(|step| {
-                    let x = point(step);
-                    let ms = h.value_at_quantile(quantile(x)) as f64 / 1000.0;
-                    format!("{:.1},{:.1}", px(x), py(ms))
-                })
-                .collect();
-            let _ = writeln!(
-                s,
-                r#"<polyline points="{}" stroke="{color}" stroke-width="2" fill="none"/>"#,
-                points.join(" ")
-            );
-        }
-        let y = TOP + 16.0 * index as f64;
-        let _ = writeln!(
-            s,
-            r#"<text x="{}" y="{}" fill="{color}">{}</text>"#,
-            x0 + 10.0,
-            y + 4.0,
-            xml_escape(label)
-        );
-    }
-    s.push_str("</svg>\n");
-    s
-}
-
-/// The smallest of 1, 2, 5 times a power of ten that is at least `value`.
-fn nice_ceiling(value: f64) -> f64 {
-    let magnitude = 10f64.powf(value.log10().floor());
-    for factor in [1.0, 2.0, 5.0, 10.0] {
-        if factor * magnitude >= value {
-            return factor * magnitude;
-        }
-    }
-    10.0 * magnitude
-}
-
-fn format_ms(ms: f64) -> String {
-    if ms == 0.0 {
-        "0".to_owned()
-    } else if ms >= 10.0 {
-        format!("{ms:.0}")
-    } else if ms >= 0.1 {
-        format!("{ms:.2}")
-    } else {
-        format!("{ms:.3}")
-    }
-}
-
-fn xml_escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -439,33 +388,51 @@ mod tests {
     #[test]
     fn records_after_warm_up_only_but_counts_all() {
         let start = Instant::now();
-        let side = Side::new("produce", "send", start + Duration::from_secs(1));
-        side.record(start, 2, 10, Some(Duration::from_micros(5)));
-        side.record(
+        let clock = WindowClock::new(start, Duration::from_secs(3));
+        let side = Side::new("produce", "send", start + Duration::from_secs(1), clock);
+        let mut recorder = side.recorder();
+        recorder.record(start, 2, 10, Some(Duration::from_micros(5)));
+        recorder.record(
             start + Duration::from_secs(2),
             3,
             30,
             Some(Duration::from_millis(2)),
         );
+        drop(recorder);
         let summary = side.summary(start + Duration::from_secs(3));
         assert_eq!(summary.messages_total, 5);
         assert_eq!(summary.messages, 3);
         assert_eq!(summary.bytes, 30);
         assert_eq!(summary.latency.len(), 1);
         assert!(summary.latency.min() >= 1990);
+        // Windows from the end of the warm-up to the last event, the sample in the last.
+        let timeline = summary.timeline.unwrap();
+        assert_eq!(timeline.windows.len(), 11);
+        assert_eq!(timeline.windows[0].start, Duration::from_secs(1));
+        assert_eq!(timeline.windows[10].count, 1);
     }
 
     #[test]
-    fn svg_has_a_curve_per_histogram_and_nines_labels() {
-        let mut h = histogram();
-        for v in 1..=10_000 {
-            h.saturating_record(v);
+    fn a_recorder_hands_its_last_window_over_when_dropped() {
+        let start = Instant::now();
+        let clock = WindowClock::new(start, Duration::from_secs(1));
+        let side = Side::new("consume", "pull", start, clock);
+        let mut recorder = side.recorder();
+        for ms in [10, 20, 130] {
+            let at = start + Duration::from_millis(ms);
+            recorder.record(at, 1, 1, Some(Duration::from_millis(ms)));
         }
-        let text = svg(&[("send", &h)], "test");
-        assert!(text.contains("<polyline"));
-        assert!(text.contains(">99.99<"));
-        assert!(text.starts_with("<svg"));
-        assert_eq!(nice_ceiling(7.3), 10.0);
-        assert_eq!(nice_ceiling(0.15), 0.2);
+        let counts = |side: &Side| -> Vec<u64> {
+            let summary = side.summary(start + Duration::from_millis(130));
+            let windows = summary.timeline.unwrap().windows;
+            windows.iter().map(|w| w.count).collect()
+        };
+        assert_eq!(
+            counts(&side),
+            [2, 0],
+            "the window of 130 ms is still the task's"
+        );
+        drop(recorder);
+        assert_eq!(counts(&side), [2, 1]);
     }
 }
