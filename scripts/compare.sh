@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One ferromq-bench workload against two RocketMQ-protocol brokers, in alternation in one run
 # (A, B, A, B, ... ROUNDS times each), then both reports and the ratio B/A of produce msgs/s,
-# produce p99 and consume msgs/s (each side's figure is the mean over its rounds).
+# produce p50, p99, p99.9 and max, consume msgs/s, and for e2e the end-to-end p50, p99, p99.9
+# and max (each side's figure is the mean over its rounds).
 #
 #   scripts/compare.sh [--ferromq NS:BROKER] [--peer NS:BROKER] WORKLOAD "ARGS" A B [ROUNDS]
 #
@@ -30,6 +31,8 @@
 # (default ASYNC_FLUSH). HA=SYNC_MASTER (or ASYNC_MASTER) makes each ferromq or java side a
 # broker group: the master in that role and a slave of the same kind (brokerId=1, listening
 # on the broker port + 10), given a few seconds to connect before the run.
+# REPORTS=DIR keeps each run's JSON report and SVG chart (latency percentiles, and p50, p99
+# and max per 100 ms, where a stall shows at its time) in DIR, named SIDE-ROUND-WORKLOAD.
 #
 # With --idle-connections N in ARGS (a connection-load run), each produce run of a side started
 # here also gets --server-pid of its broker, and the summary adds the idle connections still
@@ -52,7 +55,7 @@ while [[ "${1:-}" == --* ]]; do
     esac
 done
 if (($# < 4)); then
-    sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,/^set /{/^#/p}' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 fi
 workload="$1"
@@ -205,10 +208,15 @@ echo
 bench_run() { # name workload args...: one bench run, its JSON in $work/name.json
     local name="$1"
     shift
-    if ! "$bench" "$@" --json "$work/$name.json" 2> "$work/$name.err"; then
+    if ! "$bench" "$@" --json "$work/$name.json" --plot "$work/$name.svg" \
+        2> "$work/$name.err"; then
         echo "ferromq-bench $* failed:" >&2
         tail -n 5 "$work/$name.err" >&2
         exit 1
+    fi
+    if [[ -n "${REPORTS:-}" ]]; then
+        mkdir -p "$REPORTS"
+        cp "$work/$name.json" "$work/$name.svg" "$REPORTS/"
     fi
 }
 
@@ -240,41 +248,41 @@ python3 - "$work" "$rounds" "$workload" "$side_a" "$side_b" <<'PY'
 import json, sys
 work, rounds, workload, name_a, name_b = sys.argv[1], int(sys.argv[2]), sys.argv[3], *sys.argv[4:]
 
+# The latency figures of a side's report: ferromq-bench's `latency_us` keys and their labels.
+LATENCIES = (("p50", "p50"), ("p99", "p99"), ("p999", "p99.9"), ("max", "max"))
+
 def figures(side):
-    produce, p50, p99, consume, e2e_p50, e2e_p99 = [], [], [], [], [], []
+    runs = {"produce msg/s": [], "consume msg/s": []}
+    def latencies(what, summary):
+        for key, label in LATENCIES:
+            runs.setdefault(f"{what} {label} µs", []).append(summary["latency_us"][key])
     for r in range(1, rounds + 1):
         if workload == "e2e":
             report = json.load(open(f"{work}/{side}-{r}-e2e.json"))
-            produce.append(report["produce"]["msgs_per_sec"])
-            p50.append(report["produce"]["latency_us"]["p50"])
-            p99.append(report["produce"]["latency_us"]["p99"])
-            consume.append(report["consume"]["msgs_per_sec"])
-            e2e_p50.append(report["consume"]["latency_us"]["p50"])
-            e2e_p99.append(report["consume"]["latency_us"]["p99"])
+            runs["produce msg/s"].append(report["produce"]["msgs_per_sec"])
+            latencies("produce", report["produce"])
+            runs["consume msg/s"].append(report["consume"]["msgs_per_sec"])
+            latencies("e2e", report["consume"])
         else:
             report = json.load(open(f"{work}/{side}-{r}-produce.json"))
-            produce.append(report["produce"]["msgs_per_sec"])
-            p50.append(report["produce"]["latency_us"]["p50"])
-            p99.append(report["produce"]["latency_us"]["p99"])
+            runs["produce msg/s"].append(report["produce"]["msgs_per_sec"])
+            latencies("produce", report["produce"])
             drained = json.load(open(f"{work}/{side}-{r}-consume.json"))
-            consume.append(drained["consume"]["msgs_per_sec"])
-    mean = lambda xs: sum(xs) / len(xs)
-    figures = {"produce msg/s": mean(produce), "produce p50 µs": mean(p50),
-               "produce p99 µs": mean(p99), "consume msg/s": mean(consume),
-               "rounds": (produce, p99, consume)}
-    if e2e_p99:
-        figures["e2e p50 µs"] = mean(e2e_p50)
-        figures["e2e p99 µs"] = mean(e2e_p99)
+            runs["consume msg/s"].append(drained["consume"]["msgs_per_sec"])
+    figures = {key: sum(xs) / len(xs) for key, xs in runs.items()}
+    figures["runs"] = runs
     return figures
 
 a, b = figures("a"), figures("b")
 print(f"summary over {rounds} round(s) each (mean of rounds):")
-print(f"{'':16} {'A = ' + name_a:>22} {'B = ' + name_b:>22} {'ratio B/A':>10}")
-keys = ["produce msg/s", "produce p50 µs", "produce p99 µs", "consume msg/s"]
-for key in keys + (["e2e p50 µs", "e2e p99 µs"] if workload == "e2e" else []):
+print(f"{'':18} {'A = ' + name_a:>22} {'B = ' + name_b:>22} {'ratio B/A':>10}")
+keys = ["produce msg/s"] + [f"produce {label} µs" for _, label in LATENCIES] + ["consume msg/s"]
+if workload == "e2e":
+    keys += [f"e2e {label} µs" for _, label in LATENCIES]
+for key in keys:
     ratio = b[key] / a[key] if a[key] else float("nan")
-    print(f"{key:16} {a[key]:>22.0f} {b[key]:>22.0f} {ratio:>10.2f}")
-print("(p99: a ratio below 1 means B is faster; msg/s: above 1 means B is faster)")
+    print(f"{key:18} {a[key]:>22.0f} {b[key]:>22.0f} {ratio:>10.2f}")
+print("(latency: a ratio below 1 means B is faster; msg/s: above 1 means B is faster)")
 for label, side in (("A", a), ("B", b)):
     for r in range(1, rounds + 1):
         if workload == "e2e":
@@ -288,7 +296,9 @@ for label, side in (("A", a), ("B", b)):
                   f"before/open/end {rss}, "
                   + (f"{per:.1f} KiB per idle connection" if per is not None else "no pid"))
 for label, side in (("A", a), ("B", b)):
-    produce, p99, consume = side["rounds"]
-    print(f"{label} per round: produce msg/s {[round(x) for x in produce]}, "
-          f"p99 µs {p99}, consume msg/s {[round(x) for x in consume]}")
+    runs = side["runs"]
+    print(f"{label} per round: produce msg/s {[round(x) for x in runs['produce msg/s']]}, "
+          f"p99 µs {runs['produce p99 µs']}, p99.9 µs {runs['produce p99.9 µs']}, "
+          f"max µs {runs['produce max µs']}, "
+          f"consume msg/s {[round(x) for x in runs['consume msg/s']]}")
 PY
