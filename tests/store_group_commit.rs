@@ -364,6 +364,100 @@ fn puts_arriving_during_a_sync_are_encoded_meanwhile_and_answered_after_their_ow
     assert!(answers[1..].iter().all(|(_, at)| *at >= a_answered));
 }
 
+/// Store times the loop reports synced, as it reports them.
+#[derive(Clone, Default)]
+struct SyncedTimes(std::rc::Rc<std::cell::RefCell<Vec<i64>>>);
+
+impl CommitObserver for SyncedTimes {
+    fn synced(&mut self, store_timestamp: i64) {
+        self.0.borrow_mut().push(store_timestamp);
+    }
+}
+
+#[test]
+fn async_flush_answers_puts_while_the_periodic_sync_runs() {
+    // ASYNC_FLUSH, a sync every millisecond, and a disk whose sync takes 200,000 scheduler
+    // turns. Put A is written and answered; the periodic sync starts. Twenty puts sent
+    // while it runs must each be written and answered before it ends (a put never waits
+    // for a sync it did not ask for), and the sync must claim only A's store time: the
+    // others were written after it started. At the end every put survives a power loss.
+    const TURNS: usize = 200_000;
+    let directory = SimDirectory::default();
+    let (synced, answered_while_syncing) = ferromq_shards::testing::run_local({
+        let directory = directory.clone();
+        async move {
+            use ferromq::store::commit_log::SegmentOpener;
+            let segment = directory.open(0, SEGMENT_SIZE).await.unwrap();
+            segment.set_sync_turns(TURNS);
+            let log = CommitLog::open(directory, SEGMENT_SIZE, 0, HashMap::new())
+                .await
+                .unwrap();
+            let (mut sender, receiver) = mpsc::channel::<PutRequest>(64);
+            let clock = std::cell::Cell::new(0);
+            let mode = FlushDiskType::AsyncFlush {
+                interval: Duration::from_millis(1),
+            };
+            let observer = SyncedTimes::default();
+            let writer = glommio::spawn_local({
+                let mut observer = observer.clone();
+                async move {
+                    let now = || {
+                        clock.set(clock.get() + 1);
+                        clock.get()
+                    };
+                    run_group_commit_with(log, receiver, mode, now, &mut observer)
+                        .await
+                        .1
+                }
+            });
+            let first = send_put(&mut sender, message(0, 0)).await;
+            assert!(first.await.unwrap().is_ok());
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while !segment.is_syncing() {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "no periodic sync began"
+                );
+                glommio::timer::sleep(Duration::from_millis(1)).await;
+            }
+            let mut answered_while_syncing = 0;
+            for seq in 1..=20 {
+                let answer = send_put(&mut sender, message(0, seq)).await;
+                assert!(answer.await.unwrap().is_ok(), "put {seq}");
+                answered_while_syncing += usize::from(segment.is_syncing());
+            }
+            let synced_during = observer.0.borrow().clone();
+            assert!(
+                synced_during.is_empty(),
+                "the sync claimed {synced_during:?} before it ended"
+            );
+            while segment.is_syncing() {
+                assert!(std::time::Instant::now() < deadline, "the sync never ended");
+                glommio::timer::sleep(Duration::from_millis(1)).await;
+            }
+            drop(sender);
+            let stats = writer.await;
+            assert_eq!(stats.puts, 21);
+            let synced = observer.0.borrow().clone();
+            (synced, answered_while_syncing)
+        }
+    });
+    assert_eq!(
+        answered_while_syncing, 20,
+        "every put answered during the sync"
+    );
+    assert_eq!(
+        synced.first(),
+        Some(&1),
+        "the first sync covers put A's store time only: {synced:?}"
+    );
+    assert!(synced.windows(2).all(|w| w[0] < w[1]), "{synced:?}");
+    for file in directory.0.borrow().values() {
+        file.crash(CrashKeep::Nothing);
+    }
+    assert_eq!(recovered_bodies(&directory), 21);
+}
+
 #[test]
 fn puts_waiting_for_the_next_job_are_bounded_in_bytes() {
     // 72 puts of 1 MiB arrive at once, and each sync takes a while. While two jobs are in

@@ -29,7 +29,7 @@ use super::message::{
 const TOPIC_NAME_SIZE_MAX: usize = 255;
 const _: () = assert!(TOPIC_NAME_SIZE_MAX <= TOPIC_SIZE_MAX);
 pub use super::segment_writer::JobExtent;
-use super::segment_writer::{SegmentWriter, WriteJob, WriteOutcome};
+use super::segment_writer::{FileSyncs, SegmentWriter, WriteJob, WriteOutcome};
 use ferromq_uring::file::SegmentFile;
 use ferromq_uring::IoError;
 use std::collections::HashMap;
@@ -410,6 +410,25 @@ impl<O: SegmentOpener> CommitLog<O> {
     /// The job's I/O error; the log is then poisoned.
     pub fn finish_write(&mut self, outcome: WriteOutcome) -> Result<u64, StoreError> {
         self.writer.finish_write(outcome)
+    }
+
+    /// The syncs that make everything written so far durable, to run while writes go on
+    /// (see [`SegmentWriter::take_syncs`]); `None` if it is durable already.
+    ///
+    /// # Errors
+    /// [`StoreError::NotWritable`] once poisoned.
+    pub fn take_syncs(&mut self) -> Result<Option<FileSyncs<O::File>>, StoreError> {
+        self.writer.take_syncs()
+    }
+
+    /// The syncs taken by [`CommitLog::take_syncs`] made the log durable up to `end`.
+    pub fn synced(&mut self, end: u64) {
+        self.writer.synced(end);
+    }
+
+    /// The syncs taken by [`CommitLog::take_syncs`] failed: the log refuses appends from now.
+    pub fn sync_failed(&mut self) {
+        self.writer.sync_failed();
     }
 
     /// Writes everything appended so far, without syncing; returns the written end.

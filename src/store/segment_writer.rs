@@ -120,8 +120,10 @@ pub struct SegmentWriter<O: SegmentOpener> {
     current_start: u64,
     /// Tails of segments rolled away from, not yet written.
     sealed: Vec<TailWrite<O::File>>,
-    /// Files other than `current` written since the last sync.
-    unsynced: Vec<Rc<O::File>>,
+    /// Files other than `current` written since the last sync, each with its end (the log
+    /// offset it ends at): kept until a sync covers that end, so that a file whose last
+    /// write is still in flight when syncs are taken is synced again once it lands.
+    unsynced: Vec<(u64, Rc<O::File>)>,
     tail: Tail<BufferOf<O>>,
     tail_start: u64,
     write_offset: u64,
@@ -447,7 +449,7 @@ impl<O: SegmentOpener> SegmentWriter<O> {
                 len: sealed.len,
             });
         }
-        self.unsynced.push(previous);
+        self.unsynced.push((next_start, previous));
         self.current_start = next_start;
         self.tail_start = next_start;
         Ok(())
@@ -554,7 +556,8 @@ impl<O: SegmentOpener> SegmentWriter<O> {
             release
         });
         let syncs = if sync {
-            let mut files: Vec<Rc<O::File>> = self.unsynced.drain(..).collect();
+            // The job syncs after its writes, which include every sealed tail.
+            let mut files: Vec<Rc<O::File>> = self.unsynced.drain(..).map(|(_, f)| f).collect();
             files.push(Rc::clone(&self.current));
             files.retain(|file| !file.writes_are_durable());
             files
@@ -612,7 +615,7 @@ impl<O: SegmentOpener> SegmentWriter<O> {
         if self.flushed_offset >= self.written_offset && self.unsynced.is_empty() {
             return Ok(None);
         }
-        let mut files: Vec<Rc<O::File>> = self.unsynced.drain(..).collect();
+        let mut files: Vec<Rc<O::File>> = self.unsynced.iter().map(|(_, f)| Rc::clone(f)).collect();
         files.push(Rc::clone(&self.current));
         files.retain(|file| !file.writes_are_durable());
         Ok(Some(FileSyncs {
@@ -621,9 +624,17 @@ impl<O: SegmentOpener> SegmentWriter<O> {
         }))
     }
 
-    /// The syncs of [`SegmentWriter::take_syncs`] that ended at `end` succeeded.
+    /// The syncs of [`SegmentWriter::take_syncs`] that ended at `end` succeeded: the files
+    /// that end by `end` are durable whole.
     pub fn synced(&mut self, end: u64) {
         self.flushed_offset = self.flushed_offset.max(end);
+        self.unsynced.retain(|(file_end, _)| *file_end > end);
+    }
+
+    /// The syncs of [`SegmentWriter::take_syncs`] failed: what was written may not be on the
+    /// device, so nothing more is accepted (the writer is poisoned).
+    pub fn sync_failed(&mut self) {
+        self.poisoned = true;
     }
 
     /// Writes everything appended so far to the files, without syncing: the data then

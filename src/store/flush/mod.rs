@@ -9,8 +9,11 @@
 //! - `SYNC_FLUSH`: writes and fdatasyncs once, then answers each put of the batch; puts that
 //!   arrive meanwhile wait in the channel and form the next batch, so the batch grows with the
 //!   load and no timer is involved;
-//! - `ASYNC_FLUSH`: writes once (the data survives a crash of the process) and answers; the
-//!   sync happens every `flushIntervalCommitLog`, or when the loop ends.
+//! - `ASYNC_FLUSH`: writes once (the data survives a crash of the process) and answers; every
+//!   `flushIntervalCommitLog` a sync of what is written by then runs beside the writes (as
+//!   Java's flush thread forces the mapped file while puts go on): no put waits for it, and
+//!   the store time it reports synced is that of the newest record written before it
+//!   began. The loop's end syncs everything.
 //!
 //! A put is never answered "stored" unless its write (and under `SYNC_FLUSH` its sync)
 //! succeeded; after a failure every later put is refused (the CommitLog is poisoned).
@@ -24,12 +27,15 @@ pub use super::config::FlushDiskType;
 use super::dispatch::{DispatchEntry, TopicDrop};
 use super::message::body_crc32;
 use super::segment_writer::WriteOutcome;
+use ferromq_uring::IoError;
 use futures::channel::{mpsc, oneshot};
-use futures::future::{select, Either};
 use futures::stream::FuturesOrdered;
 use futures::StreamExt;
 use pending::{Pending, Reply};
 use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 mod pending;
@@ -256,41 +262,52 @@ where
     let mut jobs: FuturesOrdered<glommio::Task<WriteOutcome>> = FuturesOrdered::new();
     // Store time of the newest record written but not yet synced (ASYNC_FLUSH).
     let mut unsynced: Option<i64> = None;
+    // ASYNC_FLUSH's periodic sync, in flight beside the writes, with the store time of the
+    // newest record written before it started: what it makes durable.
+    let mut syncing: Option<PeriodicSync> = None;
     // ASYNC_FLUSH syncs on a fixed schedule, whatever the load: the deadline does not move
     // when puts arrive.
     let mut next_sync = Instant::now() + sync_interval(mode);
     let mut closed = false;
     loop {
-        // Start every job the disk may take now.
+        if mode != FlushDiskType::SyncFlush && syncing.is_none() && Instant::now() >= next_sync {
+            // The sync covers what is written now; writes and answers go on while it runs.
+            match log.take_syncs() {
+                Ok(Some(syncs)) => {
+                    syncing = Some((glommio::spawn_local(syncs.run()), unsynced.take()));
+                }
+                Ok(None) => {
+                    // Everything written is on the device already.
+                    if let Some(stored) = unsynced.take() {
+                        observer.synced(stored);
+                    }
+                    next_sync = Instant::now() + sync_interval(mode);
+                }
+                // Poisoned: the next job start refuses what waits; nothing is synced again.
+                Err(_) => {
+                    unsynced = None;
+                    next_sync = Instant::now() + sync_interval(mode);
+                }
+            }
+        }
+        // Start every job the disk may take now: under SYNC_FLUSH each syncs what it wrote.
         while jobs.len() < JOBS_IN_FLIGHT_MAX {
-            let sync_due = match mode {
-                FlushDiskType::SyncFlush => true,
-                FlushDiskType::AsyncFlush { .. } => Instant::now() >= next_sync,
-            };
-            // A periodic sync covers only the writes finished before it: it runs alone.
-            let may_overlap = mode == FlushDiskType::SyncFlush || !sync_due;
-            let extent = if puts.job_ready() && may_overlap {
+            let extent = if puts.job_ready() {
                 JobExtent::WholeBlocks {
                     most: puts.job_bytes_most(),
                 }
-            } else if jobs.is_empty() && (log.has_unwritten() || (sync_due && unsynced.is_some())) {
+            } else if jobs.is_empty() && log.has_unwritten() {
                 JobExtent::Everything
             } else {
                 break;
             };
-            match log.start_write(sync_due, extent) {
+            match log.start_write(mode == FlushDiskType::SyncFlush, extent) {
                 Ok(Some(job)) => {
                     jobs.push_back(glommio::spawn_local(job.run()));
                     let left = usize::try_from(log.unissued_bytes()).unwrap_or(usize::MAX);
                     puts.job_started(left);
                 }
-                Ok(None) => {
-                    if extent == JobExtent::Everything {
-                        // Nothing left to write or sync.
-                        unsynced = None;
-                    }
-                    break;
-                }
+                Ok(None) => break,
                 Err(_) => {
                     // Poisoned: nothing can be written or synced any more.
                     stats.puts += puts.refuse_all();
@@ -300,29 +317,22 @@ where
                 }
             }
         }
-        if closed && jobs.is_empty() {
+        if closed && jobs.is_empty() && syncing.is_none() {
             break;
         }
-        let event = if jobs.is_empty() {
-            match mode {
-                FlushDiskType::SyncFlush => Event::Request(requests.next().await),
-                FlushDiskType::AsyncFlush { .. } => {
-                    let timer =
-                        glommio::timer::sleep(next_sync.saturating_duration_since(Instant::now()));
-                    match select(requests.next(), Box::pin(timer)).await {
-                        Either::Left((request, _)) => Event::Request(request),
-                        Either::Right(((), _)) => Event::SyncDue,
-                    }
-                }
-            }
-        } else if closed || puts.is_full() {
-            Event::Written(jobs.next().await)
-        } else {
-            match select(requests.next(), jobs.next()).await {
-                Either::Left((request, _)) => Event::Request(request),
-                Either::Right((outcome, _)) => Event::Written(outcome),
-            }
-        };
+        // Idle under ASYNC_FLUSH: wake for the next periodic sync.
+        let idle = mode != FlushDiskType::SyncFlush && jobs.is_empty() && syncing.is_none();
+        // With the puts' bound reached, a job's end must make room first.
+        let take_requests = !closed && (!puts.is_full() || jobs.is_empty());
+        let sync_at = idle.then_some(next_sync);
+        let event = next_event(
+            &mut requests,
+            &mut jobs,
+            &mut syncing,
+            sync_at,
+            take_requests,
+        )
+        .await;
         match event {
             Event::Request(None) => closed = true,
             Event::Request(Some(first)) => {
@@ -348,10 +358,28 @@ where
                     }
                 }
             }
-            Event::SyncDue => {
-                if unsynced.is_none() {
-                    next_sync = Instant::now() + sync_interval(mode);
+            Event::SyncDue => {}
+            Event::Synced(result, covers) => {
+                match result {
+                    Ok(end) => {
+                        log.synced(end);
+                        stats.syncs += 1;
+                        if let Some(stored) = covers {
+                            observer.synced(stored);
+                        }
+                        observer.flushed_to(log.flushed_offset());
+                    }
+                    Err(error) => {
+                        // What was written may not be on the device: refuse everything from
+                        // now on, as after a failed write.
+                        tracing::error!(%error, "periodic CommitLog sync failed");
+                        log.sync_failed();
+                        stats.puts += puts.refuse_all();
+                        unsynced = None;
+                        observer.abandoned();
+                    }
                 }
+                next_sync = Instant::now() + sync_interval(mode);
             }
             Event::Written(None) => unreachable!("a job ended while none was in flight"),
             Event::Written(Some(outcome)) => {
@@ -373,7 +401,6 @@ where
                             if let Some(stored) = unsynced.take() {
                                 observer.synced(stored);
                             }
-                            next_sync = Instant::now() + sync_interval(mode);
                         }
                         // A job of whole blocks may end inside a record: commit up to the
                         // record's start, so that what is committed is whole records.
@@ -381,7 +408,7 @@ where
                         observer.committed(boundary).await;
                     }
                     Err(StoreError::NotWritable) => {
-                        // An earlier job failed; its puts are refused already.
+                        // An earlier job (or sync) failed; its puts are refused already.
                         stats.puts += puts.refuse_all();
                     }
                     Err(error) => {
@@ -404,6 +431,46 @@ where
     }
     observer.flushed_to(log.flushed_offset());
     (log, stats)
+}
+
+/// Waits for what wakes the loop: the periodic sync ending, a job ending, a request (if
+/// `take_requests`), or the time of the next periodic sync (`sync_at`).
+async fn next_event(
+    requests: &mut mpsc::Receiver<PutRequest>,
+    jobs: &mut FuturesOrdered<glommio::Task<WriteOutcome>>,
+    syncing: &mut Option<PeriodicSync>,
+    sync_at: Option<Instant>,
+    take_requests: bool,
+) -> Event {
+    let mut timer = sync_at.map(|at| {
+        Box::pin(glommio::timer::sleep(
+            at.saturating_duration_since(Instant::now()),
+        ))
+    });
+    std::future::poll_fn(|cx| {
+        if let Some((task, covers)) = syncing {
+            if let Poll::Ready(result) = Pin::new(task).poll(cx) {
+                let covers = *covers;
+                *syncing = None;
+                return Poll::Ready(Event::Synced(result, covers));
+            }
+        }
+        if !jobs.is_empty() {
+            if let Poll::Ready(outcome) = jobs.poll_next_unpin(cx) {
+                return Poll::Ready(Event::Written(outcome));
+            }
+        }
+        if take_requests {
+            if let Poll::Ready(request) = requests.poll_next_unpin(cx) {
+                return Poll::Ready(Event::Request(request));
+            }
+        }
+        match timer.as_mut().map(|timer| timer.as_mut().poll(cx)) {
+            Some(Poll::Ready(())) => Poll::Ready(Event::SyncDue),
+            _ => Poll::Pending,
+        }
+    })
+    .await
 }
 
 /// Appends what `request` carries, admitted by `observer` and reported to it; returns where
@@ -566,10 +633,15 @@ fn span_of(records: &[Appended]) -> Appended {
     }
 }
 
+/// ASYNC_FLUSH's periodic sync in flight, with the store time of the newest record it covers.
+type PeriodicSync = (glommio::Task<Result<u64, IoError>>, Option<i64>);
+
 /// What woke the loop.
 enum Event {
     Request(Option<PutRequest>),
     Written(Option<WriteOutcome>),
+    /// The periodic sync ended, with the store time of the newest record it covers.
+    Synced(Result<u64, IoError>, Option<i64>),
     SyncDue,
 }
 
