@@ -31,6 +31,8 @@
 # (default ASYNC_FLUSH). HA=SYNC_MASTER (or ASYNC_MASTER) makes each ferromq or java side a
 # broker group: the master in that role and a slave of the same kind (brokerId=1, listening
 # on the broker port + 10), given a few seconds to connect before the run.
+# BROKER_CONF="key=value\n..." adds those lines to the config of every broker started here
+# (e.g. mapedFileSizeCommitLog=67108864 to roll segments often).
 # REPORTS=DIR keeps each run's JSON report and SVG chart (latency percentiles, and p50, p99
 # and max per 100 ms, where a stall shows at its time) in DIR, named SIDE-ROUND-WORKLOAD.
 #
@@ -109,6 +111,7 @@ resolve() { # side label: prints the name server address, starting a broker if a
                 [[ "$side" == ferromq-direct ]] && echo "commitLogPageCacheWrites=false"
                 [[ "$side" == ferromq-copy ]] && echo "pullMappedMemoryMax=0"
                 [[ -n "$ha" ]] && printf 'brokerName=broker-a\nbrokerRole=%s\n' "$ha"
+                [[ -n "${BROKER_CONF:-}" ]] && printf '%s\n' "$BROKER_CONF"
             } > "$work/$label-ferromq.conf"
             "$bin" standalone --data "$work/$label-data" \
                 -c "$work/$label-ferromq.conf" \
@@ -156,6 +159,7 @@ listenPort=$broker
 storePathRootDir=$work/$label-java-store
 autoCreateTopicEnable=true
 autoCreateSubscriptionGroup=true
+${BROKER_CONF:-}
 CONF
             bash "$kit/bin/broker" "$work/$label-java.conf" "$work/$label-java-broker" \
                 > "$work/$label-java-broker.log" 2>&1 &

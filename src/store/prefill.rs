@@ -79,9 +79,13 @@ pub struct CommitLogDirectory {
 /// How the CommitLog's segments are prepared and opened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SegmentOptions {
-    /// Fill the next segment with zeros ahead of the writer in `<dir>.prefill`; without,
-    /// segments are created when the writer reaches them.
+    /// Make the next segment ahead of the writer in `<dir>.prefill` (created, preallocated,
+    /// synced), so that a roll only moves it into place; without, segments are created when
+    /// the writer reaches them, on its path.
     pub prefill: bool,
+    /// Also write the segment made ahead with zeros (see the module docs), pausing while
+    /// the writer moves big jobs.
+    pub zero_fill: bool,
     /// Open segments with `O_DSYNC`: writes are durable when they complete.
     pub dsync: bool,
     /// Write into the page cache through a shared mapping ([`MappedSegment`]) instead of
@@ -91,14 +95,17 @@ pub struct SegmentOptions {
 }
 
 impl SegmentOptions {
-    /// What the broker does: prefill and `O_DSYNC` under SYNC_FLUSH, where every put waits
-    /// for durability; under ASYNC_FLUSH neither (zeros would only compete with the writes)
-    /// and writes into the page cache, so that no put waits for the device.
+    /// What the broker does: the next segment made ahead in every mode (a roll that makes
+    /// its segment holds up every put behind it), filled with zeros and opened `O_DSYNC`
+    /// under SYNC_FLUSH, where every put waits for durability; under ASYNC_FLUSH neither
+    /// (zeros would only compete with the writes) and writes into the page cache, so that
+    /// no put waits for the device.
     #[must_use]
     pub fn for_flush(flush: FlushDiskType) -> SegmentOptions {
         let sync = flush == FlushDiskType::SyncFlush;
         SegmentOptions {
-            prefill: sync,
+            prefill: true,
+            zero_fill: sync,
             dsync: sync,
             page_cache: !sync,
         }
@@ -271,10 +278,13 @@ impl CommitLogDirectory {
         let path = self.fill_dir.join(segment_name(start));
         let (stop, stopped) = local_channel::new_bounded(1);
         let last_big_job = Rc::clone(&self.last_big_job);
+        let zeros = self.options.zero_fill;
+        // Without zeros the fill holds throughout: the file is only made.
         let hold = move || {
-            last_big_job
-                .get()
-                .is_some_and(|at| at.elapsed() < HOLD_AFTER_BIG_JOB)
+            !zeros
+                || last_big_job
+                    .get()
+                    .is_some_and(|at| at.elapsed() < HOLD_AFTER_BIG_JOB)
         };
         let task = glommio::spawn_local({
             async move {
