@@ -1158,6 +1158,109 @@ fn every_send_ok_of_a_killed_sync_master_is_on_its_ferromq_slave() {
     );
 }
 
+/// A counter of `ferromq admin brokerStatus` (0 when not shown).
+fn status_count(table: &serde_json::Value, key: &str) -> u64 {
+    table[key]
+        .as_str()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The master's counts of its one slave's link: frames sent and reports read.
+fn link_counts(namesrv: &str, master: &str) -> (u64, u64) {
+    let table = broker_status(namesrv, master);
+    let key = |prefix: &str| {
+        table
+            .as_object()
+            .and_then(|t| t.keys().find(|k| k.starts_with(prefix)).cloned())
+            .unwrap_or_default()
+    };
+    (
+        status_count(&table, &key("haSlaveFramesSent_")),
+        status_count(&table, &key("haSlaveReports_")),
+    )
+}
+
+/// SYNC_MASTER with a ferromq slave, frames of 1 KiB (`haTransferBatchSize`) and 64 puts of
+/// 1 KiB in flight at a time, 40 times over: the slave acknowledges what each read of its
+/// socket brought with one report (4.9's slave sends one a frame), so the master reads far
+/// fewer reports than it sends frames, and one report answers many puts. Every put is
+/// answered SEND_OK and is in the slave's CommitLog at its offset.
+#[test]
+fn a_ferromq_slave_acknowledges_many_frames_and_puts_with_one_report() {
+    use common::send_request;
+    use ferromq::remoting::headers::SendMessageResponseHeader;
+    const IN_FLIGHT: usize = 64;
+    const ROUNDS: usize = 40;
+    let (master, _) = master_on_ha_port(
+        "brokerName=broker-batch\nbrokerRole=SYNC_MASTER\nhaTransferBatchSize=1024",
+    );
+    let namesrv = master.namesrv_addr();
+    let dir = TempDir::on_disk("ha-batch");
+    let (mut slave, slave_log) =
+        ferromq_slave(&dir.path().join("slave"), &namesrv, "broker-batch", None);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while broker_status(&namesrv, &master.broker_addr())["haConnectedSlaves"] != "1" {
+        assert!(Instant::now() < deadline, "the slave never connected");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (frames_before, reports_before) = link_counts(&namesrv, &master.broker_addr());
+    let addr: std::net::SocketAddr = master.broker_addr().parse().unwrap();
+    let acked: Vec<(u64, String)> = runtime().block_on(async {
+        let client = connect(addr, SerializeType::Json).await;
+        let mut acked = Vec::new();
+        for round in 0..ROUNDS {
+            let puts = (0..IN_FLIGHT).map(|i| {
+                let body = format!("batch-{round:02}-{i:02}-{}", "x".repeat(1024));
+                let queue = i32::try_from(i % 4).unwrap();
+                let request = send_request("HaBatch", queue, body.as_bytes(), "WAIT\u{1}true\u{2}");
+                let answer = client.request_timeout(request, Duration::from_secs(10));
+                async move { (answer.await, body) }
+            });
+            for (answer, body) in futures::future::join_all(puts).await {
+                let response = answer.expect("an answer");
+                assert_eq!(response.code, 0, "{body:.12}: {:?}", response.remark);
+                let header: SendMessageResponseHeader = response.decode_header().unwrap();
+                acked.push((physical_of(&header.msg_id), body));
+            }
+        }
+        acked
+    });
+    assert_eq!(acked.len(), IN_FLIGHT * ROUNDS);
+    for (physical, body) in &acked {
+        assert_eq!(
+            record_body_at(&slave_log, *physical).as_deref(),
+            Some(body.as_bytes()),
+            "{body:.12} was answered SEND_OK but is not on the slave"
+        );
+    }
+    let (frames_after, reports_after) = link_counts(&namesrv, &master.broker_addr());
+    let (frames, reports) = (frames_after - frames_before, reports_after - reports_before);
+    let slave_table = broker_status(&namesrv, &slave.addr.to_string());
+    eprintln!(
+        "{} puts, {frames} frames, {reports} reports (the slave: {} frames taken, {} reports \
+         sent in all)",
+        acked.len(),
+        status_count(&slave_table, "haFramesTaken"),
+        status_count(&slave_table, "haReportsSent"),
+    );
+    assert!(reports > 0, "no report read");
+    assert!(
+        reports * 4 <= frames,
+        "{reports} reports for {frames} frames: not acknowledged in batches"
+    );
+    assert!(
+        reports * 4 <= acked.len() as u64,
+        "{reports} reports for {} puts",
+        acked.len()
+    );
+    assert!(
+        status_count(&slave_table, "haFramesTaken") >= frames,
+        "{slave_table:#}"
+    );
+    assert!(slave.child.try_wait().unwrap().is_none(), "the slave died");
+}
+
 /// A ferromq slave fed in frames of 512 bytes (`haTransferBatchSize`): 20,000 and more
 /// frames, each written and reported, more wake-ups of the slave's HA task than a glommio
 /// task has wakers (32,767). A task that also polled a pending accept at each wake-up kept

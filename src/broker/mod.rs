@@ -42,6 +42,7 @@ use crate::store::retention::{run_retention, StatvfsProbe};
 use crate::store::shared::StoreShared;
 use ferromq_shards::{spawn_shards, Placement, Role, RuntimeConfig, ShardsHandle, Shutdown};
 use futures::channel::oneshot;
+use state::{run_replica_waits, LocalReplicaWaits};
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -487,10 +488,14 @@ async fn serve_net(
         .local_addr()
         .map_or(config.listen_port, |addr| addr.port());
     state.set_listen_port(listen_port);
+    // This shard's SYNC_MASTER puts wait here, answered by its own task as slaves report.
+    let replicas = Rc::new(LocalReplicaWaits::new(Arc::clone(&state.slaves)));
+    let replica_waits = glommio::spawn_local(run_replica_waits(Rc::clone(&replicas)));
     let handler = Rc::new(processors::BrokerHandler::new(
         Arc::clone(state),
         handle.clone(),
         long_poll,
+        replicas,
         listen_port,
         ctx.id.index(),
     ));
@@ -518,4 +523,5 @@ async fn serve_net(
         vip.await;
     }
     drop(notifier);
+    drop(replica_waits);
 }

@@ -2,8 +2,8 @@
 //! committed end and minimum, and the disk-space gate (the "immutable snapshot or atomic"
 //! half of the ownership rule in ARCHITECTURE.md).
 //!
-//! Owners: the writer sets `committed_end`, `flushed_end` and the synced store time; dispatch
-//! ("reput")
+//! Owners: the writer sets `committed_end` (waking each [`CommitWatch`]), `flushed_end` and
+//! the synced store time; dispatch ("reput")
 //! adds queues and moves their max offsets and `dispatched_end`, and wakes [`QueueGrowth`]
 //! subscribers;
 //! retention moves the minimums and the disk gate. Readers on any shard only load.
@@ -70,6 +70,9 @@ pub struct StoreShared {
     /// The growth subscribers (one per net shard, made at start): read lock-free by every
     /// dispatched batch, replaced whole by a subscription.
     growth: ArcSwap<Vec<Weak<GrowthInner>>>,
+    /// Who waits for `committed_end` to move (each slave's HA sender): read lock-free by
+    /// every commit, replaced whole when one comes.
+    commit_watchers: ArcSwap<Vec<Weak<AtomicWaker>>>,
     mapped_bytes: AtomicU64,
     mapping_readers: AtomicU64,
     manual_delete_passes: AtomicU32,
@@ -90,6 +93,7 @@ impl StoreShared {
             disk_used_percent: AtomicU32::new(0),
             disk_full: AtomicBool::new(false),
             growth: ArcSwap::default(),
+            commit_watchers: ArcSwap::default(),
             mapped_bytes: AtomicU64::new(0),
             mapping_readers: AtomicU64::new(0),
             manual_delete_passes: AtomicU32::new(0),
@@ -154,6 +158,21 @@ impl StoreShared {
 
     pub(crate) fn set_committed_end(&self, end: u64) {
         self.committed_end.store(end, Ordering::Release);
+        for watcher in self.commit_watchers.load().iter().filter_map(Weak::upgrade) {
+            watcher.wake();
+        }
+    }
+
+    /// A watch on [`StoreShared::committed_end`], woken by every commit (not only once
+    /// dispatch has published it, as queue growth is): what a slave is sent follows the
+    /// writer, not dispatch.
+    pub fn watch_commits(self: &Arc<Self>) -> CommitWatch {
+        let waker = Arc::new(AtomicWaker::new());
+        add_subscriber(&self.commit_watchers, &waker);
+        CommitWatch {
+            shared: Arc::clone(self),
+            waker,
+        }
     }
 
     /// End of the CommitLog data whose ConsumeQueue units are published: every queue's max
@@ -283,15 +302,7 @@ impl StoreShared {
     /// A subscription to queue growth: which queues got new units, and their new max.
     pub fn subscribe(&self) -> QueueGrowth {
         let inner = Arc::new(GrowthInner::default());
-        self.growth.rcu(|subscribers| {
-            let mut subscribers: Vec<_> = subscribers
-                .iter()
-                .filter(|s| s.strong_count() > 0)
-                .cloned()
-                .collect();
-            subscribers.push(Arc::downgrade(&inner));
-            subscribers
-        });
+        add_subscriber(&self.growth, &inner);
         QueueGrowth { inner }
     }
 
@@ -313,6 +324,42 @@ impl StoreShared {
             subscriber.waker.wake();
         }
     }
+}
+
+/// Waits for the CommitLog's committed end to move (see [`StoreShared::watch_commits`]).
+#[derive(Debug)]
+pub struct CommitWatch {
+    shared: Arc<StoreShared>,
+    waker: Arc<AtomicWaker>,
+}
+
+impl CommitWatch {
+    /// Waits until the committed end is not `end`; the committed end then.
+    pub async fn moved_from(&self, end: u64) -> u64 {
+        std::future::poll_fn(|cx| {
+            // Registered before the read: a commit after it wakes this task again.
+            self.waker.register(cx.waker());
+            match self.shared.committed_end() {
+                now if now != end => Poll::Ready(now),
+                _ => Poll::Pending,
+            }
+        })
+        .await
+    }
+}
+
+/// Adds `subscriber` to `list`, leaving out those dropped: one dropped stays in the list,
+/// skipped by every wake, until the next is added.
+fn add_subscriber<T>(list: &ArcSwap<Vec<Weak<T>>>, subscriber: &Arc<T>) {
+    list.rcu(|subscribers| {
+        let mut subscribers: Vec<_> = subscribers
+            .iter()
+            .filter(|s| s.strong_count() > 0)
+            .cloned()
+            .collect();
+        subscribers.push(Arc::downgrade(subscriber));
+        subscribers
+    });
 }
 
 #[derive(Debug, Default)]
@@ -348,5 +395,37 @@ impl QueueGrowth {
             }
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A watch sees a commit made on another thread after it began to wait, and one made
+    /// before it looked; a dropped watch is skipped by commits and left out by the next.
+    #[test]
+    fn a_commit_watch_is_woken_by_each_commit() {
+        let shared = Arc::new(StoreShared::new(StoreConfig::new("/nonexistent")));
+        let watch = shared.watch_commits();
+        let committer = {
+            let shared = Arc::clone(&shared);
+            std::thread::spawn(move || {
+                for end in 1..=1000 {
+                    shared.set_committed_end(end);
+                }
+            })
+        };
+        let mut seen = 0;
+        while seen < 1000 {
+            seen = futures::executor::block_on(watch.moved_from(seen));
+        }
+        committer.join().expect("the committer");
+        assert_eq!(futures::executor::block_on(watch.moved_from(0)), 1000);
+        drop(shared.watch_commits());
+        shared.set_committed_end(1001);
+        let _again = shared.watch_commits();
+        assert_eq!(shared.commit_watchers.load().len(), 2);
+        drop(watch);
     }
 }

@@ -255,8 +255,9 @@ pub async fn runtime_info(
 }
 
 /// ferromq's own runtime keys on replication (4.9.8 reports none): the role; on a master,
-/// each connected slave's last acknowledged offset and how many bytes it lags behind `end`;
-/// on a slave, the master it follows and whether the link is up.
+/// each connected slave's last acknowledged offset, how many bytes it lags behind `end`, and
+/// how many frames went to it and reports came back; on a slave, the master it follows,
+/// whether the link is up, and how many frames it took and reports it sent.
 fn ha_runtime_info(state: &BrokerState, end: u64) -> Vec<(String, String)> {
     use crate::broker::state::LinkState;
     use crate::config::broker::BrokerRole;
@@ -275,20 +276,28 @@ fn ha_runtime_info(state: &BrokerState, end: u64) -> Vec<(String, String)> {
             LinkState::Stopped(reason) => format!("STOPPED {reason}"),
         };
         table.push(("haConnection".into(), link));
+        table.push(("haFramesTaken".into(), master.frames_taken().to_string()));
+        table.push(("haReportsSent".into(), master.reports_sent().to_string()));
         return table;
     }
     let links = state.slaves.links();
     table.push(("haConnectedSlaves".into(), links.len().to_string()));
     table.push(("haSlaveAckOffset".into(), state.slaves.acked().to_string()));
-    if let Some(best) = links.iter().map(|(_, acked)| *acked).max() {
+    if let Some(best) = links.iter().map(|link| link.acked).max() {
         table.push(("haSlaveLagBytes".into(), (end - best.max(0)).to_string()));
     }
-    for (addr, acked) in links {
-        table.push((format!("haSlaveAckOffset_{addr}"), acked.to_string()));
+    for link in links {
+        let addr = link.addr;
+        table.push((format!("haSlaveAckOffset_{addr}"), link.acked.to_string()));
         table.push((
             format!("haSlaveLagBytes_{addr}"),
-            (end - acked.max(0)).to_string(),
+            (end - link.acked.max(0)).to_string(),
         ));
+        table.push((
+            format!("haSlaveFramesSent_{addr}"),
+            link.frames_sent.to_string(),
+        ));
+        table.push((format!("haSlaveReports_{addr}"), link.reports.to_string()));
     }
     table
 }

@@ -28,7 +28,7 @@ mod topics;
 use super::codes::{route_of, Processor};
 use super::reply::{error, Response};
 use super::services::long_poll::LongPoll;
-use super::state::BrokerState;
+use super::state::{BrokerState, LocalReplicaWaits};
 use crate::remoting::heartbeat::MessageQueue;
 use crate::remoting::server::{ConnectionInfo, Outbound, RequestHandler};
 use crate::remoting::{RemotingCommand, ResponseCode};
@@ -82,6 +82,8 @@ pub(crate) struct Context {
     puts: PutCoalescer,
     reader: StoreReader,
     long_poll: Rc<LongPoll>,
+    /// This shard's SYNC_MASTER puts waiting for a slave.
+    replicas: Rc<LocalReplicaWaits>,
     store_host: SocketAddr,
     /// This shard's index: its slot in the broker's statistics.
     shard: usize,
@@ -95,13 +97,15 @@ pub struct BrokerHandler {
 
 impl BrokerHandler {
     /// A handler of shard `shard` over the shared state, the store, and this shard's
-    /// long-poll table; `listen_port` is the port actually bound (it differs from the
-    /// config's when that asks for port 0), the one stored messages and their ids name.
+    /// long-poll and replica-wait tables; `listen_port` is the port actually bound (it
+    /// differs from the config's when that asks for port 0), the one stored messages and
+    /// their ids name.
     #[must_use]
     pub fn new(
         state: Arc<BrokerState>,
         store: StoreHandle,
         long_poll: Rc<LongPoll>,
+        replicas: Rc<LocalReplicaWaits>,
         listen_port: u16,
         shard: usize,
     ) -> Self {
@@ -112,6 +116,7 @@ impl BrokerHandler {
             state,
             store,
             long_poll,
+            replicas,
             store_host,
             shard,
         };

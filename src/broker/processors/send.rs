@@ -289,8 +289,7 @@ async fn replicate(ctx: &Context, properties: &str, end: i64, response: &mut Rem
         return;
     }
     let status = ctx
-        .state
-        .slaves
+        .replicas
         .replicated(
             end,
             config.ha.slave_fall_behind_max,

@@ -10,12 +10,15 @@
 //! - Only committed bytes go out (below the writer's committed end); they are read as a
 //!   pull reads them, from mapped windows or the page cache, on the net shard that serves
 //!   the slave, never on the writer.
+//! - What is committed goes out at once, up to [`FRAMES_PER_WRITE_MAX`] frames in one
+//!   socket write (Java writes one frame per turn of its loop; the frames are the same).
 //! - A slave's later reports are its acknowledgements: the last whole 8-byte group read
-//!   counts (Java reads into a buffer and takes the last group at a multiple of 8).
+//!   counts (Java reads into a buffer and takes the last group at a multiple of 8). One
+//!   acknowledgement answers every SYNC_MASTER put it covers (`SlaveProgress::ack`).
 //! - Either side silent for `haHousekeepingInterval` closes the connection; so does a
 //!   negative offset.
 
-use crate::broker::state::SlaveProgress;
+use crate::broker::state::{SlaveLink, SlaveProgress};
 use crate::store::reader::StoreReader;
 use crate::store::segment::segment_start;
 use crate::store::shared::StoreShared;
@@ -31,6 +34,9 @@ use std::time::{Duration, Instant};
 
 /// Header of a data frame: offset (8) and body size (4) (`TRANSFER_HEADER_SIZE`).
 pub const TRANSFER_HEADER_SIZE: usize = 12;
+
+/// Frames sent in one socket write, at most: 8 of the default 32 KiB.
+pub const FRAMES_PER_WRITE_MAX: usize = 8;
 
 /// Longest the sender waits for new data before it looks again (Java's transfer thread
 /// waits 100 ms when a put does not wake it).
@@ -83,12 +89,12 @@ pub async fn serve(
             reader: Rc::clone(&reader),
             shared: Arc::clone(&shared),
             config,
+            link: progress.link_opened(peer),
             progress: Arc::clone(&progress),
             peer,
         };
         let shutdown = shutdown.clone();
         glommio::spawn_local(async move {
-            slave.progress.link_opened(slave.peer);
             let outcome = select(Box::pin(slave.run(stream)), Box::pin(shutdown.wait())).await;
             slave.progress.link_closed(slave.peer);
             if let Either::Left((Err(reason), _)) = outcome {
@@ -105,6 +111,8 @@ struct Slave {
     shared: Arc<StoreShared>,
     config: HaConfig,
     progress: Arc<SlaveProgress>,
+    /// This connection's entry in `progress`.
+    link: Arc<SlaveLink>,
     peer: SocketAddr,
 }
 
@@ -129,9 +137,9 @@ impl Slave {
         let reading = {
             let reports = Rc::clone(&reports);
             let progress = Arc::clone(&self.progress);
-            let peer = self.peer;
+            let link = Arc::clone(&self.link);
             glommio::spawn_local(async move {
-                let reason = read_reports(&mut rx, &reports, &progress, peer).await;
+                let reason = read_reports(&mut rx, &reports, &progress, &link).await;
                 reports.closed.set(Some(reason));
             })
         };
@@ -148,7 +156,7 @@ impl Slave {
         reports: &Reports,
     ) -> Result<(), String> {
         let segment_size = self.shared.config.mapped_file_size_commit_log;
-        let growth = self.shared.subscribe();
+        let commits = self.shared.watch_commits();
         let first = loop {
             if let Some(reason) = reports.closed.take() {
                 return Err(reason);
@@ -186,26 +194,7 @@ impl Slave {
             }
             let end = self.shared.committed_end();
             if next < end {
-                let segment_end = segment_start(next, segment_size) + segment_size;
-                let batch = self.config.transfer_batch_size as u64;
-                let chunk_end = end.min(next + batch).min(segment_end);
-                let len = usize::try_from(chunk_end - next).expect("a batch fits");
-                let body = self
-                    .reader
-                    .commit_log_bytes(next, len)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                if body.len() != len {
-                    return Err(format!(
-                        "the CommitLog at {next} holds {} bytes, not {len}",
-                        body.len()
-                    ));
-                }
-                let header = frame_header(next, len);
-                ferromq_uring::net::write_all_gathered(tx, &[&header, &body])
-                    .await
-                    .map_err(|e| e.to_string())?;
-                next = chunk_end;
+                next = self.send_frames(tx, next, end).await?;
                 last_sent = Instant::now();
                 continue;
             }
@@ -214,6 +203,7 @@ impl Slave {
                 ferromq_uring::net::write_all_gathered(tx, &[&header])
                     .await
                     .map_err(|e| e.to_string())?;
+                self.link.sent_frames(1);
                 last_sent = Instant::now();
             }
             let until_heartbeat = self
@@ -221,11 +211,60 @@ impl Slave {
                 .heartbeat_interval
                 .saturating_sub(last_sent.elapsed());
             let _ = select(
-                Box::pin(growth.next()),
+                Box::pin(commits.moved_from(end)),
                 Box::pin(glommio::timer::sleep(until_heartbeat.min(IDLE_LOOK))),
             )
             .await;
         }
+    }
+}
+
+impl Slave {
+    /// Sends the committed bytes from `next` towards `end` in frames of at most
+    /// `haTransferBatchSize` bytes, never across a segment, up to [`FRAMES_PER_WRITE_MAX`]
+    /// of them in one write; returns where the next frame starts.
+    async fn send_frames(
+        &self,
+        tx: &mut ferromq_uring::net::WriteHalf,
+        next: u64,
+        end: u64,
+    ) -> Result<u64, String> {
+        let segment_size = self.shared.config.mapped_file_size_commit_log;
+        let segment_end = segment_start(next, segment_size) + segment_size;
+        let batch = self.config.transfer_batch_size;
+        assert!(batch > 0, "haTransferBatchSize is positive");
+        let most = (batch * FRAMES_PER_WRITE_MAX) as u64;
+        let span_end = end.min(next + most).min(segment_end);
+        let len = usize::try_from(span_end - next).expect("a write's frames fit memory");
+        let body = self
+            .reader
+            .commit_log_bytes(next, len)
+            .await
+            .map_err(|e| e.to_string())?;
+        if body.len() != len {
+            return Err(format!(
+                "the CommitLog at {next} holds {} bytes, not {len}",
+                body.len()
+            ));
+        }
+        let headers: Vec<[u8; TRANSFER_HEADER_SIZE]> = body
+            .chunks(batch)
+            .scan(next, |offset, chunk| {
+                let header = frame_header(*offset, chunk.len());
+                *offset += chunk.len() as u64;
+                Some(header)
+            })
+            .collect();
+        let parts: Vec<&[u8]> = headers
+            .iter()
+            .zip(body.chunks(batch))
+            .flat_map(|(header, chunk)| [header.as_slice(), chunk])
+            .collect();
+        ferromq_uring::net::write_all_gathered(tx, &parts)
+            .await
+            .map_err(|e| e.to_string())?;
+        self.link.sent_frames(headers.len() as u64);
+        Ok(span_end)
     }
 }
 
@@ -244,7 +283,7 @@ async fn read_reports<R: futures_lite::AsyncRead + Unpin>(
     rx: &mut R,
     reports: &Reports,
     progress: &SlaveProgress,
-    peer: SocketAddr,
+    link: &SlaveLink,
 ) -> String {
     let mut buffer = vec![0u8; 64 * 1024];
     // Bytes of a report not complete yet (fewer than 8).
@@ -272,7 +311,7 @@ async fn read_reports<R: futures_lite::AsyncRead + Unpin>(
         if reports.first.get().is_none() {
             reports.first.set(Some(offset));
         }
-        progress.ack(peer, offset);
+        progress.ack(link, offset, (whole / 8) as u64);
     }
 }
 
@@ -315,22 +354,27 @@ mod tests {
         ];
         let reports = Reports::default();
         let progress = SlaveProgress::default();
-        progress.link_opened(PEER);
+        let link = progress.link_opened(PEER);
         let mut rx = Chunks(chunks);
-        let end = futures_lite::future::block_on(read_reports(&mut rx, &reports, &progress, PEER));
+        let end = futures_lite::future::block_on(read_reports(&mut rx, &reports, &progress, &link));
         assert_eq!(end, "the slave closed the connection");
         // The first whole group read (after the second chunk: 100 and 200, the last is 200).
         assert_eq!(reports.first.get(), Some(200));
         assert_eq!(progress.acked(), 400);
-        assert_eq!(progress.links(), [(PEER, 400)]);
+        let links = progress.links();
+        assert_eq!(links.len(), 1);
+        assert_eq!((links[0].addr, links[0].acked), (PEER, 400));
+        // Every 8-byte group counts as a report, though only the last of a read is taken.
+        assert_eq!(links[0].reports, 4);
     }
 
     #[test]
     fn a_negative_report_ends_the_connection() {
         let reports = Reports::default();
         let progress = SlaveProgress::default();
+        let link = progress.link_opened(PEER);
         let mut rx = Chunks(vec![(-1i64).to_be_bytes().to_vec()]);
-        let end = futures_lite::future::block_on(read_reports(&mut rx, &reports, &progress, PEER));
+        let end = futures_lite::future::block_on(read_reports(&mut rx, &reports, &progress, &link));
         assert!(end.contains("-1"), "{end}");
         assert_eq!(reports.first.get(), None);
     }

@@ -34,7 +34,10 @@ mod transactions;
 
 pub use clients::{ClientChannel, ConsumerMember};
 pub use locks::{LockTable, REBALANCE_LOCK_MAX_LIVE_TIME};
-pub use replication::{LinkState, MasterAddrs, ReplicaStatus, SlaveProgress};
+pub use replication::{
+    run_replica_waits, LinkState, LocalReplicaWaits, MasterAddrs, ReplicaStatus, SlaveLink,
+    SlaveLinkStatus, SlaveProgress,
+};
 pub use transactions::EndedTransactions;
 
 use super::stats::BrokerStats;
