@@ -214,6 +214,18 @@ pub fn start(config: BrokerConfig, shutdown: Shutdown) -> Result<BrokerHandle, B
                             ctx.shutdown.clone(),
                         )));
                     }
+                    // A slave's link to its master runs beside its writer: the bytes it reads
+                    // go to the writer, and the writer's answers come back to be reported,
+                    // without crossing cores (4.9's HAClient appends on its own thread).
+                    if state.config.broker_role == BrokerRole::Slave {
+                        let bound = Arc::clone(&bound);
+                        tasks.push(ctx.task_queues.spawn_foreground(follow_master(
+                            ctx.shutdown.clone(),
+                            Arc::clone(&state),
+                            handle.clone(),
+                            async move { wait_for(&bound).await },
+                        )));
+                    }
                 }
                 if ctx.roles.contains(Role::Control) {
                     tasks.push(ctx.task_queues.spawn_background(run_control_role(
@@ -395,9 +407,30 @@ async fn run_control_role(
     let _ = transactions.await;
 }
 
+/// On a slave, follows its master once the broker's port is known (and so its
+/// registration, which tells the master's HA address, under way), until shutdown.
+async fn follow_master(
+    shutdown: Shutdown,
+    state: Arc<BrokerState>,
+    handle: StoreHandle,
+    bound: impl std::future::Future<Output = Result<SocketAddr, String>>,
+) {
+    if bound.await.is_err() {
+        return;
+    }
+    ha_slave::follow(
+        handle,
+        state.config.ha,
+        state.config.ha_master_address.clone(),
+        Arc::clone(&state.master),
+        shutdown,
+    )
+    .await;
+}
+
 /// Serves slaves on `listenPort + 1` (4.9's HA port) once the broker's port is known,
-/// until shutdown, and on a slave follows its master. A port that cannot be bound leaves
-/// the broker without slaves of its own, with an error line; a slave still follows.
+/// until shutdown. A port that cannot be bound leaves the broker without slaves of its
+/// own, with an error line; a slave still follows its master (`follow_master`).
 async fn serve_ha(
     shutdown: Shutdown,
     state: Arc<BrokerState>,
@@ -407,15 +440,6 @@ async fn serve_ha(
     let Ok(addr) = bound.await else {
         return;
     };
-    let follow = (state.config.broker_role == BrokerRole::Slave).then(|| {
-        glommio::spawn_local(ha_slave::follow(
-            handle.clone(),
-            state.config.ha,
-            state.config.ha_master_address.clone(),
-            Arc::clone(&state.master),
-            shutdown.clone(),
-        ))
-    });
     let ha_addr = addr
         .port()
         .checked_add(1)
@@ -440,9 +464,6 @@ async fn serve_ha(
             tracing::error!(%ha, %error, "no HA port: slaves cannot connect");
         }
         None => tracing::error!(%addr, "no HA port after the broker's port"),
-    }
-    if let Some(follow) = follow {
-        follow.await;
     }
 }
 
