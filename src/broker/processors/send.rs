@@ -107,9 +107,16 @@ async fn send(
         Some(key) if !key.is_empty() => None,
         _ => Some(broker_uniq_id(ctx.store_host)),
     };
-    let mut set = vec![(PROPERTY_CLUSTER, cluster.as_str())];
-    set.extend(made_key.as_deref().map(|key| (PROPERTY_UNIQ_KEY, key)));
-    let properties = rewrite_properties(raw_properties.as_bytes(), drop, &set);
+    let set = [
+        (PROPERTY_CLUSTER, cluster.as_str()),
+        (PROPERTY_UNIQ_KEY, made_key.as_deref().unwrap_or_default()),
+    ];
+    let set = if made_key.is_some() {
+        &set[..]
+    } else {
+        &set[..1]
+    };
+    let properties = rewrite_properties(raw_properties.as_bytes(), drop, set);
     if request_body.len() > store_config.max_message_size || properties.len() > 32_767 {
         return with_region_fields(message_illegal(ctx, request));
     }
@@ -630,7 +637,6 @@ fn has_delay_level(properties: &str) -> bool {
         .any(|(name, value)| name == "DELAY" && value.trim().parse::<i32>().is_ok_and(|l| l > 0))
 }
 
-/// The value of property `name` in a message's properties text.
 /// A new UNIQ_KEY made by this broker (5.x's `MessageClientIDSetter.createUniqID` in the
 /// broker's process): its store host's IPv4 address (loopback for an IPv6 one), the process
 /// id and a fixed hash in place of Java's class loader's.
@@ -648,6 +654,7 @@ fn broker_uniq_id(store_host: SocketAddr) -> String {
         .create_at(crate::broker::state::now_ms())
 }
 
+/// The value of property `name` in a message's properties text.
 fn property<'a>(properties: &'a str, name: &str) -> Option<&'a str> {
     properties
         .split('\u{2}')
