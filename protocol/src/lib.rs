@@ -9,7 +9,8 @@
 //! - [`acl`]: plain ACL signatures (the ext fields a signed request carries, HMAC-SHA1).
 //! - [`batch`]: the body of a batch send.
 //! - [`names`]: system topics, retry and dead-letter prefixes, permissions, name rules.
-//! - [`filter`]: tag subscriptions as Java's `FilterAPI` builds and matches them.
+//! - [`filter`]: tag subscriptions as Java's `FilterAPI` builds and matches them; SQL92
+//!   selectors compiled and evaluated as Java's filter module does.
 //! - [`topic`]: `TopicConfig` and `DataVersion`, shared by the broker's files and the wire.
 //! - [`fastjson`]: reading the JSON Java's fastjson writes (numeric keys, lenient syntax).
 //! - [`calendar`], [`bytes`]: dates without a time-zone library; a checked big-endian reader

@@ -36,6 +36,15 @@ pub const INFLATED_BODY_MAX: usize = 16 * MESSAGE_SIZE_MAX;
 /// Bytes read from a socket per read call.
 pub const READ_CHUNK_SIZE: usize = 64 * 1024;
 
+/// Most parentheses and prefix operators (`NOT`, `-`, `+`) an SQL92 selector may have, and
+/// most binary operators (`AND`, `OR`, comparisons, `IS`, `IN`, `BETWEEN`, the string tests).
+/// Compiling and evaluating a selector recurse once per level of either, so these bound the stack a client's expression can take on a shard; Java has no
+/// such limit (its thread's stack is one: a `StackOverflowError` there refuses the
+/// expression as a parse error, as going over these does).
+pub const SQL92_NESTING_MAX: usize = 64;
+/// See [`SQL92_NESTING_MAX`].
+pub const SQL92_OPERATORS_MAX: usize = 256;
+
 // The frame length travels as an i32 and the header length in 24 bits.
 const _: () = assert!(FRAME_SIZE_MAX <= i32::MAX as usize);
 const _: () = assert!(READ_CHUNK_SIZE <= FRAME_SIZE_MAX);

@@ -1,7 +1,9 @@
 //! Subscriptions as Java's `FilterAPI` builds them: a [`SubscriptionData`] from a tag
 //! expression such as `"TagA || TagB"` or from a [`MessageSelector`] (tags or an SQL92
 //! expression over message properties, which the broker evaluates), and whether a message's
-//! tag passes it on the client side.
+//! tag passes it on the client side. [`sql92`] compiles and evaluates SQL92 selectors.
+
+pub mod sql92;
 
 use crate::calendar::now_ms;
 use crate::message::java_string_hash;
