@@ -614,7 +614,7 @@ async fn pull_sample(
     pulled: &mut HashMap<Slot, Stored>,
     problems: &mut Vec<String>,
 ) {
-    let filter = PullFilter { tags_codes: None };
+    let filter = PullFilter::ALL;
     let batches = (max + PULL_BATCH - 1) / PULL_BATCH;
     for batch in 0..batches {
         let offset = batch * PULL_BATCH;

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 /// Per queue: (queue offset, physical offset, body) of each message.
 type QueueContents = HashMap<(String, i32), Vec<(i64, i64, Vec<u8>)>>;
 
-const NO_FILTER: PullFilter<'static> = PullFilter { tags_codes: None };
+const NO_FILTER: PullFilter<'static> = PullFilter::ALL;
 
 /// Pulls a whole queue from offset 0; returns (queue offset, physical offset, body) of each
 /// record, checked against what the pull said of it.
@@ -177,6 +177,7 @@ fn tag_filter_and_batch_limits_follow_java() {
         let accepts = move |code: i64| code == red;
         let filter = PullFilter {
             tags_codes: Some(&accepts),
+            records: None,
         };
         let mut offset = 0;
         let mut reds = Vec::new();
@@ -207,6 +208,7 @@ fn tag_filter_and_batch_limits_follow_java() {
                 32,
                 &PullFilter {
                     tags_codes: Some(&none),
+                    records: None,
                 },
             )
             .await
@@ -214,6 +216,36 @@ fn tag_filter_and_batch_limits_follow_java() {
         assert_eq!(nothing.status, GetMessageStatus::NoMatchedMessage);
         // One pull scans one ConsumeQueue file at most (Java's `getIndexBuffer`): 100 units.
         assert_eq!(nothing.next_begin_offset, 100);
+        // A record filter (SQL92's `isMatchedByCommitLog`) reads on past refused records
+        // until the batch is full: 4 reds per pull, not 4 records of which a third are red.
+        let red_record = |bytes: &[u8]| {
+            let Ok(Record::Message { record, .. }) = decode_record(bytes, false) else {
+                return false;
+            };
+            parse_properties(record.properties).contains(&("TAGS".to_owned(), "red".to_owned()))
+        };
+        let by_record = PullFilter {
+            tags_codes: None,
+            records: Some(&red_record),
+        };
+        let mut offset = 0;
+        let mut by_records = Vec::new();
+        while offset < 120 {
+            let result = reader
+                .get_message("F", 0, offset, 4, &by_record)
+                .await
+                .unwrap();
+            if offset + 12 <= 100 {
+                assert_eq!(result.messages.len(), 4, "from {offset}");
+            }
+            for found in &result.messages {
+                assert!(red_record(result.record(found)));
+                by_records.push(found.queue_offset);
+            }
+            assert!(result.next_begin_offset > offset);
+            offset = result.next_begin_offset;
+        }
+        assert_eq!(by_records, reds);
         store.shutdown().await.unwrap();
     });
 }

@@ -135,7 +135,7 @@ fn the_writer_rolls_into_the_segment_the_fill_made_and_the_commit_log_holds_only
             glommio::timer::sleep(Duration::from_millis(5)).await;
         }
         assert_eq!(reader.max_offset_in_queue("T", 0), puts);
-        let no_filter = ferromq::store::reader::PullFilter { tags_codes: None };
+        let no_filter = ferromq::store::reader::PullFilter::ALL;
         let first = reader.get_message("T", 0, 0, 1, &no_filter).await.unwrap();
         assert_eq!(first.messages.first().map(|m| m.physical_offset), Some(0));
         let last = reader

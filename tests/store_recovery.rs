@@ -27,7 +27,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-const NO_FILTER: PullFilter<'static> = PullFilter { tags_codes: None };
+const NO_FILTER: PullFilter<'static> = PullFilter::ALL;
 
 /// Segment size of the tests' CommitLog (`small_store_config`).
 const SEGMENT: u64 = 64 * 1024;

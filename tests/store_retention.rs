@@ -27,7 +27,7 @@ impl DiskProbe for FakeDisk {
     }
 }
 
-const NO_FILTER: PullFilter<'static> = PullFilter { tags_codes: None };
+const NO_FILTER: PullFilter<'static> = PullFilter::ALL;
 
 fn segments(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir.join("commitlog"))

@@ -30,7 +30,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-const NO_FILTER: PullFilter<'static> = PullFilter { tags_codes: None };
+const NO_FILTER: PullFilter<'static> = PullFilter::ALL;
 
 fn fixture_store() -> PathBuf {
     common::fixtures_dir().join("store")

@@ -71,6 +71,16 @@ pub struct BrokerConfig {
     /// `whichBrokerWhenConsumeSlowly`) when what they read is no longer in memory, and to the
     /// group's `brokerId` otherwise; without it, always to the master.
     pub slave_read_enable: bool,
+    /// `enablePropertyFilter` (false): whether consumers may filter by SQL92 over message
+    /// properties; without it their subscriptions are refused as Java refuses them.
+    pub enable_property_filter: bool,
+    /// `filterSupportRetry` (false): whether a group's retry topic is filtered by the SQL92
+    /// selector the group registered for each message's original topic
+    /// (`ExpressionForRetryMessageFilter`).
+    pub filter_support_retry: bool,
+    /// `filterDataCleanTimeSpan` (24 h): how long the SQL92 selector of a group that left is
+    /// kept before it is dropped.
+    pub filter_data_clean_time_span: Duration,
     /// `aclEnable` (false): every request is checked against the plain ACL files under
     /// `rocketmqHome` (see `broker::acl`).
     pub acl_enable: bool,
@@ -168,6 +178,9 @@ impl Default for BrokerConfig {
             ha: crate::broker::ha::HaConfig::default(),
             broker_permission: 6,
             slave_read_enable: false,
+            enable_property_filter: false,
+            filter_support_retry: false,
+            filter_data_clean_time_span: Duration::from_secs(24 * 3600),
             acl_enable: false,
             tls: crate::remoting::tls::TlsSettings::default(),
             rocketmq_home: std::env::var_os("ROCKETMQ_HOME")
@@ -343,6 +356,13 @@ impl BrokerConfig {
                     self.broker_permission = parse_value(&at, key, value, "permission bits")?;
                 }
                 "slaveReadEnable" => self.slave_read_enable = parse_bool(&at, key, value)?,
+                "enablePropertyFilter" => {
+                    self.enable_property_filter = parse_bool(&at, key, value)?;
+                }
+                "filterSupportRetry" => self.filter_support_retry = parse_bool(&at, key, value)?,
+                "filterDataCleanTimeSpan" => {
+                    self.filter_data_clean_time_span = millis(&at, key, value)?;
+                }
                 "aclEnable" => self.acl_enable = parse_bool(&at, key, value)?,
                 "rocketmqHome" => self.rocketmq_home = PathBuf::from(value),
                 "autoCreateTopicEnable" => {
@@ -585,6 +605,15 @@ impl BrokerConfig {
             ),
             ("brokerPermission", self.broker_permission.to_string()),
             ("slaveReadEnable", self.slave_read_enable.to_string()),
+            (
+                "enablePropertyFilter",
+                self.enable_property_filter.to_string(),
+            ),
+            ("filterSupportRetry", self.filter_support_retry.to_string()),
+            (
+                "filterDataCleanTimeSpan",
+                self.filter_data_clean_time_span.as_millis().to_string(),
+            ),
             ("aclEnable", self.acl_enable.to_string()),
             (
                 "autoCreateTopicEnable",

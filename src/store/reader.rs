@@ -117,16 +117,34 @@ impl GetMessageResult {
     }
 }
 
-/// What a pull may take (`maxMsgNums` and the filter by tags code).
+/// What a pull may take (Java's `MessageFilter`): by the tags code of the ConsumeQueue unit
+/// (`isMatchedByConsumeQueue`), then by the stored record (`isMatchedByCommitLog`, an SQL92
+/// selector over its properties).
 pub struct PullFilter<'a> {
     /// Tags codes to accept; `None` accepts everything.
     pub tags_codes: Option<&'a dyn Fn(i64) -> bool>,
+    /// Records to accept, given each whole stored record; `None` accepts everything. A pull
+    /// with it reads the records its tags code accepts and keeps reading, within the scan
+    /// window, until `maxMsgNums` of them pass.
+    pub records: Option<RecordFilter<'a>>,
+}
+
+/// Whether a pull takes a stored record, given the whole record.
+pub type RecordFilter<'a> = &'a dyn Fn(&[u8]) -> bool;
+
+impl PullFilter<'_> {
+    /// Accepts every message.
+    pub const ALL: PullFilter<'static> = PullFilter {
+        tags_codes: None,
+        records: None,
+    };
 }
 
 impl std::fmt::Debug for PullFilter<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PullFilter")
-            .field("filters", &self.tags_codes.is_some())
+            .field("tags_codes", &self.tags_codes.is_some())
+            .field("records", &self.records.is_some())
             .finish()
     }
 }
@@ -306,12 +324,13 @@ impl StoreReader {
             };
             max_physical_pulling = physical;
             let in_disk = max_physical.saturating_sub(physical) > memory;
-            if batch_full(config, size, max_msg_nums, total, chosen.len(), in_disk) {
+            let count = result.messages.len() + chosen.len();
+            if batch_full(config, size, max_msg_nums, total, count, in_disk) {
                 break;
             }
             examined += 1;
             if physical < min_physical {
-                if chosen.is_empty() {
+                if count == 0 {
                     result.status = GetMessageStatus::MessageWasRemoving;
                 }
                 continue;
@@ -324,18 +343,28 @@ impl StoreReader {
             let queue_offset = offset + i64::try_from(examined - 1).expect("fits");
             chosen.push((queue_offset, unit));
             total += size;
+            // With a record filter, what is chosen is read and filtered once it would fill
+            // the batch, and the scan goes on for the rest.
+            if filter.records.is_some() && count + 1 >= max_msg_nums {
+                self.read_records(&chosen, filter, result).await?;
+                chosen.clear();
+                total = result.messages.iter().map(|m| m.size).sum();
+            }
         }
         result.next_begin_offset = offset + i64::try_from(examined).expect("fits");
         result.suggest_pulling_from_slave =
             max_physical.saturating_sub(max_physical_pulling) > memory;
         if !chosen.is_empty() {
-            self.read_records(&chosen, result).await?;
+            self.read_records(&chosen, filter, result).await?;
+        }
+        if !result.messages.is_empty() {
             result.status = GetMessageStatus::Found;
         }
         Ok(())
     }
 
-    /// Reads the chosen records into the result, back to back.
+    /// Reads the chosen records into the result, back to back, leaving out those
+    /// `filter.records` refuses.
     ///
     /// Records of one queue sit between other queues' records in the CommitLog. Reading each
     /// on its own costs a device read per record (there is no page cache under O_DIRECT), so
@@ -344,6 +373,7 @@ impl StoreReader {
     async fn read_records(
         &self,
         chosen: &[(i64, CqUnit)],
+        filter: &PullFilter<'_>,
         result: &mut GetMessageResult,
     ) -> Result<(), IoError> {
         let segment_size = self.shared.config.mapped_file_size_commit_log;
@@ -393,6 +423,11 @@ impl StoreReader {
                             format!("record at {} ends past the segment", unit.physical_offset),
                         ),
                     ));
+                }
+                if let Some(accepts) = filter.records {
+                    if !accepts(&span[from..from + size]) {
+                        continue;
+                    }
                 }
                 let start = match &mut part {
                     Some(range) if range.end == from => {

@@ -13,6 +13,8 @@ use crate::remoting::headers::{
 use crate::remoting::heartbeat::HeartbeatData;
 use crate::remoting::server::ConnectionInfo;
 use crate::remoting::{HeaderError, RemotingCommand, RequestCode, ResponseCode};
+use ferromq_protocol::filter::sql92::Selector;
+use ferromq_protocol::filter::EXPRESSION_TYPE_SQL92;
 
 /// HEART_BEAT, UNREGISTER_CLIENT and GET_CONSUMER_LIST_BY_GROUP.
 pub(super) async fn process(
@@ -23,29 +25,49 @@ pub(super) async fn process(
     match request.request_code() {
         RequestCode::HEART_BEAT => heartbeat(ctx, connection, request).await,
         RequestCode::UNREGISTER_CLIENT => unregister_client(ctx, connection, request),
-        RequestCode::CHECK_CLIENT_CONFIG => check_client_config(request),
+        RequestCode::CHECK_CLIENT_CONFIG => check_client_config(ctx, request),
         _ => consumer_list(ctx, request),
     }
 }
 
 /// CHECK_CLIENT_CONFIG (46), which a consumer sends at start for each subscription that
-/// filters by other than tags: SUCCESS for a tag subscription (or a body without one), else
-/// Java's answer with `enablePropertyFilter=false` (ferromq filters by tags only).
-fn check_client_config(request: &RemotingCommand) -> Response {
+/// filters by other than tags (`checkClientConfig`): SUCCESS for a tag subscription (or a
+/// body without one); without `enablePropertyFilter`, SYSTEM_ERROR; an expression that does
+/// not compile, SUBSCRIPTION_PARSE_FAILED with the parse error.
+fn check_client_config(ctx: &Context, request: &RemotingCommand) -> Response {
     let body = crate::config::fastjson::parse_lenient(&request.body).unwrap_or_default();
-    let expression_type = match &body["subscriptionData"] {
-        serde_json::Value::Object(subscription) => subscription
-            .get("expressionType")
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or("TAG"),
-        _ => "TAG",
+    let serde_json::Value::Object(subscription) = &body["subscriptionData"] else {
+        return Some(RemotingCommand::success_to(request));
     };
+    let field = |name: &str| subscription.get(name).and_then(serde_json::Value::as_str);
+    let expression_type = field("expressionType").unwrap_or("TAG");
     if expression_type.is_empty() || expression_type == "TAG" {
         return Some(RemotingCommand::success_to(request));
     }
-    let remark =
-        format!("The broker does not support consumer to filter message by {expression_type}");
-    error(request, ResponseCode::SYSTEM_ERROR, remark)
+    if !ctx.state.runtime().enable_property_filter {
+        let remark =
+            format!("The broker does not support consumer to filter message by {expression_type}");
+        return error(request, ResponseCode::SYSTEM_ERROR, remark);
+    }
+    let compiled = if expression_type == EXPRESSION_TYPE_SQL92 {
+        Selector::compile(field("subString").unwrap_or_default()).map_err(|e| e.to_string())
+    } else {
+        Err(format!(
+            "The filter type {expression_type} is not supported"
+        ))
+    };
+    match compiled {
+        Ok(_) => Some(RemotingCommand::success_to(request)),
+        Err(remark) => {
+            tracing::warn!(
+                group = body["group"].as_str().unwrap_or_default(),
+                client = body["clientId"].as_str().unwrap_or_default(),
+                remark,
+                "a client's filter expression does not compile"
+            );
+            error(request, ResponseCode::SUBSCRIPTION_PARSE_FAILED, remark)
+        }
+    }
 }
 
 async fn heartbeat(

@@ -1,16 +1,23 @@
 //! PULL_MESSAGE and LITE_PULL_MESSAGE (`PullMessageProcessor`): Java's checks, the offset
-//! commit a pull carries, the tag filter, and the long-polling wait when nothing is there.
+//! commit a pull carries, the tag and SQL92 filters, and the long-polling wait when nothing
+//! is there.
 
 use super::Context;
 use crate::broker::reply::{error, Response, FAQ};
+use crate::broker::retry::PROPERTY_RETRY_TOPIC;
 use crate::broker::state::PERM_READ;
+use crate::broker::state::RETRY_GROUP_TOPIC_PREFIX;
 use crate::remoting::headers::{PullMessageRequestHeader, PullMessageResponseHeader};
 use crate::remoting::heartbeat::SubscriptionData;
 use crate::remoting::server::ConnectionInfo;
 use crate::remoting::{ExtFields, RemotingCommand, ResponseCode};
 use crate::store::consume_queue::tags_code;
-use crate::store::reader::{GetMessageStatus, PullFilter};
+use crate::store::message::{decode_record, Record};
+use crate::store::reader::{GetMessageStatus, PullFilter, RecordFilter};
+use ferromq_protocol::filter::sql92::{Properties, Selector, StoredProperties};
+use ferromq_protocol::filter::EXPRESSION_TYPE_SQL92;
 use futures::future::select;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// `PullSysFlag` bits.
@@ -70,12 +77,24 @@ pub(super) async fn process(
         // As 5.x (4.9.8: SYSTEM_ERROR).
         return error(request, ResponseCode::INVALID_PARAMETER, remark);
     }
-    let codes = if header.sys_flag & PULL_SUBSCRIPTION != 0 {
-        let kind = header.expression_type.as_deref();
-        if let Some(refusal) = unsupported_filter(request, kind) {
-            return Some(refusal);
+    let filter = if header.sys_flag & PULL_SUBSCRIPTION != 0 {
+        let kind = header.expression_type.as_deref().unwrap_or_default();
+        let expression = header.subscription.as_deref().unwrap_or("*");
+        if is_tag_type(kind) {
+            Filter::Tags(tag_codes(expression))
+        } else {
+            if let Some(refusal) = unsupported_filter(ctx, request, kind) {
+                return Some(refusal);
+            }
+            match compile(kind, expression) {
+                Ok(selector) => Filter::Sql92(Arc::new(selector)),
+                Err(e) => {
+                    tracing::warn!(group = %header.consumer_group, expression, error = %e, "the pull's subscription does not parse");
+                    let remark = "parse the consumer's subscription failed";
+                    return error(request, ResponseCode::SUBSCRIPTION_PARSE_FAILED, remark);
+                }
+            }
         }
-        tag_codes(header.subscription.as_deref().unwrap_or("*"))
     } else if !ctx.state.has_consumer_group(&header.consumer_group) {
         let remark = format!("the consumer's group info not exist{FAQ}");
         return error(request, ResponseCode::SUBSCRIPTION_NOT_EXIST, remark);
@@ -106,12 +125,26 @@ pub(super) async fn process(
                 let remark = "the consumer's subscription not latest";
                 return error(request, ResponseCode::SUBSCRIPTION_NOT_LATEST, remark);
             }
+            Some(subscription) if is_tag_type(subscription.expression_type()) => {
+                Filter::Tags(subscription_codes(&subscription))
+            }
             Some(subscription) => {
-                let kind = subscription.expression_type.as_deref();
-                if let Some(refusal) = unsupported_filter(request, kind) {
+                let registered = ctx
+                    .state
+                    .consumer_filter(&header.topic, &header.consumer_group);
+                let Some(registered) = registered else {
+                    let remark = "The broker's consumer filter data is not exist!Your expression may be wrong!";
+                    return error(request, ResponseCode::FILTER_DATA_NOT_EXIST, remark);
+                };
+                if registered.client_version < header.sub_version {
+                    let remark = "the consumer's consumer filter data not latest";
+                    return error(request, ResponseCode::FILTER_DATA_NOT_LATEST, remark);
+                }
+                let kind = subscription.expression_type();
+                if let Some(refusal) = unsupported_filter(ctx, request, kind) {
                     return Some(refusal);
                 }
-                subscription_codes(&subscription)
+                Filter::Sql92(Arc::clone(&registered.selector))
             }
         }
     };
@@ -129,7 +162,7 @@ pub(super) async fn process(
         when_slow: group.which_broker_when_consume_slowly,
         topic_sys_flag: topic.topic_sys_flag,
     };
-    let mut answer = pull_once(ctx, request, &header, max, codes.as_deref(), &route).await;
+    let mut answer = pull_once(ctx, request, &header, max, &filter, &route).await;
     let not_found = answer
         .as_ref()
         .is_some_and(|r| r.code == ResponseCode::PULL_NOT_FOUND.0);
@@ -147,7 +180,7 @@ pub(super) async fn process(
         );
         let timer = glommio::timer::sleep(wait);
         let _ = select(woken, Box::pin(timer)).await;
-        answer = pull_once(ctx, request, &header, max, codes.as_deref(), &route).await;
+        answer = pull_once(ctx, request, &header, max, &filter, &route).await;
     }
     answer
 }
@@ -166,18 +199,56 @@ struct Route {
     topic_sys_flag: i32,
 }
 
+/// How a pull filters (Java's `MessageFilter` of the pull).
+enum Filter {
+    /// By the tags codes of the ConsumeQueue units; `None` takes all.
+    Tags(Option<Vec<i64>>),
+    /// By an SQL92 selector over each record's properties.
+    Sql92(Arc<Selector>),
+}
+
 /// One pull; `route` says which broker the answer suggests.
 async fn pull_once(
     ctx: &Context,
     request: &RemotingCommand,
     header: &PullMessageRequestHeader,
     max: usize,
-    codes: Option<&[i64]>,
+    filter: &Filter,
     route: &Route,
 ) -> Response {
+    let codes = match filter {
+        Filter::Tags(codes) => codes.as_deref(),
+        Filter::Sql92(_) => None,
+    };
     let accepts = |code: i64| codes.is_none_or(|codes| codes.contains(&code));
+    let by_selector = |record: &[u8]| match filter {
+        Filter::Sql92(selector) => stored_properties(record).is_some_and(|p| selector.matches(&p)),
+        Filter::Tags(_) => true,
+    };
+    // `filterSupportRetry`: a retry topic's message is filtered by the selector its group
+    // registered for the message's original topic (`ExpressionForRetryMessageFilter`).
+    let retry_group = header
+        .topic
+        .strip_prefix(RETRY_GROUP_TOPIC_PREFIX)
+        .filter(|_| ctx.state.runtime().filter_support_retry);
+    let by_original_topic = |record: &[u8]| {
+        let Some(properties) = stored_properties(record) else {
+            return false;
+        };
+        let registered = properties
+            .property(PROPERTY_RETRY_TOPIC)
+            .zip(retry_group)
+            .and_then(|(topic, group)| ctx.state.consumer_filter(topic, group));
+        registered.is_none_or(|data| data.selector.matches(&properties))
+    };
+    let records: Option<RecordFilter<'_>> = match filter {
+        _ if retry_group.is_some() => Some(&by_original_topic),
+        Filter::Sql92(_) => Some(&by_selector),
+        Filter::Tags(_) => None,
+    };
     let filter = PullFilter {
         tags_codes: codes.map(|_| &accepts as &dyn Fn(i64) -> bool),
+        records,
     };
     let started = std::time::Instant::now();
     let result = match ctx
@@ -251,19 +322,37 @@ async fn pull_once(
     Some(response)
 }
 
-/// The refusal of a pull whose subscription is not a tag expression (`SQL92`): ferromq
-/// filters by tags only, and answers as a Java broker with `enablePropertyFilter=false`
-/// (its default) does.
-fn unsupported_filter(
-    request: &RemotingCommand,
-    expression_type: Option<&str>,
-) -> Option<RemotingCommand> {
-    let kind = expression_type.unwrap_or_default();
-    if kind.is_empty() || kind == "TAG" {
+/// Whether an `expressionType` is a tag one (`ExpressionType.isTagType`): unset, empty or
+/// `TAG`.
+fn is_tag_type(kind: &str) -> bool {
+    kind.is_empty() || kind == "TAG"
+}
+
+/// The refusal of a pull whose subscription is not a tag expression when the broker has no
+/// `enablePropertyFilter`, as Java words it.
+fn unsupported_filter(ctx: &Context, request: &RemotingCommand, kind: &str) -> Response {
+    if ctx.state.runtime().enable_property_filter {
         return None;
     }
     let remark = format!("The broker does not support consumer to filter message by {kind}");
     error(request, ResponseCode::SYSTEM_ERROR, remark)
+}
+
+/// Compiles a pull's own subscription (`FilterFactory.get(type).compile`): SQL92 is the only
+/// type besides tags.
+fn compile(kind: &str, expression: &str) -> Result<Selector, String> {
+    if kind != EXPRESSION_TYPE_SQL92 {
+        return Err(format!("The filter type {kind} is not supported"));
+    }
+    Selector::compile(expression).map_err(|e| e.to_string())
+}
+
+/// The properties of a stored record, read in place; `None` if it is not a message record.
+fn stored_properties(record: &[u8]) -> Option<StoredProperties<'_>> {
+    match decode_record(record, false) {
+        Ok(Record::Message { record, .. }) => Some(StoredProperties(record.properties)),
+        _ => None,
+    }
 }
 
 /// Tag hash codes of a TAG expression; `None` for "all" (`*` or empty).

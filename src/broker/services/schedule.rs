@@ -145,7 +145,7 @@ impl Scheduler {
     async fn deliver_due(&self, level: i32) -> Duration {
         let queue_id = level - 1;
         let offset = self.offset(level);
-        let all = PullFilter { tags_codes: None };
+        let all = PullFilter::ALL;
         let result = match self
             .reader
             .get_message(SCHEDULE_TOPIC, queue_id, offset, BATCH, &all)

@@ -166,7 +166,7 @@ impl<'a> Check<'a> {
 
     /// Reads op messages from `op_next` to the queue's end (`fillOpRemoveMap`).
     async fn read_ops(&mut self, half_start: i64) -> Result<(), IoError> {
-        let filter = PullFilter { tags_codes: None };
+        let filter = PullFilter::ALL;
         while self.ops_read < OPS_PER_ROUND_MAX {
             let result = self
                 .reader
@@ -214,7 +214,7 @@ impl<'a> Check<'a> {
     /// The half at `offset`, or where to read next when there is none there (past the end:
     /// `offset` itself; below the queue's minimum or an unreadable record: further on).
     async fn half_at(&self, offset: i64) -> Result<Result<Stored, i64>, IoError> {
-        let filter = PullFilter { tags_codes: None };
+        let filter = PullFilter::ALL;
         let result = self
             .reader
             .get_message(HALF_TOPIC, 0, offset, 1, &filter)

@@ -10,6 +10,7 @@
 //! - `offsets.rs`: committed consumer offsets (`consumerOffset.json`,
 //!   `ConsumerOffsetManager`);
 //! - `clients.rs`: the heartbeat clients (`ConsumerManager`, `ProducerManager`);
+//! - `filters.rs`: the SQL92 selectors groups registered (`ConsumerFilterManager`);
 //! - `locks.rs`: the queue locks of orderly consumers (`RebalanceLockManager`).
 //!
 //! Architecture Invariant: no lock covers a whole table on the send, pull or heartbeat path.
@@ -24,6 +25,7 @@
 //! connections go on.
 
 mod clients;
+mod filters;
 mod groups;
 mod locks;
 mod offsets;
@@ -33,6 +35,7 @@ mod topics;
 mod transactions;
 
 pub use clients::{ClientChannel, ConsumerMember};
+pub use filters::ConsumerFilterData;
 pub use locks::{LockTable, REBALANCE_LOCK_MAX_LIVE_TIME};
 pub use replication::{
     run_replica_waits, LinkState, LocalReplicaWaits, MasterAddrs, ReplicaStatus, SlaveLink,
@@ -81,6 +84,7 @@ pub struct BrokerState {
     groups: Groups,
     offsets: ConsumerOffsets,
     clients: Clients,
+    filters: filters::ConsumerFilters,
     /// Queue locks of orderly consumers.
     pub locks: LockTable,
     /// Messages stored and pulled, put latencies, TPS.
@@ -139,6 +143,7 @@ impl BrokerState {
             groups,
             offsets,
             clients: Clients::default(),
+            filters: filters::ConsumerFilters::default(),
             locks,
             stats: BrokerStats::new(shards, now_ms()),
             ended_transactions: transactions::EndedTransactions::default(),
@@ -438,6 +443,12 @@ impl BrokerState {
         for group in &changed {
             self.notify_consumer_ids_changed(group);
         }
+        // Every heartbeat, as Java's REGISTER event after `registerConsumer`.
+        for consumer in &data.consumer_data_set {
+            let subscriptions = &consumer.subscription_data_set;
+            self.filters
+                .register(&consumer.group_name, subscriptions, now_ms());
+        }
         changed
     }
 
@@ -449,6 +460,7 @@ impl BrokerState {
         for group in &changed {
             self.notify_consumer_ids_changed(group);
         }
+        self.unregister_filters(&changed);
         changed
     }
 
@@ -458,6 +470,7 @@ impl BrokerState {
         for group in &changed {
             self.notify_consumer_ids_changed(group);
         }
+        self.unregister_filters(&changed);
         changed
     }
 
@@ -544,6 +557,25 @@ impl BrokerState {
     #[must_use]
     pub fn has_consumer_group(&self, group: &str) -> bool {
         self.clients.has_consumer_group(group)
+    }
+
+    /// The SQL92 selector `group` registered for `topic` by heartbeat
+    /// (`ConsumerFilterManager.get`).
+    #[must_use]
+    pub fn consumer_filter(&self, topic: &str, group: &str) -> Option<Arc<ConsumerFilterData>> {
+        self.filters.get(topic, group)
+    }
+
+    /// Marks the selectors of the groups among `changed` that have no member left dead
+    /// (Java's UNREGISTER event).
+    fn unregister_filters(&self, changed: &[String]) {
+        let clean_after = self.runtime().filter_data_clean_time_span;
+        let clean_after_ms = i64::try_from(clean_after.as_millis()).unwrap_or(i64::MAX);
+        for group in changed {
+            if !self.clients.has_consumer_group(group) {
+                self.filters.unregister(group, now_ms(), clean_after_ms);
+            }
+        }
     }
 
     /// Whether the members of `group` said they consume by broadcast (`BROADCASTING`).

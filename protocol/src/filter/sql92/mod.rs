@@ -70,6 +70,29 @@ pub trait Properties {
     fn property(&self, name: &str) -> Option<&str>;
 }
 
+/// The properties of a stored record as they are stored (`name 0x01 value`, entries
+/// separated by 0x02), read in place: nothing is decoded or allocated for a lookup. Entries
+/// with an empty name or value are not there, as Java's `string2messageProperties` drops
+/// them.
+#[derive(Clone, Copy, Debug)]
+pub struct StoredProperties<'a>(pub &'a [u8]);
+
+impl Properties for StoredProperties<'_> {
+    fn property(&self, name: &str) -> Option<&str> {
+        self.0
+            .split(|b| *b == PROPERTY_SEPARATOR)
+            .filter_map(|entry| {
+                let at = entry.iter().position(|b| *b == NAME_VALUE_SEPARATOR)?;
+                Some((&entry[..at], &entry[at + 1..]))
+            })
+            .find(|(n, v)| *n == name.as_bytes() && !v.is_empty())
+            .and_then(|(_, v)| std::str::from_utf8(v).ok())
+    }
+}
+
+const NAME_VALUE_SEPARATOR: u8 = 1;
+const PROPERTY_SEPARATOR: u8 = 2;
+
 /// Name-value pairs, as a stored record's properties decode.
 impl<K: AsRef<str>, V: AsRef<str>> Properties for Vec<(K, V)> {
     fn property(&self, name: &str) -> Option<&str> {

@@ -219,3 +219,16 @@ fn deep_expressions_are_refused_before_they_can_exhaust_the_stack() {
     let text = format!("b = '{}'", "(-+ NOT AND".repeat(1000));
     assert!(Selector::compile(&text).is_ok());
 }
+
+#[test]
+fn stored_properties_are_read_in_place() {
+    let stored = StoredProperties(b"a\x011\x02TAGS\x02b\x01\x02c\x01x\x01y\x02UNIQ_KEY\x01K");
+    assert_eq!(stored.property("a"), Some("1"));
+    assert_eq!(stored.property("TAGS"), None);
+    assert_eq!(stored.property("b"), None);
+    assert_eq!(stored.property("c"), Some("x\x01y"));
+    assert_eq!(stored.property("UNIQ_KEY"), Some("K"));
+    assert!(Selector::compile("a = 1 AND b IS NULL")
+        .unwrap()
+        .matches(&stored));
+}
