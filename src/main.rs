@@ -7,8 +7,8 @@ use ferromq::config::broker::{split_addresses, BrokerConfig};
 use ferromq::config::namesrv::NamesrvConfig;
 use ferromq::config::properties;
 use ferromq::config::ConfigError;
+use ferromq::logging::{LogFormat, LogOptions, LOG_FILES_KEPT_DEFAULT, LOG_FILE_SIZE_DEFAULT};
 use ferromq_shards::{Placement, Shutdown};
-use std::io::IsTerminal;
 
 /// mimalloc: request bodies are allocated on network shards and freed on the writer shard;
 /// glibc's malloc serialises such cross-thread frees on an arena lock (seen in the store
@@ -26,6 +26,23 @@ struct Cli {
     /// RUST_LOG environment variable; the default is `info`.
     #[arg(long, global = true, value_name = "FILTER")]
     log: Option<String>,
+
+    /// Log line format: `text`, or `json` (one object per line).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+
+    /// Log to FILE instead of stderr, rotated by size (`--log-file-size`); rotated files are
+    /// kept gzipped as FILE.1.gz (newest) to FILE.N.gz (`--log-files-kept`).
+    #[arg(long, global = true, value_name = "FILE")]
+    log_file: Option<PathBuf>,
+
+    /// Bytes after which the log file is rotated (logback's `maxFileSize` for broker.log).
+    #[arg(long, global = true, value_name = "BYTES", default_value_t = LOG_FILE_SIZE_DEFAULT)]
+    log_file_size: u64,
+
+    /// Rotated log files kept (logback's `maxIndex` for broker.log).
+    #[arg(long, global = true, value_name = "N", default_value_t = LOG_FILES_KEPT_DEFAULT)]
+    log_files_kept: usize,
 
     #[command(subcommand)]
     command: Command,
@@ -122,10 +139,18 @@ struct NamesrvArgs {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     // The admin tool prints its answers on stdout; only warnings go to the log.
-    init_tracing(cli.log.as_deref().or(match cli.command {
-        Command::Admin(_) => Some("warn"),
+    let filter = cli.log.clone().or(match cli.command {
+        Command::Admin(_) => Some("warn".to_owned()),
         _ => None,
-    }));
+    });
+    // Held to the end: dropping it writes out the log file's queued lines.
+    let _log = ferromq::logging::init(&LogOptions {
+        filter,
+        format: cli.log_format,
+        file: cli.log_file.clone(),
+        file_size: cli.log_file_size,
+        files_kept: cli.log_files_kept,
+    })?;
     if !matches!(cli.command, Command::Admin(_)) {
         let limit = ferromq_uring::net::raise_open_files_limit();
         tracing::debug!(?limit, "open files limit");
@@ -152,19 +177,6 @@ fn run_admin(args: ferromq::admin::AdminArgs) -> anyhow::Result<()> {
     stdout.write_all(text.as_bytes())?;
     stdout.flush()?;
     Ok(())
-}
-
-fn init_tracing(filter: Option<&str>) {
-    use tracing_subscriber::EnvFilter;
-    let filter = match filter {
-        Some(text) => EnvFilter::new(text),
-        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-    };
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
 }
 
 /// Reads the Java properties file at `path`, if any, and applies it with `apply`; unknown

@@ -268,6 +268,9 @@ where
     // ASYNC_FLUSH syncs on a fixed schedule, whatever the load: the deadline does not move
     // when puts arrive.
     let mut next_sync = Instant::now() + sync_interval(mode);
+    // When the periodic sync in flight began, and when each job in flight began (in order).
+    let mut sync_started = Instant::now();
+    let mut job_starts: VecDeque<Instant> = VecDeque::new();
     let mut closed = false;
     loop {
         if mode != FlushDiskType::SyncFlush && syncing.is_none() && Instant::now() >= next_sync {
@@ -275,6 +278,7 @@ where
             match log.take_syncs() {
                 Ok(Some(syncs)) => {
                     syncing = Some((glommio::spawn_local(syncs.run()), unsynced.take()));
+                    sync_started = Instant::now();
                 }
                 Ok(None) => {
                     // Everything written is on the device already.
@@ -304,6 +308,7 @@ where
             match log.start_write(mode == FlushDiskType::SyncFlush, extent) {
                 Ok(Some(job)) => {
                     jobs.push_back(glommio::spawn_local(job.run()));
+                    job_starts.push_back(Instant::now());
                     let left = usize::try_from(log.unissued_bytes()).unwrap_or(usize::MAX);
                     puts.job_started(left);
                 }
@@ -362,6 +367,7 @@ where
             Event::Synced(result, covers) => {
                 match result {
                     Ok(end) => {
+                        log_if_slow("periodic sync", sync_started);
                         log.synced(end);
                         stats.syncs += 1;
                         if let Some(stored) = covers {
@@ -384,6 +390,9 @@ where
             Event::Written(None) => unreachable!("a job ended while none was in flight"),
             Event::Written(Some(outcome)) => {
                 let synced = outcome.syncs();
+                if let Some(started) = job_starts.pop_front() {
+                    log_if_slow(if synced { "write and sync" } else { "write" }, started);
+                }
                 let written = log.finish_write(outcome);
                 stats.batches += 1;
                 match written {
@@ -643,6 +652,20 @@ enum Event {
     /// The periodic sync ended, with the store time of the newest record it covers.
     Synced(Result<u64, IoError>, Option<i64>),
     SyncDue,
+}
+
+/// A CommitLog write or sync taking longer than this is logged (Java's flush service logs
+/// "Flush data to disk costs" past the same 500 ms).
+const SLOW_DISK_LOG: Duration = Duration::from_millis(500);
+
+/// Logs a write or sync begun at `started` that took longer than [`SLOW_DISK_LOG`]: the
+/// disk is the cause of any put latency that long.
+fn log_if_slow(what: &str, started: Instant) {
+    let took = started.elapsed();
+    if took > SLOW_DISK_LOG {
+        let ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
+        tracing::warn!(what, ms, "slow CommitLog disk operation");
+    }
 }
 
 fn sync_interval(mode: FlushDiskType) -> Duration {
