@@ -31,7 +31,7 @@ fn read_log(dir: &Path, settled: bool) -> (Vec<String>, Vec<PathBuf>) {
             Some((n.parse().ok()?, entry.path()))
         })
         .collect();
-    rotated.sort_by(|a, b| b.0.cmp(&a.0));
+    rotated.sort_by_key(|(n, _)| std::cmp::Reverse(*n));
     let mut text = String::new();
     for (_, path) in &rotated {
         let Ok(file) = std::fs::File::open(path) else {
