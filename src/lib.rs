@@ -19,6 +19,7 @@ pub mod admin;
 pub mod broker;
 pub mod config;
 pub mod logging;
+pub mod metrics;
 pub mod namesrv;
 pub mod remoting;
 pub mod store;

@@ -21,6 +21,7 @@ pub mod acl;
 pub use ferromq_protocol::batch;
 pub mod codes;
 pub mod delay;
+pub mod metrics;
 pub mod processors;
 pub mod reply;
 pub mod retry;
@@ -72,6 +73,7 @@ pub struct BrokerHandle {
     shards: ShardsHandle<()>,
     state: Arc<BrokerState>,
     registration: Option<std::thread::JoinHandle<()>>,
+    metrics: Option<crate::metrics::exporter::Exporter>,
     _lock: StoreLock,
 }
 
@@ -80,6 +82,12 @@ impl BrokerHandle {
     #[must_use]
     pub fn shutdown_signal(&self) -> Shutdown {
         self.shards.shutdown.clone()
+    }
+
+    /// The metrics endpoint's address, when `metricsExporterType=PROM`.
+    #[must_use]
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().map(|exporter| exporter.addr)
     }
 
     /// The broker's state (topics, groups, offsets, clients).
@@ -105,6 +113,9 @@ impl BrokerHandle {
         let joined = self.shards.join();
         if let Some(registration) = self.registration.take() {
             let _ = registration.join();
+        }
+        if let Some(metrics) = self.metrics.take() {
+            metrics.join();
         }
         if let Err(error) = self.state.persist_offsets() {
             tracing::error!(%error, "cannot persist consumer offsets at shutdown");
@@ -153,7 +164,9 @@ pub fn start(config: BrokerConfig, shutdown: Shutdown) -> Result<BrokerHandle, B
     if let Some(acl) = &state.acl {
         acl::AclRules::watch(acl);
     }
+    config.metrics.check().map_err(BrokerError::Listen)?;
     let shared = Arc::new(StoreShared::new(config.store.clone()));
+    let metrics_shared = Arc::clone(&shared);
     let channels = StoreChannels::new(Arc::clone(&shared));
     let handle = channels.handle.clone();
     let (start_tx, start_rx) = oneshot::channel();
@@ -282,12 +295,21 @@ pub fn start(config: BrokerConfig, shutdown: Shutdown) -> Result<BrokerHandle, B
         }
     };
     tracing::info!(%addr, broker = %config.broker_name, "broker listening");
+    let metrics = match metrics::start(&config, &state, &metrics_shared, shards.shutdown.clone()) {
+        Ok(metrics) => metrics,
+        Err(error) => {
+            shards.shutdown.trigger();
+            let _ = shards.join();
+            return Err(BrokerError::Listen(error));
+        }
+    };
     let registration = register::spawn(Arc::clone(&state), addr, shards.shutdown.clone());
     Ok(BrokerHandle {
         addr,
         shards,
         state,
         registration: Some(registration),
+        metrics,
         _lock: lock,
     })
 }

@@ -18,6 +18,7 @@
 //! clusterList` / `brokerStatus` in `tests/java_mqadmin.rs`.
 
 pub mod items;
+pub mod rpc;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -162,6 +163,8 @@ pub struct BrokerStats {
     bounds: [u64; BUCKETS],
     /// Per topic and per `topic@group` (`TOPIC_PUT_NUMS`, `GROUP_GET_NUMS`, …).
     pub items: items::StatsItems,
+    /// Request latencies and requests in flight, per shard (for the metrics).
+    pub rpc: rpc::RpcStats,
 }
 
 fn sum(values: impl Iterator<Item = u64>) -> u64 {
@@ -178,6 +181,7 @@ impl BrokerStats {
             sampled: Mutex::new(Sampled::default()),
             bounds: bucket_bounds(),
             items: items::StatsItems::new(shards),
+            rpc: rpc::RpcStats::new(shards),
         }
     }
 

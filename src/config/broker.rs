@@ -87,6 +87,8 @@ pub struct BrokerConfig {
     /// The `tls.*` keys (Java's `TlsSystemConfig`, there JVM properties): TLS on the
     /// remoting ports and on the broker's connections to name servers.
     pub tls: crate::remoting::tls::TlsSettings,
+    /// The `metrics*` keys of Java 5.x (`metricsExporterType`, `metricsPromExporterPort`, …).
+    pub metrics: crate::metrics::config::MetricsConfig,
     /// `rocketmqHome` (the `ROCKETMQ_HOME` environment variable, else the working
     /// directory): where `conf/plain_acl.yml` and `conf/acl/` are.
     pub rocketmq_home: PathBuf,
@@ -183,6 +185,7 @@ impl Default for BrokerConfig {
             filter_data_clean_time_span: Duration::from_secs(24 * 3600),
             acl_enable: false,
             tls: crate::remoting::tls::TlsSettings::default(),
+            metrics: crate::metrics::config::MetricsConfig::default(),
             rocketmq_home: std::env::var_os("ROCKETMQ_HOME")
                 .map_or_else(|| PathBuf::from("."), PathBuf::from),
             auto_create_topic_enable: true,
@@ -546,6 +549,11 @@ impl BrokerConfig {
                         "Java broker key not implemented by ferromq, ignored"
                     );
                 }
+                _ if key.starts_with("metrics") => match self.metrics.set(key, value) {
+                    Ok(true) => {}
+                    Ok(false) => unknown.push(key.to_owned()),
+                    Err(expected) => return Err(bad(&at, key, value, &expected)),
+                },
                 _ if key.starts_with("tls.") => match self.tls.set(key, value) {
                     Ok(true) => {}
                     Ok(false) => unknown.push(key.to_owned()),

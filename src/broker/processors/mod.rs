@@ -29,9 +29,10 @@ use super::codes::{route_of, Processor};
 use super::reply::{error, Response};
 use super::services::long_poll::LongPoll;
 use super::state::{BrokerState, LocalReplicaWaits};
+use super::stats::rpc::{RpcKey, RpcStats, NO_RESPONSE, PROCESSORS};
 use crate::remoting::heartbeat::MessageQueue;
 use crate::remoting::server::{ConnectionInfo, Outbound, RequestHandler};
-use crate::remoting::{RemotingCommand, ResponseCode};
+use crate::remoting::{RemotingCommand, RequestCode, ResponseCode};
 use crate::store::message_store::StoreHandle;
 use crate::store::put_coalescer::PutCoalescer;
 use crate::store::reader::StoreReader;
@@ -182,9 +183,81 @@ impl BrokerHandler {
     }
 }
 
+/// `PullSysFlag.FLAG_SUSPEND`: the pull may be held while its queue has nothing.
+const PULL_FLAG_SUSPEND: i32 = 0x2;
+
+/// The processor pool of Java's `rocketmq_processor_watermark` a request would wait in, as
+/// an index of [`PROCESSORS`].
+fn watermark_pool(code: RequestCode) -> usize {
+    let pool = match route_of(code).map(|route| route.processor) {
+        _ if code == RequestCode::SEND_REPLY_MESSAGE
+            || code == RequestCode::SEND_REPLY_MESSAGE_V2 =>
+        {
+            "reply"
+        }
+        _ if code == RequestCode::LITE_PULL_MESSAGE => "lite_pull",
+        _ if code == RequestCode::HEART_BEAT => "heartbeat",
+        Some(Processor::Send | Processor::SendBack) => "send",
+        Some(Processor::Pull) => "pull",
+        Some(Processor::Client) => "client_manager",
+        Some(Processor::Offsets) => "consumer_manager",
+        Some(Processor::Query) => "query_message",
+        Some(Processor::EndTransaction) => "transaction",
+        _ => "admin",
+    };
+    PROCESSORS
+        .iter()
+        .position(|name| *name == pool)
+        .unwrap_or(0)
+}
+
+/// A request counted in flight until it is answered or dropped (its connection closed).
+struct InFlight<'a> {
+    stats: &'a RpcStats,
+    shard: usize,
+    pool: usize,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.stats.ended(self.shard, self.pool);
+    }
+}
+
 impl RequestHandler for BrokerHandler {
     async fn handle(&self, connection: ConnectionInfo, request: RemotingCommand) -> Response {
-        self.process(connection, request).await
+        let ctx = &self.ctx;
+        let rpc = &ctx.state.stats.rpc;
+        let code = request.request_code();
+        // A pull that asks to be held while its queue has nothing (`FLAG_SUSPEND`).
+        let long_polling = code == RequestCode::PULL_MESSAGE
+            && request
+                .ext_fields
+                .as_ref()
+                .and_then(|fields| fields.get("sysFlag"))
+                .and_then(|flag| flag.parse::<i32>().ok())
+                .is_some_and(|flag| flag & PULL_FLAG_SUSPEND != 0);
+        let pool = watermark_pool(code);
+        rpc.started(ctx.shard, pool);
+        let in_flight = InFlight {
+            stats: rpc,
+            shard: ctx.shard,
+            pool,
+        };
+        let started = std::time::Instant::now();
+        let answer = self.process(connection, request).await;
+        drop(in_flight);
+        let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let response = answer
+            .as_ref()
+            .map_or(NO_RESPONSE, |response| response.code);
+        let key = RpcKey {
+            request: code.0,
+            response,
+            long_polling,
+        };
+        rpc.record(ctx.shard, key, elapsed_ms);
+        answer
     }
 
     fn connection_opened(&self, connection: ConnectionInfo, outbound: Outbound) {

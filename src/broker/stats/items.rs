@@ -94,11 +94,42 @@ impl Counter {
     }
 }
 
-/// One key's counters: messages and bytes.
+/// Upper bounds (bytes) of `rocketmq_message_size`'s buckets, Java's view: 1 KiB, 4 KiB,
+/// 512 KiB, 1 MiB, 2 MiB and 4 MiB, then `+Inf`.
+pub const MESSAGE_SIZE_BUCKETS: [u64; 6] = [1 << 10, 4 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20];
+
+/// One key's counters: messages and bytes, and for puts the sizes of Java's
+/// `rocketmq_message_size` (a put's bytes per message, once per put).
 #[derive(Clone, Copy, Debug, Default)]
 struct KeyCounters {
     nums: Counter,
     size: Counter,
+    sizes: [u64; MESSAGE_SIZE_BUCKETS.len() + 1],
+}
+
+/// A topic's puts so far, all shards added up (for the metrics).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PutTotals {
+    /// Messages put.
+    pub messages: u64,
+    /// Bytes put, records as stored.
+    pub bytes: u64,
+    /// Puts.
+    pub puts: u64,
+    /// Puts per bucket of [`MESSAGE_SIZE_BUCKETS`] and the `+Inf` one, by bytes per message.
+    pub sizes: [u64; MESSAGE_SIZE_BUCKETS.len() + 1],
+}
+
+/// Puts by topic and pulls by (topic, group), each ascending.
+pub type MetricTotals = (Vec<(String, PutTotals)>, Vec<((String, String), GetTotals)>);
+
+/// A group's pulls from a topic so far, all shards added up (for the metrics).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GetTotals {
+    /// Messages pulled.
+    pub messages: u64,
+    /// Bytes pulled, records as stored.
+    pub bytes: u64,
 }
 
 /// One shard's tables.
@@ -174,6 +205,12 @@ impl StatsItems {
         };
         counters.nums.add(messages);
         counters.size.add(bytes);
+        let per_message = bytes / messages.max(1);
+        let bucket = MESSAGE_SIZE_BUCKETS
+            .iter()
+            .position(|bound| per_message <= *bound)
+            .unwrap_or(MESSAGE_SIZE_BUCKETS.len());
+        counters.sizes[bucket] = counters.sizes[bucket].saturating_add(1);
     }
 
     /// Counts a pull by `group` from `topic` that found `messages` messages of `bytes`
@@ -199,6 +236,34 @@ impl StatsItems {
             .or_default();
         counters.nums.add(messages);
         counters.size.add(bytes);
+    }
+
+    /// Every topic's puts and every (topic, group)'s pulls, all shards added up: what a
+    /// metrics scrape reads (each shard's table locked in turn, as the sampler does).
+    #[must_use]
+    pub fn metric_totals(&self) -> MetricTotals {
+        let mut puts = std::collections::BTreeMap::<String, PutTotals>::new();
+        let mut gets = std::collections::BTreeMap::<(String, String), GetTotals>::new();
+        for slot in &self.slots {
+            let tables = locked(&slot.0);
+            for (topic, counters) in &tables.put {
+                let total = puts.entry(topic.clone()).or_default();
+                total.messages = total.messages.saturating_add(counters.nums.value);
+                total.bytes = total.bytes.saturating_add(counters.size.value);
+                total.puts = total.puts.saturating_add(counters.nums.times);
+                for (sum, count) in total.sizes.iter_mut().zip(counters.sizes) {
+                    *sum = sum.saturating_add(count);
+                }
+            }
+            for (topic, groups) in &tables.get {
+                for (group, counters) in groups {
+                    let total = gets.entry((topic.clone(), group.clone())).or_default();
+                    total.messages = total.messages.saturating_add(counters.nums.value);
+                    total.bytes = total.bytes.saturating_add(counters.size.value);
+                }
+            }
+        }
+        (puts.into_iter().collect(), gets.into_iter().collect())
     }
 
     /// Every shard's counters added up: (put by topic, get by `topic@group`).

@@ -1,0 +1,168 @@
+//! The HTTP endpoint scrapes read (`metricsExporterType=PROM`): `GET /metrics` answers the
+//! Prometheus text format (version 0.0.4, as Java 5.x's `PrometheusHttpServer`).
+//!
+//! It runs on a thread of its own with a current-thread tokio runtime and hyper's HTTP/1
+//! server, off the shards: a scrape reads the shards' counters (atomics, or tables whose
+//! lock only the scrape and their own shard take) and never sends a shard work. The routes
+//! are one `match` ([`route`]), so that the status page can join `/metrics` on the same
+//! port. Requests are small and read whole by hyper; anything but `GET` of a known path
+//! gets 404 or 405, never a closed connection without an answer.
+
+use bytes::Bytes;
+use ferromq_shards::Shutdown;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response, StatusCode};
+use prometheus_client::registry::Registry;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Scrapes served at the same time; more wait in the kernel's accept queue.
+const CONNECTIONS_MAX: usize = 64;
+/// How long a connection may take to send its request head (slow clients are dropped).
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A running endpoint: its address and its thread, which ends at the shutdown signal.
+#[derive(Debug)]
+pub struct Exporter {
+    /// The address it listens on (the real port when 0 was asked for).
+    pub addr: SocketAddr,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Exporter {
+    /// Binds `addr` now (so that a port in use fails the start, as in Java) and serves
+    /// `registry` until `shutdown`.
+    ///
+    /// # Errors
+    /// The port cannot be bound, or the thread cannot start.
+    pub fn start(
+        addr: SocketAddr,
+        registry: Registry,
+        shutdown: Shutdown,
+    ) -> std::io::Result<Exporter> {
+        let listener = std::net::TcpListener::bind(addr)?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let registry = Arc::new(registry);
+        let thread = std::thread::Builder::new()
+            .name("metrics-http".to_owned())
+            .spawn(move || run(listener, registry, shutdown))?;
+        tracing::info!(%addr, "metrics endpoint listening (Prometheus text at /metrics)");
+        Ok(Exporter {
+            addr,
+            thread: Some(thread),
+        })
+    }
+
+    /// Waits for the thread to end (it ends at the shutdown signal).
+    pub fn join(mut self) {
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn run(listener: std::net::TcpListener, registry: Arc<Registry>, shutdown: Shutdown) {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            tracing::error!(%error, "metrics endpoint: cannot start its runtime");
+            return;
+        }
+    };
+    runtime.block_on(async move {
+        let listener = match tokio::net::TcpListener::from_std(listener) {
+            Ok(listener) => listener,
+            Err(error) => {
+                tracing::error!(%error, "metrics endpoint: cannot use its socket");
+                return;
+            }
+        };
+        let permits = Arc::new(tokio::sync::Semaphore::new(CONNECTIONS_MAX));
+        let stop = shutdown.wait();
+        tokio::pin!(stop);
+        loop {
+            let accepted = tokio::select! {
+                () = &mut stop => break,
+                accepted = listener.accept() => accepted,
+            };
+            let (stream, peer) = match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    tracing::warn!(%error, "metrics endpoint: accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
+                tracing::warn!(%peer, max = CONNECTIONS_MAX, "metrics endpoint: too many scrapes");
+                continue;
+            };
+            let registry = Arc::clone(&registry);
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |request| {
+                    let registry = Arc::clone(&registry);
+                    async move { Ok::<_, std::convert::Infallible>(route(&request, &registry)) }
+                });
+                let served = hyper::server::conn::http1::Builder::new()
+                    .timer(hyper_util::rt::TokioTimer::new())
+                    .header_read_timeout(HEADER_READ_TIMEOUT)
+                    .keep_alive(true)
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+                if let Err(error) = served {
+                    tracing::debug!(%peer, %error, "metrics endpoint: connection ended");
+                }
+                drop(permit);
+            });
+        }
+    });
+}
+
+/// Answers one request: `GET /metrics` the exposition, other paths 404, other methods 405.
+fn route(request: &Request<Incoming>, registry: &Registry) -> Response<Full<Bytes>> {
+    match (request.method(), request.uri().path()) {
+        (&Method::GET | &Method::HEAD, "/metrics") => {
+            let mut text = String::new();
+            match prometheus_client::encoding::prometheus_text::encode(&mut text, registry) {
+                Ok(()) => answer(
+                    StatusCode::OK,
+                    prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
+                    text,
+                ),
+                Err(_) => answer(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "text/plain",
+                    "metrics could not be encoded\n".to_owned(),
+                ),
+            }
+        }
+        (_, "/metrics") => answer(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "text/plain",
+            "only GET\n".to_owned(),
+        ),
+        _ => answer(
+            StatusCode::NOT_FOUND,
+            "text/plain",
+            "not found; metrics are at /metrics\n".to_owned(),
+        ),
+    }
+}
+
+fn answer(status: StatusCode, content_type: &str, body: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    if let Ok(value) = hyper::header::HeaderValue::from_str(content_type) {
+        response
+            .headers_mut()
+            .insert(hyper::header::CONTENT_TYPE, value);
+    }
+    response
+}
