@@ -27,6 +27,12 @@ pub mod property {
     pub const DELAY_TIME_LEVEL: &str = "DELAY";
     /// Client-side unique message id.
     pub const UNIQ_CLIENT_MESSAGE_ID_KEYIDX: &str = "UNIQ_KEY";
+    /// When a timer message is delivered, epoch ms (5.x).
+    pub const TIMER_DELIVER_MS: &str = "TIMER_DELIVER_MS";
+    /// A timer message's delay in seconds (5.x).
+    pub const TIMER_DELAY_SEC: &str = "TIMER_DELAY_SEC";
+    /// A timer message's delay in ms (5.x).
+    pub const TIMER_DELAY_MS: &str = "TIMER_DELAY_MS";
     /// Original topic of a retried or scheduled message.
     pub const REAL_TOPIC: &str = "REAL_TOPIC";
     /// Original queue id of a retried or scheduled message.
@@ -105,6 +111,27 @@ impl Message {
     pub fn with_delay_level(mut self, level: i32) -> Message {
         self.put_property(property::DELAY_TIME_LEVEL, &level.to_string());
         self
+    }
+
+    /// Makes a timer message delivered at `deliver_time_ms` (epoch ms), as 5.x's
+    /// `Message.setDeliverTimeMs`: the broker rounds it down to its `timerPrecisionMs`
+    /// (never delivering early) and refuses a time more than `timerMaxDelaySec` ahead.
+    #[must_use]
+    pub fn with_deliver_time_ms(mut self, deliver_time_ms: i64) -> Message {
+        self.set_deliver_time_ms(deliver_time_ms);
+        self
+    }
+
+    /// [`Message::with_deliver_time_ms`] in place.
+    pub fn set_deliver_time_ms(&mut self, deliver_time_ms: i64) {
+        self.put_property(property::TIMER_DELIVER_MS, &deliver_time_ms.to_string());
+    }
+
+    /// The delivery time of a timer message, if set.
+    #[must_use]
+    pub fn deliver_time_ms(&self) -> Option<i64> {
+        self.property(property::TIMER_DELIVER_MS)
+            .and_then(|ms| ms.parse().ok())
     }
 
     /// Sets the application flag.

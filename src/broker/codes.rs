@@ -25,6 +25,8 @@ pub enum Processor {
     Query,
     /// The end of a transaction (`EndTransactionProcessor`).
     EndTransaction,
+    /// Recalling a timer message (`RecallMessageProcessor`, 5.x).
+    Recall,
     /// Topic administration (`AdminBrokerProcessor`).
     Topics,
     /// Subscription groups, their offsets, connections and queue locks
@@ -111,6 +113,7 @@ pub const ROUTES: &[Route] = &[
     put(C::CONSUMER_SEND_MSG_BACK, SendBack, false),
     put(C::END_TRANSACTION, EndTransaction, true),
     put(C::RESUME_CHECK_HALF_MESSAGE, EndTransaction, false),
+    route(C::RECALL_MESSAGE, Processor::Recall),
     route(C::PULL_MESSAGE, Pull),
     // 5.x's lite pull consumer: the same request under its own code, as in Java.
     route(C::LITE_PULL_MESSAGE, Pull),

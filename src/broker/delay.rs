@@ -65,6 +65,18 @@ pub fn redirect_delayed(message: &mut PutMessage, levels: &DelayLevels) {
     let max = i32::try_from(levels.len()).unwrap_or(i32::MAX);
     let level = level.min(max);
     set_property(&mut properties, PROPERTY_DELAY, level.to_string());
+    park(message, properties, SCHEDULE_TOPIC, level - 1);
+}
+
+/// Moves a put to `topic`/`queue_id` where it waits, its real topic and queue kept in
+/// `REAL_TOPIC`/`REAL_QID` beside `properties` (the delay's and the timer's backup of the
+/// real topic, `transformDelayLevelMessage` and `transformTimerMessage`).
+pub(crate) fn park(
+    message: &mut PutMessage,
+    mut properties: Vec<(String, String)>,
+    topic: &str,
+    queue_id: i32,
+) {
     set_property(&mut properties, PROPERTY_REAL_TOPIC, message.topic.clone());
     set_property(
         &mut properties,
@@ -72,6 +84,6 @@ pub fn redirect_delayed(message: &mut PutMessage, levels: &DelayLevels) {
         message.queue_id.to_string(),
     );
     message.properties = encode_properties(&properties);
-    message.topic = SCHEDULE_TOPIC.to_owned();
-    message.queue_id = level - 1;
+    message.topic = topic.to_owned();
+    message.queue_id = queue_id;
 }

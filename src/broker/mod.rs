@@ -28,6 +28,7 @@ pub mod retry;
 pub mod services;
 pub mod state;
 pub mod stats;
+pub mod timer;
 pub mod transaction;
 
 pub use services::{ha, ha_slave, long_poll, register, schedule};
@@ -399,6 +400,19 @@ async fn run_control_role(
         }
     })
     .detach();
+    let timer_state = Arc::clone(&state);
+    let timer_handle = handle.clone();
+    let timer_shutdown = shutdown.clone();
+    let timer_ready = Arc::clone(&ready);
+    let timer = glommio::spawn_local(async move {
+        // As Java, the timer delivers on masters only (a slave's tracks its master's
+        // progress, not yet done here).
+        let master = timer_state.config.broker_role != BrokerRole::Slave;
+        if master && wait_for(&timer_ready).await.is_ok() {
+            services::timer::run_timer(timer_state, timer_handle, timer_shutdown).await;
+        }
+    })
+    .detach();
     let transaction_state = Arc::clone(&state);
     let transaction_handle = handle.clone();
     let transaction_shutdown = shutdown.clone();
@@ -426,6 +440,7 @@ async fn run_control_role(
     let _ = sampler.await;
     let _ = retention.await;
     let _ = schedule.await;
+    let _ = timer.await;
     let _ = transactions.await;
 }
 

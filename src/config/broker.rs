@@ -103,6 +103,9 @@ pub struct BrokerConfig {
     /// `storeReplyMessageEnable` (true): a request-reply answer is stored in the reply
     /// topic besides being pushed to its requester.
     pub store_reply_message_enable: bool,
+    /// `recallMessageEnable` (false, as Java 5.x): whether RECALL_MESSAGE may cancel a
+    /// timer message.
+    pub recall_message_enable: bool,
     /// `clusterTopicEnable` (true): the cluster's topic is readable and writable.
     pub cluster_topic_enable: bool,
     /// `brokerTopicEnable` (true): the broker's own topic is readable and writable.
@@ -193,6 +196,7 @@ impl Default for BrokerConfig {
             auto_create_subscription_group: true,
             long_polling_enable: true,
             store_reply_message_enable: true,
+            recall_message_enable: false,
             cluster_topic_enable: true,
             broker_topic_enable: true,
             trace_topic_enable: false,
@@ -527,6 +531,37 @@ impl BrokerConfig {
                 "pullMappedMemoryMax" => {
                     store.pull_mapped_memory_max = parse_value(&at, key, value, "a byte count")?;
                 }
+                "mappedFileSizeTimerLog" => {
+                    store.mapped_file_size_timer_log =
+                        parse_value(&at, key, value, "a byte count")?;
+                }
+                "timerPrecisionMs" => {
+                    let ms: i64 = parse_value(&at, key, value, "milliseconds")?;
+                    if ms <= 0 {
+                        return Err(bad(&at, key, value, "a positive number of milliseconds"));
+                    }
+                    store.timer_precision_ms = ms;
+                }
+                "timerRollWindowSlot" => {
+                    store.timer_roll_window_slot = parse_value(&at, key, value, "a slot count")?;
+                }
+                "timerFlushIntervalMs" => store.timer_flush_interval = millis(&at, key, value)?,
+                "timerMaxDelaySec" => {
+                    store.timer_max_delay_sec = parse_value(&at, key, value, "seconds")?;
+                }
+                "timerWheelEnable" => store.timer_wheel_enable = parse_bool(&at, key, value)?,
+                "timerStopEnqueue" => store.timer_stop_enqueue = parse_bool(&at, key, value)?,
+                "timerStopDequeue" => store.timer_stop_dequeue = parse_bool(&at, key, value)?,
+                "timerSkipUnknownError" => {
+                    store.timer_skip_unknown_error = parse_bool(&at, key, value)?;
+                }
+                "timerEnableRetryUntilSuccess" => {
+                    store.timer_enable_retry_until_success = parse_bool(&at, key, value)?;
+                }
+                "timerProgressLogIntervalMs" => {
+                    store.timer_progress_log_interval = millis(&at, key, value)?;
+                }
+                "recallMessageEnable" => self.recall_message_enable = parse_bool(&at, key, value)?,
                 "deleteCommitLogFilesInterval" => {
                     let ms: u64 = parse_value(&at, key, value, "milliseconds")?;
                     store.delete_commit_log_files_interval = Duration::from_millis(ms);

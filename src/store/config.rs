@@ -72,6 +72,32 @@ pub struct StoreConfig {
     /// CommitLog windows the readers keep mapped at once, whose pages pull answers are sent
     /// from without a copy; 0 reads every pull into a buffer (Java's `transferMsgByHeap`).
     pub pull_mapped_memory_max: u64,
+    /// `mappedFileSizeTimerLog` (100 MiB): the size of each `timerlog/` file.
+    pub mapped_file_size_timer_log: u64,
+    /// `timerPrecisionMs` (1000): a timer message's delivery time is rounded down to it,
+    /// and the wheel turns one slot per precision.
+    pub timer_precision_ms: i64,
+    /// `timerRollWindowSlot` (172,800 slots, two days at 1 s): messages further away are
+    /// parked at the window's end and rolled.
+    pub timer_roll_window_slot: i64,
+    /// `timerFlushIntervalMs` (1000): how often the timer's files and checkpoint are synced.
+    pub timer_flush_interval: Duration,
+    /// `timerMaxDelaySec` (259,200, three days): longer delays are refused.
+    pub timer_max_delay_sec: i64,
+    /// `timerWheelEnable` (true): false refuses timer messages.
+    pub timer_wheel_enable: bool,
+    /// `timerStopEnqueue` (false): stops moving timer messages into the wheel.
+    pub timer_stop_enqueue: bool,
+    /// `timerStopDequeue` (false): stops delivering from the wheel.
+    pub timer_stop_dequeue: bool,
+    /// `timerSkipUnknownError` (false): an enqueue or delivery that fails for an unknown
+    /// reason is skipped instead of retried.
+    pub timer_skip_unknown_error: bool,
+    /// `timerEnableRetryUntilSuccess` (false): a delivery whose put keeps failing is retried
+    /// until it succeeds, instead of three times.
+    pub timer_enable_retry_until_success: bool,
+    /// `timerProgressLogIntervalMs` (10 s): how often the timer logs its progress.
+    pub timer_progress_log_interval: Duration,
     /// Whether the broker is a slave (`brokerRole=SLAVE`): the store refuses puts and
     /// takes only the bytes its master replicates (Java's `checkStoreStatus`).
     pub slave: bool,
@@ -112,6 +138,17 @@ impl StoreConfig {
             delete_commit_log_files_interval: Duration::from_millis(100),
             commit_log_page_cache_writes: true,
             pull_mapped_memory_max: 512 << 20,
+            mapped_file_size_timer_log: 100 << 20,
+            timer_precision_ms: 1000,
+            timer_roll_window_slot: 3600 * 24 * 2,
+            timer_flush_interval: Duration::from_millis(1000),
+            timer_max_delay_sec: 3600 * 24 * 3,
+            timer_wheel_enable: true,
+            timer_stop_enqueue: false,
+            timer_stop_dequeue: false,
+            timer_skip_unknown_error: false,
+            timer_enable_retry_until_success: false,
+            timer_progress_log_interval: Duration::from_secs(10),
             slave: false,
         }
     }
@@ -149,6 +186,12 @@ impl StoreConfig {
     #[must_use]
     pub fn index_dir(&self) -> PathBuf {
         self.store_path_root_dir.join("index")
+    }
+
+    /// `<root>/timerlog`.
+    #[must_use]
+    pub fn timer_log_dir(&self) -> PathBuf {
+        self.store_path_root_dir.join("timerlog")
     }
 
     /// `<root>/config`.

@@ -32,3 +32,4 @@ pub mod segment;
 pub mod segment_writer;
 pub mod shared;
 pub mod time_search;
+pub mod timer;

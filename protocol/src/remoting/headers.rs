@@ -322,6 +322,28 @@ command_header! {
         transaction_id: Option<String> = "transactionId",
         /// `batchUniqId`.
         batch_uniq_id: Option<String> = "batchUniqId",
+        /// `recallHandle` (5.x): the handle RECALL_MESSAGE takes to cancel a timer message.
+        recall_handle: Option<String> = "recallHandle",
+    }
+}
+
+command_header! {
+    /// RECALL_MESSAGE (370) request (5.x): cancel a timer message by its recall handle.
+    pub struct RecallMessageRequestHeader {
+        /// `producerGroup`.
+        producer_group: Option<String> = "producerGroup",
+        /// `topic`.
+        topic: String = "topic",
+        /// `recallHandle`.
+        recall_handle: String = "recallHandle",
+    }
+}
+
+command_header! {
+    /// RECALL_MESSAGE (370) response.
+    pub struct RecallMessageResponseHeader {
+        /// `msgId`: the recalled message's `UNIQ_KEY`.
+        msg_id: String = "msgId",
     }
 }
 

@@ -3,10 +3,10 @@
 //! mqadmin `resumeCheckHalfMessage`): a half is checked again from scratch.
 
 use super::Context;
-use crate::broker::delay::redirect_delayed;
 use crate::broker::reply::{error, Response};
 use crate::broker::state::BrokerState;
 use crate::broker::state::{PERM_READ, PERM_WRITE};
+use crate::broker::timer::handle_schedule;
 use crate::broker::transaction::CHECK_TIMES;
 use crate::broker::transaction::{
     put_op, Stored, HALF_TOPIC, PGROUP, PREPARED_QUEUE_OFFSET, REAL_TOPIC, TRANSACTION_COMMIT_TYPE,
@@ -121,8 +121,14 @@ async fn end(
         // included: Java's `endMessageTransaction` writes the stored string before it clears
         // them, and its consumers see them.
         put.properties = record.properties.to_vec();
-        // As Java's CommitLog: a committed message with a delay level waits for it.
-        redirect_delayed(&mut put, &state.config.store.message_delay_level);
+        // As Java's put hook: a committed message with a timer or a delay level waits
+        // for it.
+        let config = &state.config.store;
+        if let Err(refusal) = handle_schedule(&mut put, config, crate::broker::state::now_ms()) {
+            state.ended_transactions.forget(first);
+            let (code, remark) = refusal.answer(config);
+            return error(request, code, remark);
+        }
         if let Err(failure) = store.put(put).await {
             state.ended_transactions.forget(first);
             let remark = format!("cannot store the committed message: {failure}");

@@ -1,6 +1,7 @@
 //! The broker's request processors, one module per request family (Java's
 //! `SendMessageProcessor`, `PullMessageProcessor`, `ClientManageProcessor`,
 //! `ConsumerManageProcessor`, `QueryMessageProcessor`, `EndTransactionProcessor`,
+//! `RecallMessageProcessor`,
 //! `AdminBrokerProcessor`): one [`BrokerHandler`] per net shard checks the ACL, finds the
 //! request's processor in the table of [`codes`](super::codes) and hands it the request
 //! with the shard's [`Context`].
@@ -19,6 +20,7 @@ mod offsets;
 mod pull;
 mod query;
 mod queues;
+mod recall;
 mod send;
 mod send_back;
 mod stats_admin;
@@ -150,6 +152,7 @@ impl BrokerHandler {
             Some(Processor::Offsets) => offsets::process(ctx, &request).await,
             Some(Processor::Query) => query::process(ctx, &request).await,
             Some(Processor::EndTransaction) => end_transaction::process(ctx, &request).await,
+            Some(Processor::Recall) => recall::process(ctx, connection, &request).await,
             Some(Processor::Topics) => topics::process(ctx, &request).await,
             Some(Processor::Groups) => groups::process(ctx, &request).await,
             Some(Processor::BrokerAdmin) => broker_admin::process(ctx, &request).await,

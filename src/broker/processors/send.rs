@@ -4,15 +4,17 @@
 
 use super::Context;
 use crate::broker::batch::{decode_batch, merge_properties, BatchDecodeError};
-use crate::broker::delay::redirect_delayed;
+use crate::broker::delay::{property as stored_property, PROPERTY_REAL_TOPIC};
 use crate::broker::reply::{
     add_region_fields, error, header_refusal, with_defaults, with_region_fields, Response, FAQ,
 };
 use crate::broker::retry::retry_or_dlq;
+use crate::broker::state::now_ms;
 use crate::broker::state::ReplicaStatus;
 use crate::broker::state::{
     invalid_topic_remark, NOT_ALLOWED_SEND_TOPICS, PERM_READ, PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX,
 };
+use crate::broker::timer::{handle_schedule, RecallHandle, PROPERTY_TIMER_OUT_MS};
 use crate::broker::transaction::{self, TRANSACTION_COMMIT_TYPE, TRANSACTION_TYPE_MASK};
 use crate::config::broker::BrokerRole;
 use crate::remoting::header::read_strict;
@@ -28,6 +30,7 @@ use crate::store::commit_log::{Appended, PutMessage};
 use crate::store::config_files::TopicConfig;
 use crate::store::message::{java_string_hash, offset_msg_id, rewrite_properties};
 use crate::store::segment_writer::StoreError;
+use crate::store::timer::TIMER_TOPIC;
 use ferromq_client::msg_id::UniqIdGenerator;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::OnceLock;
@@ -94,9 +97,11 @@ async fn send(
     let transaction_type = header.sys_flag & TRANSACTION_TYPE_MASK;
     let delayed = has_delay_level(raw_properties)
         && (transaction_type == 0 || transaction_type == TRANSACTION_COMMIT_TYPE);
+    // A cheap look first: most sends ask for no timer, and the hook parses the properties.
+    let timer = raw_properties.contains("TIMER_");
     let half = transaction::is_half(raw_properties.as_bytes());
     let cluster = &ctx.state.config.broker_cluster_name;
-    let drop: &[&str] = if delayed || half {
+    let drop: &[&str] = if delayed || timer || half {
         &[]
     } else {
         &[PROPERTY_WAIT_STORE_MSG_OK]
@@ -140,9 +145,13 @@ async fn send(
         properties,
         ..put_message(ctx, connection, &header, queue_id)
     };
-    if delayed {
-        redirect_delayed(&mut message, &store_config.message_delay_level);
+    if delayed || timer {
+        if let Err(refusal) = handle_schedule(&mut message, store_config, now_ms()) {
+            let (code, remark) = refusal.answer(store_config);
+            return with_region_fields(error(request, code, remark));
+        }
     }
+    let recall = recall_handle(ctx, request, &message);
     // After the delay: a half keeps its prepared flag until here, so no delay applies
     // to it (the client drops the level of a transactional message anyway).
     if transaction::is_half(&message.properties) {
@@ -163,6 +172,10 @@ async fn send(
             if let Some(id) = key {
                 let fields = response.ext_fields.get_or_insert_with(ExtFields::new);
                 fields.insert("transactionId", id);
+            }
+            if let Some(handle) = recall {
+                let fields = response.ext_fields.get_or_insert_with(ExtFields::new);
+                fields.insert("recallHandle", &handle);
             }
             let end = physical_i64(appended.physical_offset + appended.size as u64);
             replicate(ctx, raw_properties, end, &mut response).await;
@@ -518,6 +531,7 @@ fn send_response(
         queue_offset,
         transaction_id: None,
         batch_uniq_id: None,
+        recall_handle: None,
     });
     add_region_fields(&mut response);
     response
@@ -557,6 +571,30 @@ fn record_put<E>(
         }
         Err(_) => stats.record_put_failed(ctx.shard),
     }
+}
+
+/// The recall handle of a parked timer message (5.x's `attachRecallHandle`): none for a
+/// batch, a send-back or a retry topic's message.
+fn recall_handle(ctx: &Context, request: &RemotingCommand, message: &PutMessage) -> Option<String> {
+    if message.topic != TIMER_TOPIC || request.request_code() == RequestCode::SEND_BATCH_MESSAGE {
+        return None;
+    }
+    let properties = crate::store::message::parse_properties(&message.properties);
+    let out_ms: i64 = stored_property(&properties, PROPERTY_TIMER_OUT_MS)?
+        .parse()
+        .ok()?;
+    let real_topic = stored_property(&properties, PROPERTY_REAL_TOPIC)?;
+    if real_topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) {
+        return None;
+    }
+    let handle = RecallHandle {
+        topic: real_topic.to_owned(),
+        broker_name: ctx.state.config.broker_name.clone(),
+        // One past the slot time, for the floor of its rounding (Java's comment).
+        timestamp: (out_ms + 1).to_string(),
+        message_id: stored_property(&properties, PROPERTY_UNIQ_KEY)?.to_owned(),
+    };
+    Some(handle.build())
 }
 
 /// MESSAGE_ILLEGAL with Java's remark (`handlePutMessageResult`).

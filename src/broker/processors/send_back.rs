@@ -3,13 +3,14 @@
 //! stores a copy for the group's `%RETRY%` topic, delayed, or for its `%DLQ%` topic.
 
 use super::Context;
-use crate::broker::delay::{encode_properties, redirect_delayed, set_property, PROPERTY_DELAY};
+use crate::broker::delay::{encode_properties, set_property, PROPERTY_DELAY};
 use crate::broker::reply::{error, Response};
 use crate::broker::retry::{
     ensure_dlq, group_not_exist, max_reconsume_times, queue_for, DLQ_NUMS_PER_GROUP,
     PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_RETRY_TOPIC,
 };
 use crate::broker::state::{invalid_topic_remark, PERM_READ, PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX};
+use crate::broker::timer::handle_schedule;
 use crate::remoting::headers::ConsumerSendMsgBackRequestHeader;
 use crate::remoting::{RemotingCommand, ResponseCode};
 use crate::store::commit_log::PutMessage;
@@ -119,7 +120,12 @@ pub(super) async fn process(ctx: &Context, request: &RemotingCommand) -> Respons
         properties: encode_properties(&properties),
         ..PutMessage::from_record(&record, topic, queue_id)
     };
-    redirect_delayed(&mut message, &config.store.message_delay_level);
+    if let Err(refusal) =
+        handle_schedule(&mut message, &config.store, crate::broker::state::now_ms())
+    {
+        let (code, remark) = refusal.answer(&config.store);
+        return error(request, code, remark);
+    }
     match store.put(message).await {
         Ok(_) => Some(RemotingCommand::success_to(request)),
         Err(failure) => error(

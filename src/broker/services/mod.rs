@@ -15,6 +15,7 @@ pub mod long_poll;
 pub mod register;
 pub mod sampler;
 pub mod schedule;
+pub mod timer;
 pub mod transaction_check;
 
 use ferromq_shards::Shutdown;

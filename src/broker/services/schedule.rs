@@ -270,12 +270,12 @@ pub async fn run_schedule(state: Arc<BrokerState>, store: StoreHandle, shutdown:
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::broker::delay::redirect_delayed;
     use std::net::SocketAddr;
 
-    fn put(properties: &str, sys_flag: i32) -> PutMessage {
+    pub(crate) fn put(properties: &str, sys_flag: i32) -> PutMessage {
         let host: SocketAddr = "127.0.0.1:1".parse().unwrap();
         PutMessage {
             topic: "T".into(),

@@ -1,0 +1,752 @@
+//! Timer messages (5.x's `TimerMessageStore`, RIP-43): the enqueue, the dequeue and the
+//! flush of the timer's files (`store::timer`), on the control shard of a master.
+//!
+//! - **Enqueue** (`TimerEnqueueGetService` + `TimerEnqueuePutService`): the timer topic's
+//!   queue 0 is read from `currQueueOffset`; each message (parked by the put hook,
+//!   `broker::timer`) becomes a 52-byte timerlog unit chained into the slot of its
+//!   `TIMER_OUT_MS`. A time further than the roll window is parked at the window's end
+//!   (`MAGIC_ROLL`). A time the wheel's write time has passed is delivered at once.
+//! - **Dequeue** (`TimerDequeueGetService` + the get and put message services): once the
+//!   write time (the wall clock, rounded down to `timerPrecisionMs`) is past the read time,
+//!   the slot of the read time is walked backwards from its last unit; deletes
+//!   (`TIMER_DEL_UNIQKEY`) are collected first, then each other message is read from the
+//!   CommitLog and put again: to its real topic and queue with `TIMER_DEQUEUE_MS` (its
+//!   `UNIQ_KEY` and properties kept, `REAL_TOPIC`/`REAL_QID` cleared), or, for a roll, into
+//!   the timer topic again with `TIMER_ROLL_TIMES` counted. The read time moves one
+//!   precision once the whole slot is delivered.
+//! - **Flush** every `timerFlushIntervalMs` (`TimerFlushService`): timerlog, wheel and
+//!   `config/timercheck`, and `config/timermetrics`.
+//!
+//! Recovery (`recover`) is Java's: the timerlog is walked from the file before the flushed
+//! position, its torn tail cut, the slots of its units revised; the queue offset is taken
+//! from the last unit's message (else the checkpoint's), never past
+//! `masterTimerQueueOffset`; the read time from the checkpoint. A slot cut short by a crash
+//! is delivered again, and units appended after the last checkpoint can be enqueued again:
+//! at least once, never lost.
+//!
+//! Memory: one slot's units at a time (a slot's dequeue), never the pending set.
+
+use crate::broker::delay::{
+    encode_properties, property, set_property, PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC,
+};
+use crate::broker::state::{now_ms, BrokerState};
+use crate::broker::timer::{
+    delete_key, PROPERTY_TIMER_DEL_UNIQKEY, PROPERTY_TIMER_DEQUEUE_MS, PROPERTY_TIMER_ENQUEUE_MS,
+    PROPERTY_TIMER_OUT_MS, PROPERTY_TIMER_ROLL_TIMES,
+};
+use crate::config::persist::write_atomically_off_shard;
+use crate::store::commit_log::PutMessage;
+use crate::store::config::StoreConfig;
+use crate::store::message::{decode_record, parse_properties, MessageRecord, Record};
+use crate::store::message_store::StoreHandle;
+use crate::store::reader::StoreReader;
+use crate::store::segment_writer::StoreError;
+use crate::store::timer::checkpoint::{TimerCheckpoint, TimerCheckpointData};
+use crate::store::timer::log::{java_string_hash, TimerLog, TimerUnit, UNIT_SIZE};
+use crate::store::timer::metrics::TimerMetrics;
+use crate::store::timer::wheel::{TimerWheel, IGNORE};
+use crate::store::timer::{
+    needs_delete, needs_roll, roll_window_slots, TimerError, MAGIC_DEFAULT, MAGIC_DELETE,
+    MAGIC_ROLL, SLOTS_TOTAL, TIMER_BLANK_SLOTS, TIMER_TOPIC,
+};
+use ferromq_shards::Shutdown;
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// `UNIQ_KEY`.
+const PROPERTY_UNIQ_KEY: &str = "UNIQ_KEY";
+/// Timer-topic messages one enqueue round takes at most before the dequeue gets a turn.
+const ENQUEUE_ROUND_MAX: usize = 4096;
+/// Empty slots one dequeue round passes at most before yielding.
+const EMPTY_SLOTS_ROUND_MAX: usize = 4096;
+/// Steps back `reviseQueueOffset` takes at most to find the last unit's message.
+const REVISE_STEPS_MAX: i64 = 20_000;
+/// Tries of a delivery's put (`doPut` three times unless `timerEnableRetryUntilSuccess`).
+const PUT_TRIES: u32 = 3;
+
+/// Runs the timer on the control shard of a master until shutdown, then flushes its files.
+/// Call once the store is recovered. A timer whose files cannot be opened logs why and
+/// stays off: parked messages wait in the timer topic until it starts.
+pub async fn run_timer(state: Arc<BrokerState>, store: StoreHandle, shutdown: Shutdown) {
+    let config = state.config.store.clone();
+    let mut timer = match Timer::open(config, store) {
+        Ok(timer) => timer,
+        Err(error) => {
+            tracing::error!(%error, "the timer cannot open its files; timer messages wait");
+            return;
+        }
+    };
+    timer.recover().await;
+    let idle = Duration::from_millis(
+        u64::try_from(100 * timer.precision_ms / 1000)
+            .unwrap_or(100)
+            .max(1),
+    );
+    let mut last_flush = Instant::now();
+    let mut last_progress = Instant::now();
+    while !shutdown.is_triggered() {
+        let mut busy = false;
+        match timer.enqueue(&shutdown).await {
+            Ok(moved) => busy |= moved,
+            Err(Stop) => break,
+        }
+        timer.maybe_move_write_time();
+        match timer.dequeue(&shutdown).await {
+            Ok(moved) => busy |= moved,
+            Err(Stop) => break,
+        }
+        if last_flush.elapsed() >= timer.config.timer_flush_interval {
+            last_flush = Instant::now();
+            timer.flush().await;
+        }
+        if last_progress.elapsed() >= timer.config.timer_progress_log_interval {
+            last_progress = Instant::now();
+            timer.log_progress();
+        }
+        if busy {
+            glommio::yield_if_needed().await;
+        } else {
+            let sleep = glommio::timer::sleep(idle);
+            futures::pin_mut!(sleep);
+            let stop = shutdown.wait();
+            futures::pin_mut!(stop);
+            futures::future::select(sleep, stop).await;
+        }
+    }
+    timer.flush().await;
+    tracing::info!(
+        read_time_ms = timer.commit_read_time_ms,
+        queue_offset = timer.commit_queue_offset,
+        "timer flushed at shutdown"
+    );
+}
+
+/// Shutdown came while a put was waiting: stop where the last whole step ended.
+#[derive(Debug)]
+struct Stop;
+
+/// The timer's state (`TimerMessageStore`).
+#[doc(alias = "TimerMessageStore")]
+#[derive(Debug)]
+struct Timer {
+    config: StoreConfig,
+    store: StoreHandle,
+    reader: StoreReader,
+    log: TimerLog,
+    wheel: TimerWheel,
+    checkpoint_file: TimerCheckpoint,
+    checkpoint: TimerCheckpointData,
+    metrics: TimerMetrics,
+    metrics_path: PathBuf,
+    metrics_dirty: bool,
+    precision_ms: i64,
+    roll_window_slots: i64,
+    curr_read_time_ms: i64,
+    curr_write_time_ms: i64,
+    curr_queue_offset: i64,
+    commit_read_time_ms: i64,
+    commit_queue_offset: i64,
+    last_commit_read_time_ms: i64,
+    last_commit_queue_offset: i64,
+}
+
+impl Timer {
+    fn open(config: StoreConfig, store: StoreHandle) -> Result<Timer, TimerError> {
+        let precision_ms = config.timer_precision_ms;
+        let log = TimerLog::open(&config.timer_log_dir(), config.mapped_file_size_timer_log)?;
+        let wheel = TimerWheel::open(&config.root_file("timerwheel"), precision_ms)?;
+        let (checkpoint_file, checkpoint) =
+            TimerCheckpoint::open(&config.config_dir().join("timercheck"))?;
+        let metrics_path = config.config_dir().join("timermetrics");
+        let metrics = match std::fs::read(&metrics_path) {
+            Ok(bytes) => TimerMetrics::parse(&bytes).unwrap_or_else(|| {
+                tracing::warn!(path = %metrics_path.display(), "timer metrics unreadable; reset");
+                TimerMetrics::default()
+            }),
+            Err(_) => TimerMetrics::default(),
+        };
+        let reader = store.reader();
+        Ok(Timer {
+            roll_window_slots: roll_window_slots(config.timer_roll_window_slot),
+            config,
+            store,
+            reader,
+            log,
+            wheel,
+            checkpoint_file,
+            checkpoint,
+            metrics,
+            metrics_path,
+            metrics_dirty: false,
+            precision_ms,
+            curr_read_time_ms: 0,
+            curr_write_time_ms: 0,
+            curr_queue_offset: 0,
+            commit_read_time_ms: 0,
+            commit_queue_offset: 0,
+            last_commit_read_time_ms: 0,
+            last_commit_queue_offset: 0,
+        })
+    }
+
+    fn format_time_ms(&self, time_ms: i64) -> i64 {
+        time_ms / self.precision_ms * self.precision_ms
+    }
+
+    /// `recover`, as Java's (see the module doc).
+    async fn recover(&mut self) {
+        let mut last_flush_pos = self.checkpoint.last_timer_log_flush_pos;
+        if self.log.file_starts().next().is_some() {
+            last_flush_pos -= i64::try_from(self.log.file_size()).unwrap_or(i64::MAX);
+        }
+        let last_flush_pos = u64::try_from(last_flush_pos.max(0)).unwrap_or(0);
+        let process_offset = self.recover_and_revise(last_flush_pos, true);
+        if let Err(error) = self.log.truncate_dirty(process_offset) {
+            tracing::error!(%error, "cannot cut the timerlog's torn tail");
+        }
+        let revised = self.revise_queue_offset(process_offset).await;
+        let mut queue_offset =
+            revised.map_or(self.checkpoint.last_timer_queue_offset, |offset| offset + 1);
+        queue_offset = queue_offset.min(self.checkpoint.master_timer_queue_offset);
+        let min = self.reader.min_offset_in_queue(TIMER_TOPIC, 0);
+        let max = self.reader.max_offset_in_queue(TIMER_TOPIC, 0);
+        if queue_offset < min {
+            tracing::warn!(
+                queue_offset,
+                min,
+                "timer queue offset below the queue's minimum"
+            );
+            queue_offset = min;
+        } else if queue_offset > max {
+            tracing::warn!(
+                queue_offset,
+                max,
+                "timer queue offset past the queue's maximum"
+            );
+            queue_offset = max;
+        }
+        self.curr_queue_offset = queue_offset;
+        self.curr_read_time_ms = self.checkpoint.last_read_time_ms;
+        let oldest = self.format_time_ms(now_ms()) - SLOTS_TOTAL * self.precision_ms
+            + TIMER_BLANK_SLOTS * self.precision_ms;
+        self.curr_read_time_ms = self.curr_read_time_ms.max(oldest);
+        let process = i64::try_from(process_offset).unwrap_or(i64::MAX);
+        let min_first = self.wheel.check_phy_pos(self.curr_read_time_ms, process);
+        if min_first < process {
+            tracing::warn!(
+                min_first,
+                process,
+                "timer wheel points past the timerlog; rechecked"
+            );
+            self.recover_and_revise(u64::try_from(min_first.max(0)).unwrap_or(0), false);
+        }
+        self.commit_read_time_ms = self.curr_read_time_ms;
+        self.commit_queue_offset = self.curr_queue_offset;
+        self.maybe_move_write_time();
+        self.prepare_checkpoint();
+        tracing::info!(
+            read_time_ms = self.curr_read_time_ms,
+            queue_offset = self.curr_queue_offset,
+            checkpoint_queue_offset = self.checkpoint.last_timer_queue_offset,
+            process_offset,
+            "timer recovered"
+        );
+    }
+
+    /// `recoverAndRevise`: walks the timerlog from `begin`'s file and points each unit's
+    /// slot at it; answers where the walk stopped.
+    fn recover_and_revise(&mut self, begin: u64, check: bool) -> u64 {
+        let mut revisions = Vec::new();
+        let end = self.log.walk(begin, check, |position, unit| {
+            revisions.push((unit.delayed_time_ms(), position));
+        });
+        for (time_ms, position) in revisions {
+            let position = i64::try_from(position).unwrap_or(i64::MAX);
+            self.wheel.revise_slot(time_ms, IGNORE, position, true);
+        }
+        end
+    }
+
+    /// `reviseQueueOffset`: the timer-topic queue offset of the message of the timerlog's
+    /// last unit, checked against the queue (up to 20,000 units back).
+    async fn revise_queue_offset(&self, process_offset: u64) -> Option<i64> {
+        let last = process_offset.checked_sub(UNIT_SIZE as u64)?;
+        let (_, unit) = TimerUnit::decode(&self.log.read_unit(last)?);
+        let bytes = self.reader.record_at(unit.offset_py).await.ok()??;
+        let Ok(Record::Message { record, .. }) = decode_record(&bytes, false) else {
+            return None;
+        };
+        let mut offset = record.queue_offset;
+        for _ in 0..REVISE_STEPS_MAX {
+            if offset < 0 {
+                break;
+            }
+            match self.reader.unit_at(TIMER_TOPIC, 0, offset).await {
+                Ok(Some(cq)) if cq.physical_offset == unit.offset_py && cq.size == unit.size_py => {
+                    return Some(offset);
+                }
+                _ => offset -= 1,
+            }
+        }
+        tracing::warn!(
+            offset_py = unit.offset_py,
+            "the timerlog's last message is not in its queue"
+        );
+        Some(record.queue_offset)
+    }
+
+    /// `maybeMoveWriteTime`.
+    fn maybe_move_write_time(&mut self) {
+        let now = self.format_time_ms(now_ms());
+        if self.curr_write_time_ms < now {
+            self.curr_write_time_ms = now;
+        }
+    }
+
+    /// One enqueue round (`enqueue(0)` and the put service): answers whether it moved.
+    async fn enqueue(&mut self, shutdown: &Shutdown) -> Result<bool, Stop> {
+        if self.config.timer_stop_enqueue {
+            return Ok(false);
+        }
+        let min = self.reader.min_offset_in_queue(TIMER_TOPIC, 0);
+        if self.curr_queue_offset < min {
+            tracing::warn!(
+                offset = self.curr_queue_offset,
+                min,
+                "timer queue offset below min"
+            );
+            self.curr_queue_offset = min;
+        }
+        let mut moved = false;
+        for _ in 0..ENQUEUE_ROUND_MAX {
+            let offset = self.curr_queue_offset;
+            let unit = match self.reader.unit_at(TIMER_TOPIC, 0, offset).await {
+                Ok(Some(unit)) => unit,
+                Ok(None) => break,
+                Err(error) => {
+                    tracing::error!(%error, offset, "cannot read the timer queue");
+                    break;
+                }
+            };
+            self.enqueue_one(offset, unit.physical_offset, unit.size, shutdown)
+                .await?;
+            self.curr_queue_offset = offset + 1;
+            self.commit_queue_offset = self.curr_queue_offset;
+            moved = true;
+        }
+        Ok(moved)
+    }
+
+    async fn enqueue_one(
+        &mut self,
+        offset: i64,
+        offset_py: i64,
+        size_py: i32,
+        shutdown: &Shutdown,
+    ) -> Result<(), Stop> {
+        let bytes = match self.reader.record_at(offset_py).await {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) | Err(_) => {
+                tracing::warn!(
+                    offset,
+                    offset_py,
+                    "timer message not in the CommitLog; skipped"
+                );
+                return Ok(());
+            }
+        };
+        let Ok(Record::Message { record, .. }) = decode_record(&bytes, false) else {
+            tracing::warn!(
+                offset,
+                offset_py,
+                "timer queue unit without a message; skipped"
+            );
+            return Ok(());
+        };
+        let properties = parse_properties(record.properties);
+        let Some(delayed_ms) =
+            property(&properties, PROPERTY_TIMER_OUT_MS).and_then(|t| t.parse::<i64>().ok())
+        else {
+            tracing::error!(
+                offset,
+                offset_py,
+                "timer message without TIMER_OUT_MS; skipped"
+            );
+            return Ok(());
+        };
+        if delayed_ms < self.curr_write_time_ms {
+            // Its slot is behind the wheel's write time: delivered now, never enqueued
+            // (`TIMER_ENQUEUE_MS` says so with Long.MAX_VALUE).
+            return self
+                .deliver(&record, i64::MAX, MAGIC_DEFAULT, shutdown)
+                .await;
+        }
+        let delete = property(&properties, PROPERTY_TIMER_DEL_UNIQKEY).is_some();
+        let real_topic = property(&properties, PROPERTY_REAL_TOPIC).map(str::to_owned);
+        self.do_enqueue(
+            offset_py,
+            size_py,
+            delayed_ms,
+            delete,
+            real_topic.as_deref(),
+        );
+        Ok(())
+    }
+
+    /// `doEnqueue`: one unit appended and chained into its slot.
+    fn do_enqueue(
+        &mut self,
+        offset_py: i64,
+        size_py: i32,
+        delayed_ms: i64,
+        delete: bool,
+        real_topic: Option<&str>,
+    ) {
+        let write_time = self.curr_write_time_ms;
+        let window = self.roll_window_slots * self.precision_ms;
+        let mut delayed_ms = delayed_ms;
+        let mut magic = MAGIC_DEFAULT;
+        if delayed_ms - write_time >= window {
+            magic |= MAGIC_ROLL;
+            delayed_ms = if delayed_ms - write_time - window
+                < self.roll_window_slots / 3 * self.precision_ms
+            {
+                // Enough time left before the next roll.
+                write_time + self.roll_window_slots / 2 * self.precision_ms
+            } else {
+                write_time + window
+            };
+        }
+        if delete {
+            magic |= MAGIC_DELETE;
+        }
+        let slot = self.wheel.slot(delayed_ms);
+        let unit = TimerUnit {
+            prev_pos: slot.last_pos,
+            magic,
+            enqueue_time_ms: write_time,
+            delay_delta_ms: i32::try_from(delayed_ms - write_time).unwrap_or(i32::MAX),
+            offset_py,
+            size_py,
+            topic_hash: real_topic.map_or(0, java_string_hash),
+        };
+        let position = match self.log.append(&unit.encode()) {
+            Ok(position) => i64::try_from(position).unwrap_or(i64::MAX),
+            Err(error) => {
+                // Java's append answers -1 and the unit is retried; a file that cannot be
+                // made will not be made by retrying at once either.
+                tracing::error!(%error, offset_py, "cannot append to the timerlog");
+                return;
+            }
+        };
+        let first = if slot.first_pos == -1 {
+            position
+        } else {
+            slot.first_pos
+        };
+        let num = if delete { slot.num - 1 } else { slot.num + 1 };
+        self.wheel
+            .put_slot(delayed_ms, first, position, num, slot.magic);
+        if let Some(topic) = real_topic {
+            self.metrics
+                .add(topic, if delete { -1 } else { 1 }, now_ms());
+            self.metrics_dirty = true;
+        }
+    }
+
+    /// Delivers slots whose time the write time has passed, one at a time; answers whether
+    /// it moved.
+    async fn dequeue(&mut self, shutdown: &Shutdown) -> Result<bool, Stop> {
+        if self.config.timer_stop_dequeue {
+            return Ok(false);
+        }
+        let mut moved = false;
+        let mut empty = 0;
+        while self.curr_read_time_ms < self.curr_write_time_ms && empty < EMPTY_SLOTS_ROUND_MAX {
+            let slot = self.wheel.slot(self.curr_read_time_ms);
+            if slot.time_ms == -1 {
+                self.move_read_time();
+                empty += 1;
+                moved = true;
+                continue;
+            }
+            self.dequeue_slot(slot.last_pos, shutdown).await?;
+            self.move_read_time();
+            moved = true;
+            glommio::yield_if_needed().await;
+        }
+        Ok(moved)
+    }
+
+    fn move_read_time(&mut self) {
+        self.curr_read_time_ms += self.precision_ms;
+        self.commit_read_time_ms = self.curr_read_time_ms;
+    }
+
+    /// One slot (`dequeue`): its chain walked back from `last_pos`, deletes first, then the
+    /// rest in the order they were enqueued.
+    async fn dequeue_slot(&mut self, last_pos: i64, shutdown: &Shutdown) -> Result<(), Stop> {
+        let mut normal = Vec::new();
+        let mut deletes = Vec::new();
+        let mut position = last_pos;
+        // A chain never holds more units than the log; a corrupt one cannot loop forever.
+        let mut left = self.log.end() / UNIT_SIZE as u64 + 1;
+        while position != -1 && left > 0 {
+            left -= 1;
+            let Some(bytes) = u64::try_from(position)
+                .ok()
+                .and_then(|p| self.log.read_unit(p))
+            else {
+                tracing::error!(position, "timer slot points outside the timerlog");
+                break;
+            };
+            let (_, unit) = TimerUnit::decode(&bytes);
+            if needs_delete(unit.magic) && !needs_roll(unit.magic) {
+                deletes.push(unit);
+            } else {
+                normal.push(unit);
+            }
+            position = unit.prev_pos;
+        }
+        normal.reverse();
+        if normal.is_empty() && deletes.is_empty() {
+            tracing::warn!(
+                read_time_ms = self.curr_read_time_ms,
+                "timer slot read nothing"
+            );
+        }
+        let mut deleted = HashSet::new();
+        for unit in &deletes {
+            if let Some(bytes) = self.read_message(unit.offset_py).await {
+                if let Ok(Record::Message { record, .. }) = decode_record(&bytes, false) {
+                    let properties = parse_properties(record.properties);
+                    if let Some(key) = property(&properties, PROPERTY_TIMER_DEL_UNIQKEY) {
+                        deleted.insert(key.to_owned());
+                    }
+                }
+            }
+        }
+        for unit in &normal {
+            let Some(bytes) = self.read_message(unit.offset_py).await else {
+                tracing::warn!(
+                    offset_py = unit.offset_py,
+                    "timer message gone from the CommitLog"
+                );
+                continue;
+            };
+            let Ok(Record::Message { record, .. }) = decode_record(&bytes, false) else {
+                continue;
+            };
+            if !deleted.is_empty() {
+                let properties = parse_properties(record.properties);
+                let key = property(&properties, PROPERTY_UNIQ_KEY)
+                    .zip(property(&properties, PROPERTY_REAL_TOPIC));
+                if let Some((uniq, topic)) = key {
+                    if deleted.contains(&delete_key(topic, uniq)) {
+                        tracing::debug!(uniq, topic, "timer message recalled");
+                        self.metric_delivered(&properties);
+                        continue;
+                    }
+                }
+            }
+            self.deliver(&record, unit.enqueue_time_ms, unit.magic, shutdown)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// The record at `offset_py` (`getMessageByCommitOffset`, three tries).
+    async fn read_message(&self, offset_py: i64) -> Option<Vec<u8>> {
+        for _ in 0..3 {
+            match self.reader.record_at(offset_py).await {
+                Ok(Some(bytes)) => return Some(bytes),
+                Ok(None) => return None,
+                Err(error) => tracing::warn!(%error, offset_py, "cannot read a timer message"),
+            }
+        }
+        None
+    }
+
+    fn metric_delivered(&mut self, properties: &[(String, String)]) {
+        let never_enqueued = property(properties, PROPERTY_TIMER_ENQUEUE_MS)
+            .is_some_and(|t| t == i64::MAX.to_string());
+        if let (Some(topic), false) = (property(properties, PROPERTY_REAL_TOPIC), never_enqueued) {
+            self.metrics.add(topic, -1, now_ms());
+            self.metrics_dirty = true;
+        }
+    }
+
+    /// Puts a due message again (`convert` + `doPut`): to its real topic, or for a roll
+    /// into the timer topic. Errors of the message itself drop it, as Java's; the rest are
+    /// tried again, three times unless `timerEnableRetryUntilSuccess`.
+    async fn deliver(
+        &mut self,
+        record: &MessageRecord<'_>,
+        enqueue_time_ms: i64,
+        magic: i32,
+        shutdown: &Shutdown,
+    ) -> Result<(), Stop> {
+        let roll = needs_roll(magic);
+        let mut properties = parse_properties(record.properties);
+        if enqueue_time_ms == i64::MAX {
+            set_property(
+                &mut properties,
+                PROPERTY_TIMER_ENQUEUE_MS,
+                i64::MAX.to_string(),
+            );
+        }
+        self.metric_delivered(&properties);
+        if !roll && property(&properties, PROPERTY_TIMER_DEL_UNIQKEY).is_some() {
+            // A delete whose slot came: nothing to deliver (`PUT_NO_RETRY`).
+            return Ok(());
+        }
+        let Some(message) = convert(record, properties, enqueue_time_ms, roll) else {
+            tracing::error!(
+                offset_py = record.physical_offset,
+                "timer message without its real topic; dropped"
+            );
+            return Ok(());
+        };
+        let mut failures = 0;
+        loop {
+            match self.store.put(message.clone()).await {
+                Ok(_) => return Ok(()),
+                Err(StoreError::TooLarge { .. } | StoreError::Illegal(_)) => {
+                    tracing::warn!(
+                        topic = message.topic,
+                        "timer message refused by the store; dropped"
+                    );
+                    return Ok(());
+                }
+                Err(StoreError::ShuttingDown) => return Err(Stop),
+                Err(error) => {
+                    failures += 1;
+                    if !self.config.timer_enable_retry_until_success && failures >= PUT_TRIES {
+                        let topic = &message.topic;
+                        tracing::error!(%error, topic, failures, "timer delivery failed; dropped");
+                        return Ok(());
+                    }
+                    let topic = &message.topic;
+                    tracing::warn!(%error, topic, failures, "timer delivery failed; retrying");
+                    let pause = Duration::from_millis(
+                        u64::try_from(500 * self.precision_ms / 1000).unwrap_or(500),
+                    );
+                    let sleep = glommio::timer::sleep(pause);
+                    futures::pin_mut!(sleep);
+                    let stop = shutdown.wait();
+                    futures::pin_mut!(stop);
+                    if let futures::future::Either::Right(_) =
+                        futures::future::select(sleep, stop).await
+                    {
+                        return Err(Stop);
+                    }
+                }
+            }
+        }
+    }
+
+    /// `prepareTimerCheckPoint` (a master's: it keeps `masterTimerQueueOffset` itself).
+    fn prepare_checkpoint(&mut self) {
+        let checkpoint = &mut self.checkpoint;
+        checkpoint.last_timer_log_flush_pos = i64::try_from(self.log.end()).unwrap_or(i64::MAX);
+        checkpoint.last_read_time_ms = self.commit_read_time_ms;
+        checkpoint.master_timer_queue_offset = self.commit_queue_offset;
+        if self.commit_read_time_ms != self.last_commit_read_time_ms
+            || self.commit_queue_offset != self.last_commit_queue_offset
+        {
+            checkpoint.next_version(0, now_ms());
+            self.last_commit_read_time_ms = self.commit_read_time_ms;
+            self.last_commit_queue_offset = self.commit_queue_offset;
+        }
+        checkpoint.last_timer_queue_offset = self
+            .commit_queue_offset
+            .min(checkpoint.master_timer_queue_offset);
+    }
+
+    /// `TimerFlushService`'s round: checkpoint values taken, then timerlog, wheel and
+    /// checkpoint synced in that order, so the checkpoint never covers an unsynced unit.
+    async fn flush(&mut self) {
+        self.prepare_checkpoint();
+        let synced = async {
+            self.log.flush().await?;
+            self.wheel.flush().await
+        }
+        .await;
+        if let Err(error) = synced {
+            tracing::error!(%error, "cannot sync the timer's files; checkpoint kept");
+            return;
+        }
+        if let Err(error) = self.checkpoint_file.flush(&self.checkpoint).await {
+            tracing::error!(%error, "cannot write config/timercheck");
+        }
+        if self.metrics_dirty {
+            self.metrics_dirty = false;
+            let json = self.metrics.to_json().into_bytes();
+            if let Err(error) = write_atomically_off_shard(self.metrics_path.clone(), json).await {
+                tracing::error!(%error, "cannot write config/timermetrics");
+            }
+        }
+    }
+
+    fn log_progress(&self) {
+        let max = self.reader.max_offset_in_queue(TIMER_TOPIC, 0);
+        tracing::info!(
+            commit_read_time_ms = self.commit_read_time_ms,
+            curr_read_time_ms = self.curr_read_time_ms,
+            curr_write_time_ms = self.curr_write_time_ms,
+            read_behind_ms = now_ms() - self.curr_read_time_ms,
+            queue_offset = self.curr_queue_offset,
+            offset_behind = max - self.curr_queue_offset,
+            pending = self.wheel.all_num(self.curr_read_time_ms),
+            "timer progress"
+        );
+    }
+}
+
+/// `convert` + `convertMessage`: the message to put for a due unit, `None` when it names
+/// no real topic and queue.
+fn convert(
+    record: &MessageRecord<'_>,
+    mut properties: Vec<(String, String)>,
+    enqueue_time_ms: i64,
+    roll: bool,
+) -> Option<PutMessage> {
+    if enqueue_time_ms != -1 {
+        set_property(
+            &mut properties,
+            PROPERTY_TIMER_ENQUEUE_MS,
+            enqueue_time_ms.to_string(),
+        );
+    }
+    if roll {
+        let times = property(&properties, PROPERTY_TIMER_ROLL_TIMES)
+            .and_then(|t| t.parse::<i32>().ok())
+            .map_or(1, |t| t.wrapping_add(1));
+        set_property(
+            &mut properties,
+            PROPERTY_TIMER_ROLL_TIMES,
+            times.to_string(),
+        );
+    }
+    set_property(
+        &mut properties,
+        PROPERTY_TIMER_DEQUEUE_MS,
+        now_ms().to_string(),
+    );
+    let (topic, queue_id) = if roll {
+        (record.topic.to_owned(), record.queue_id)
+    } else {
+        let topic = property(&properties, PROPERTY_REAL_TOPIC)?.to_owned();
+        let queue_id = property(&properties, PROPERTY_REAL_QUEUE_ID)?
+            .parse()
+            .ok()?;
+        properties.retain(|(key, _)| key != PROPERTY_REAL_TOPIC && key != PROPERTY_REAL_QUEUE_ID);
+        (topic, queue_id)
+    };
+    Some(PutMessage {
+        properties: encode_properties(&properties),
+        ..PutMessage::from_record(record, topic, queue_id)
+    })
+}
