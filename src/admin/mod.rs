@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod group;
 pub mod message;
 pub mod output;
+pub mod top;
 pub mod topic;
 
 pub use ferromq_client::admin as client;
@@ -108,6 +109,9 @@ pub enum AdminCommand {
     QueryMsgByKey(message::QueryMsgByKeyArgs),
     /// The message at a queue offset.
     QueryMsgByOffset(message::QueryMsgByOffsetArgs),
+    /// A live view of the cluster, refreshed every second: brokers' rates, latency, disk and
+    /// replication, topics' rates, groups' rates and lag (`q` quits).
+    Top(top::TopArgs),
 }
 
 /// Runs one admin command and renders its report: JSON with `--json`, else the table.
@@ -125,6 +129,10 @@ pub fn run(args: AdminArgs) -> Result<String, AdminError> {
     }
     if args.tls {
         client.set_tls(Some(ferromq_client::tls::TlsClient::insecure()));
+    }
+    if let AdminCommand::Top(top) = &args.command {
+        top::run(&mut client, top)?;
+        return Ok(String::new());
     }
     let report = execute(&mut client, args.command)?;
     if args.json {
@@ -160,5 +168,8 @@ pub fn execute(client: &mut AdminClient, command: AdminCommand) -> Result<Report
         AdminCommand::QueryMsgById(args) => message::query_by_id(client, &args),
         AdminCommand::QueryMsgByKey(args) => message::query_by_key(client, &args),
         AdminCommand::QueryMsgByOffset(args) => message::query_by_offset(client, &args),
+        AdminCommand::Top(_) => Err(AdminError::Usage(
+            "top is a live view, not a report: run it with `ferromq admin top`".to_owned(),
+        )),
     }
 }
