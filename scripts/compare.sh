@@ -23,7 +23,9 @@
 #   ferromq-copy   the same with pullMappedMemoryMax=0: pulls read into buffers, not sent
 #                  from mapped CommitLog windows
 #   java           the Java 4.9.8 kit's name server and broker (FERROMQ_JAVA_KIT, else
-#                  target/java-kit/4.9.8, built by scripts/java-kit), fresh store, ports from --peer
+#                  target/java-kit/4.9.8, built by scripts/java-kit), fresh store, ports from --peer;
+#                  FERROMQ_JAVA_KIT=target/java-kit/5.5.0 (`scripts/java-kit 5.5.0 DIR` builds it)
+#                  runs the Java 5.x broker instead (its report shows version code 513)
 # or ferromq=NS:BROKER / java=NS:BROKER / ... with the ports inline (two ferromq sides).
 # FERROMQ_BIN_A=path (or _B) runs that ferromq binary on side A (or B) instead of
 # target/release/ferromq, for before/after runs of two builds.
