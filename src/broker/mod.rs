@@ -407,7 +407,9 @@ async fn run_control_role(
     let timer = glommio::spawn_local(async move {
         // As Java, the timer delivers on masters only (a slave's tracks its master's
         // progress, not yet done here).
-        let master = timer_state.config.broker_role != BrokerRole::Slave;
+        // Without `timerWheelEnable` there is no timer at all, as Java makes none.
+        let master = timer_state.config.broker_role != BrokerRole::Slave
+            && timer_state.config.store.timer_wheel_enable;
         if master && wait_for(&timer_ready).await.is_ok() {
             services::timer::run_timer(timer_state, timer_handle, timer_shutdown).await;
         }

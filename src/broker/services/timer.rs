@@ -63,6 +63,8 @@ const ENQUEUE_ROUND_MAX: usize = 4096;
 const EMPTY_SLOTS_ROUND_MAX: usize = 4096;
 /// Steps back `reviseQueueOffset` takes at most to find the last unit's message.
 const REVISE_STEPS_MAX: i64 = 20_000;
+/// How often timerlog files below the CommitLog are deleted (Java's scheduler: 30 s).
+const CLEAN_INTERVAL: Duration = Duration::from_secs(30);
 /// Tries of a delivery's put (`doPut` three times unless `timerEnableRetryUntilSuccess`).
 const PUT_TRIES: u32 = 3;
 
@@ -86,6 +88,7 @@ pub async fn run_timer(state: Arc<BrokerState>, store: StoreHandle, shutdown: Sh
     );
     let mut last_flush = Instant::now();
     let mut last_progress = Instant::now();
+    let mut last_clean = Instant::now();
     while !shutdown.is_triggered() {
         let mut busy = false;
         match timer.enqueue(&shutdown).await {
@@ -100,6 +103,14 @@ pub async fn run_timer(state: Arc<BrokerState>, store: StoreHandle, shutdown: Sh
         if last_flush.elapsed() >= timer.config.timer_flush_interval {
             last_flush = Instant::now();
             timer.flush().await;
+        }
+        if last_clean.elapsed() >= CLEAN_INTERVAL {
+            last_clean = Instant::now();
+            let min_py = timer.store.shared().min_physical_offset();
+            let min_py = i64::try_from(min_py).unwrap_or(i64::MAX);
+            if let Err(error) = timer.log.delete_expired(min_py) {
+                tracing::error!(%error, "cannot delete an expired timerlog file");
+            }
         }
         if last_progress.elapsed() >= timer.config.timer_progress_log_interval {
             last_progress = Instant::now();

@@ -231,9 +231,15 @@ impl TimerLog {
     /// written end) and reads files to their size; without, it reads to the written end.
     /// A blank ends a file. Answers where the walk stopped (`checkOffset`).
     pub fn walk(&self, begin: u64, check: bool, mut each: impl FnMut(u64, &TimerUnit)) -> u64 {
-        let Some(mut index) = self.files.iter().rposition(|(start, _)| begin >= *start) else {
-            return self.files.first().map_or(0, |(start, _)| *start);
-        };
+        if self.files.is_empty() {
+            return 0;
+        }
+        // A begin before the first file (deleted ones) walks from the first, as Java's.
+        let mut index = self
+            .files
+            .iter()
+            .rposition(|(start, _)| begin >= *start)
+            .unwrap_or(0);
         let mut check_offset = self.files[index].0;
         while index < self.files.len() {
             let (start, file) = &self.files[index];
@@ -317,6 +323,51 @@ impl TimerLog {
         }
         self.end = offset;
         Ok(())
+    }
+
+    /// Deletes the files, all but the last, whose last unit names a CommitLog offset below
+    /// `min_offset_py` (`deleteExpiredFileByOffsetForTimerLog`, Java's rule: the unit at
+    /// `getOffsetForLastUnit`); answers how many went. Chains into a deleted file end there.
+    ///
+    /// # Errors
+    /// [`TimerError::Io`] deleting a file.
+    pub fn delete_expired(&mut self, min_offset_py: i64) -> Result<usize, TimerError> {
+        let check = self.offset_for_last_unit();
+        let mut deleted = 0;
+        while self.files.len() > 1 {
+            let (start, file) = &self.files[0];
+            let Some(bytes) = file.as_ref().get(check..check + UNIT_SIZE) else {
+                break;
+            };
+            let mut unit = [0u8; UNIT_SIZE];
+            unit.copy_from_slice(bytes);
+            let (size, decoded) = TimerUnit::decode(&unit);
+            let whole = size == UNIT_SIZE as i32 && super::is_magic_ok(decoded.magic);
+            if !whole {
+                tracing::warn!(start, check, "timerlog file without a last unit; kept");
+                break;
+            }
+            if decoded.offset_py >= min_offset_py {
+                break;
+            }
+            let (start, file) = self.files.remove(0);
+            let path = file.path().to_owned();
+            drop(file);
+            tracing::info!(
+                start,
+                min_offset_py,
+                "timerlog file below the CommitLog deleted"
+            );
+            std::fs::remove_file(&path).map_err(IoError::on("unlink", &path))?;
+            deleted += 1;
+        }
+        Ok(deleted)
+    }
+
+    /// `getOffsetForLastUnit`: where the last unit of a full file sits.
+    fn offset_for_last_unit(&self) -> usize {
+        let size = usize::try_from(self.file_size).expect("a mapped file's size fits");
+        size - (size - MIN_BLANK_LEN) % UNIT_SIZE - MIN_BLANK_LEN - UNIT_SIZE
     }
 
     /// Syncs every file written since the last sync (the last two are all that can be).
@@ -483,6 +534,36 @@ mod tests {
         log.truncate_dirty(end).unwrap();
         assert!(log.read_unit(104).unwrap().iter().all(|b| *b == 0));
         assert_eq!(log.end(), 104);
+    }
+
+    #[test]
+    fn files_whose_last_unit_is_below_the_commit_log_go() {
+        let dir = super::super::ScratchDir::new("log-expired");
+        let path = dir.path().join("timerlog");
+        let file_size = 52 * 3 + 16 + 10;
+        let mut log = TimerLog::open(&path, file_size).unwrap();
+        // Files of units 0..3, 3..6, 6..7 (CommitLog offsets as the units' numbers).
+        for i in 0..7 {
+            log.append(&unit(i * 100)).unwrap();
+        }
+        assert_eq!(log.offset_for_last_unit(), 104);
+        assert_eq!(
+            log.delete_expired(200).unwrap(),
+            0,
+            "the last unit of file 0 is 200"
+        );
+        assert_eq!(log.delete_expired(201).unwrap(), 1);
+        assert_eq!(
+            log.delete_expired(100_000).unwrap(),
+            1,
+            "the last file stays"
+        );
+        assert_eq!(log.file_starts().collect::<Vec<_>>(), [2 * file_size]);
+        drop(log);
+        let log = TimerLog::open(&path, file_size).unwrap();
+        let mut seen = Vec::new();
+        log.walk(0, true, |_, unit| seen.push(unit.offset_py));
+        assert_eq!(seen, [600]);
     }
 
     #[test]
