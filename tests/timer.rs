@@ -298,7 +298,10 @@ fn timer_admission_answers_as_javas_put_hook() {
         );
     });
     // As Java, no timer at all: none of its files.
-    assert!(!off.path().join("timerwheel").exists(), "a disabled timer made its wheel");
+    assert!(
+        !off.path().join("timerwheel").exists(),
+        "a disabled timer made its wheel"
+    );
 }
 
 fn recall_request(topic: &str, handle: &str) -> RemotingCommand {

@@ -243,8 +243,18 @@ impl Timer {
         let oldest = self.format_time_ms(now_ms()) - SLOTS_TOTAL * self.precision_ms
             + TIMER_BLANK_SLOTS * self.precision_ms;
         self.curr_read_time_ms = self.curr_read_time_ms.max(oldest);
+        if self.log.end() == 0 {
+            // An empty timerlog: no slot can hold a unit, so reading the week of empty
+            // slots Java reads (38 MB of wheel, on every start of a broker without
+            // timers) is skipped; the read time starts now.
+            self.curr_read_time_ms = self.curr_read_time_ms.max(self.format_time_ms(now_ms()));
+        }
         let process = i64::try_from(process_offset).unwrap_or(i64::MAX);
-        let min_first = self.wheel.check_phy_pos(self.curr_read_time_ms, process);
+        let min_first = if process_offset == 0 {
+            i64::MAX
+        } else {
+            self.wheel.check_phy_pos(self.curr_read_time_ms, process)
+        };
         if min_first < process {
             tracing::warn!(
                 min_first,
