@@ -39,7 +39,7 @@ use crate::store::commit_log::PutMessage;
 use crate::store::config::StoreConfig;
 use crate::store::message::{decode_record, parse_properties, MessageRecord, Record};
 use crate::store::message_store::StoreHandle;
-use crate::store::reader::StoreReader;
+use crate::store::reader::{GetMessageStatus, PullFilter, StoreReader};
 use crate::store::segment_writer::StoreError;
 use crate::store::timer::checkpoint::{TimerCheckpoint, TimerCheckpointData};
 use crate::store::timer::log::{java_string_hash, TimerLog, TimerUnit, UNIT_SIZE};
@@ -57,6 +57,8 @@ use std::time::{Duration, Instant};
 
 /// `UNIQ_KEY`.
 const PROPERTY_UNIQ_KEY: &str = "UNIQ_KEY";
+/// Timer-topic records one read of its queue takes (a consumer's pull size).
+const ENQUEUE_BATCH: usize = 32;
 /// Timer-topic messages one enqueue round takes at most before the dequeue gets a turn.
 const ENQUEUE_ROUND_MAX: usize = 4096;
 /// Empty slots one dequeue round passes at most before yielding.
@@ -327,34 +329,67 @@ impl Timer {
     }
 
     /// One enqueue round (`enqueue(0)` and the put service): answers whether it moved.
+    /// The timer topic is read in pulls of [`ENQUEUE_BATCH`] records, as a consumer reads.
     async fn enqueue(&mut self, shutdown: &Shutdown) -> Result<bool, Stop> {
         if self.config.timer_stop_enqueue {
             return Ok(false);
         }
-        let min = self.reader.min_offset_in_queue(TIMER_TOPIC, 0);
-        if self.curr_queue_offset < min {
-            tracing::warn!(
-                offset = self.curr_queue_offset,
-                min,
-                "timer queue offset below min"
-            );
-            self.curr_queue_offset = min;
-        }
         let mut moved = false;
-        for _ in 0..ENQUEUE_ROUND_MAX {
+        let mut taken = 0;
+        while taken < ENQUEUE_ROUND_MAX {
             let offset = self.curr_queue_offset;
-            let unit = match self.reader.unit_at(TIMER_TOPIC, 0, offset).await {
-                Ok(Some(unit)) => unit,
-                Ok(None) => break,
+            let result = match self
+                .reader
+                .get_message(TIMER_TOPIC, 0, offset, ENQUEUE_BATCH, &PullFilter::ALL)
+                .await
+            {
+                Ok(result) => result,
                 Err(error) => {
                     tracing::error!(%error, offset, "cannot read the timer queue");
                     break;
                 }
             };
-            self.enqueue_one(offset, unit.physical_offset, unit.size, shutdown)
+            match result.status {
+                GetMessageStatus::Found => {}
+                GetMessageStatus::OffsetTooSmall | GetMessageStatus::OffsetOverflowBadly => {
+                    let corrected = offset.max(result.min_offset).min(result.max_offset);
+                    tracing::warn!(offset, corrected, "timer queue offset outside its queue");
+                    self.curr_queue_offset = corrected;
+                    self.commit_queue_offset = corrected;
+                    break;
+                }
+                _ => {
+                    // Nothing (more) to read; a hole of blank units is stepped over.
+                    if result.next_begin_offset > offset {
+                        self.curr_queue_offset = result.next_begin_offset;
+                        self.commit_queue_offset = self.curr_queue_offset;
+                        moved = true;
+                    }
+                    break;
+                }
+            }
+            for found in &result.messages {
+                let record = result.record(found);
+                let size_py = i32::try_from(found.size).unwrap_or(i32::MAX);
+                self.enqueue_one(
+                    found.queue_offset,
+                    found.physical_offset,
+                    size_py,
+                    record,
+                    shutdown,
+                )
                 .await?;
-            self.curr_queue_offset = offset + 1;
-            self.commit_queue_offset = self.curr_queue_offset;
+                self.curr_queue_offset = found.queue_offset + 1;
+                self.commit_queue_offset = self.curr_queue_offset;
+            }
+            if result.messages.is_empty() && result.next_begin_offset <= offset {
+                break;
+            }
+            taken += result.messages.len();
+            if result.next_begin_offset > self.curr_queue_offset {
+                self.curr_queue_offset = result.next_begin_offset;
+                self.commit_queue_offset = self.curr_queue_offset;
+            }
             moved = true;
         }
         Ok(moved)
@@ -365,20 +400,10 @@ impl Timer {
         offset: i64,
         offset_py: i64,
         size_py: i32,
+        bytes: &[u8],
         shutdown: &Shutdown,
     ) -> Result<(), Stop> {
-        let bytes = match self.reader.record_at(offset_py).await {
-            Ok(Some(bytes)) => bytes,
-            Ok(None) | Err(_) => {
-                tracing::warn!(
-                    offset,
-                    offset_py,
-                    "timer message not in the CommitLog; skipped"
-                );
-                return Ok(());
-            }
-        };
-        let Ok(Record::Message { record, .. }) = decode_record(&bytes, false) else {
+        let Ok(Record::Message { record, .. }) = decode_record(bytes, false) else {
             tracing::warn!(
                 offset,
                 offset_py,

@@ -112,6 +112,19 @@ pub struct MqArgs {
     /// RocketMQ client sets on each message, and that the broker indexes.
     #[arg(long)]
     pub no_uniq_key: bool,
+    /// produce: each message a timer message (5.x's `TIMER_DELIVER_MS`) due this many ms
+    /// after its send, spread over `--deliver-window` (single sends only: a broker does not
+    /// look at the properties of a batch's messages).
+    #[arg(long, value_name = "MS")]
+    pub deliver_after: Option<u64>,
+    /// produce: with `--deliver-after`, the due times spread evenly over this many ms more.
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = 0,
+        requires = "deliver_after"
+    )]
+    pub deliver_window: u64,
     /// Expected broker flush mode; checked against GET_BROKER_CONFIG's flushDiskType.
     #[arg(long, value_enum)]
     pub flush: Option<Flush>,

@@ -257,6 +257,29 @@ fn properties(args: &MqArgs) -> String {
     properties
 }
 
+/// Timer messages made so far, for `--deliver-window`.
+static TIMER_NUMBER: AtomicU64 = AtomicU64::new(0);
+
+/// `--deliver-after`: a single send's `TIMER_DELIVER_MS`, `born_ms` plus the delay plus its
+/// place in `--deliver-window` (consecutive messages a prime's steps apart, so every part of
+/// the window fills at the same pace).
+fn with_timer(args: &MqArgs, mut properties: String, born_ms: i64) -> String {
+    let Some(after) = args.deliver_after.filter(|_| args.batch <= 1) else {
+        return properties;
+    };
+    let n = TIMER_NUMBER.fetch_add(1, Ordering::Relaxed);
+    let spread = match args.deliver_window {
+        0 => 0,
+        window => n.wrapping_mul(7919) % window,
+    };
+    let at = born_ms.saturating_add(i64::try_from(after + spread).unwrap_or(i64::MAX));
+    properties.push_str(property::TIMER_DELIVER_MS);
+    properties.push(NAME_VALUE_SEPARATOR);
+    properties.push_str(&at.to_string());
+    properties.push(PROPERTY_SEPARATOR);
+    properties
+}
+
 /// One message body: the stamp's wall-clock nanoseconds in the first 8 bytes, then filler.
 fn body(size: usize, stamp: Instant) -> Vec<u8> {
     let mut body: Vec<u8> = (0..size).map(|i| b'a' + (i % 26) as u8).collect();
@@ -278,7 +301,7 @@ fn request(args: &MqArgs, queue_id: i32, count: u64, stamp: Instant) -> Remoting
         f: 0,
         g: born_ms,
         h: 0,
-        i: Some(properties(args)),
+        i: Some(with_timer(args, properties(args), born_ms)),
         j: Some(0),
         k: Some(false),
         l: None,
