@@ -495,3 +495,67 @@ fn ferromq_exports_the_rocketmq_families_the_java5_broker_exports() {
         );
     }
 }
+
+#[test]
+fn the_name_server_exports_routes_brokers_and_request_latencies() {
+    use ferromq::remoting::headers::GetRouteInfoRequestHeader;
+    use ferromq::remoting::{RemotingCommand, RequestCode, SerializeType};
+    let port = java::free_port();
+    let conf = format!(
+        "metricsExporterType=PROM\nmetricsPromExporterHost=127.0.0.1\n\
+         metricsPromExporterPort={port}\nmetricsLabel=region:test"
+    );
+    let namesrv = common::NamesrvProcess::start(&conf);
+    let metrics = SocketAddr::from(([127, 0, 0, 1], port));
+    let labels = [("node_type", "namesrv"), ("region", "test")];
+    let first = scrape(metrics).unwrap();
+    assert_eq!(value(&first, "ferromq_namesrv_brokers", &labels), Some(0.0));
+    assert_eq!(value(&first, "ferromq_namesrv_topics", &labels), Some(0.0));
+    // A broker registers: one live broker, its topics routed.
+    let store = TempDir::on_disk("metrics-namesrv-broker");
+    let broker =
+        common::BrokerProcess::start(store.path(), &format!("namesrvAddr={}", namesrv.addr));
+    let registered = [
+        ("request_code", "register_broker"),
+        ("response_code", "success"),
+        ("result", "success"),
+        ("protocol_type", "remoting"),
+    ];
+    let scraped = wait_for(
+        metrics,
+        "the broker registered",
+        Duration::from_secs(30),
+        |s| {
+            let brokers = value(s, "ferromq_namesrv_brokers", &labels);
+            let latency = samples(s, "rocketmq_rpc_latency_milliseconds", &registered).next();
+            (brokers == Some(1.0) && latency.is_some()).then(|| s.clone())
+        },
+    );
+    assert!(value(&scraped, "ferromq_namesrv_topics", &labels).unwrap() >= 1.0);
+    // A lookup of a topic nobody serves: TOPIC_NOT_EXIST, counted under its name.
+    let answer = common::runtime().block_on(async {
+        let client = common::connect(namesrv.addr, SerializeType::Json).await;
+        let request = RemotingCommand::request_with_header(
+            RequestCode::GET_ROUTEINFO_BY_TOPIC,
+            &GetRouteInfoRequestHeader {
+                topic: "NoSuchTopic".into(),
+                accept_standard_json_only: None,
+            },
+        );
+        client.request(request).await.unwrap().code
+    });
+    assert_eq!(answer, 17);
+    let missing = [
+        ("request_code", "get_routeinfo_by_topic"),
+        ("response_code", "topic_not_exist"),
+    ];
+    let scraped = scrape(metrics).unwrap();
+    let lookup = samples(&scraped, "rocketmq_rpc_latency_milliseconds", &missing)
+        .next()
+        .expect("the lookup's latency");
+    let Value::Histogram(buckets) = &lookup.value else {
+        panic!("no histogram: {lookup:?}");
+    };
+    assert_eq!(buckets.last().map(|b| b.count), Some(1.0));
+    drop(broker);
+}

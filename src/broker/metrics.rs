@@ -8,13 +8,12 @@
 //! family means where ferromq differs from Java is said at the family.
 
 use super::stats::items::{GetTotals, PutTotals, MESSAGE_SIZE_BUCKETS};
-use super::stats::rpc::{RpcLatency, NO_RESPONSE, PROCESSORS, RPC_BUCKETS_MS};
 use super::BrokerState;
 use crate::config::broker::BrokerConfig;
 use crate::metrics::config::ExporterType;
 use crate::metrics::exporter::Exporter;
+use crate::metrics::rpc::PROCESSORS;
 use crate::metrics::{counter, gauge, histogram, HistogramValue, Labels};
-use crate::remoting::{RequestCode, ResponseCode};
 use crate::store::config_files::ConsumerOffsetTable;
 use crate::store::shared::StoreShared;
 use ferromq_shards::Shutdown;
@@ -110,11 +109,6 @@ fn message_type(stored_topic: &str) -> &'static str {
 
 fn is_system_group(group: &str) -> bool {
     group.to_ascii_lowercase().starts_with(SYSTEM_GROUP_PREFIX)
-}
-
-/// A code's Java name in lower case, or its number (`RemotingHelper.getRequestCodeDesc`).
-fn code_desc(name: Option<&'static str>, code: i32) -> String {
-    name.map_or_else(|| code.to_string(), str::to_ascii_lowercase)
 }
 
 impl BrokerCollector {
@@ -373,43 +367,7 @@ impl BrokerCollector {
 
     /// `rocketmq_rpc_latency_milliseconds`.
     fn encode_rpc(&self, encoder: &mut DescriptorEncoder) -> std::fmt::Result {
-        let bounds: Vec<f64> = RPC_BUCKETS_MS
-            .iter()
-            .map(|bound| *bound as f64)
-            .chain([f64::INFINITY])
-            .collect();
-        let series = self.state.stats.rpc.latencies().into_iter().map(
-            |(key, RpcLatency { sum_ms, buckets })| {
-                let (response, result) = if key.response == NO_RESPONSE {
-                    ("success".to_owned(), "oneway")
-                } else {
-                    let code = ResponseCode(key.response);
-                    (code_desc(code.name(), key.response), "success")
-                };
-                let labels = vec![
-                    ("protocol_type", "remoting".to_owned()),
-                    (
-                        "request_code",
-                        code_desc(RequestCode(key.request).name(), key.request),
-                    ),
-                    ("response_code", response),
-                    ("is_long_polling", bool_label(key.long_polling)),
-                    ("result", result.to_owned()),
-                ];
-                let value = HistogramValue {
-                    sum: sum_ms as f64,
-                    count: buckets.iter().sum(),
-                    buckets: bounds.iter().copied().zip(buckets).collect(),
-                };
-                (labels, value)
-            },
-        );
-        histogram(
-            encoder,
-            "rocketmq_rpc_latency_milliseconds",
-            "Rpc latency",
-            series.collect::<Vec<_>>(),
-        )
+        crate::metrics::rpc::encode_latency(encoder, &self.state.stats.rpc)
     }
 
     /// ferromq's own: what Java has no name for.
@@ -455,10 +413,5 @@ mod tests {
         assert_eq!(message_type("T"), "normal");
         assert!(is_system_group("CID_RMQ_SYS_TRANS"));
         assert!(!is_system_group("G"));
-        assert_eq!(
-            code_desc(RequestCode::PULL_MESSAGE.name(), 11),
-            "pull_message"
-        );
-        assert_eq!(code_desc(None, 9999), "9999");
     }
 }

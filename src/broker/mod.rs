@@ -295,7 +295,7 @@ pub fn start(config: BrokerConfig, shutdown: Shutdown) -> Result<BrokerHandle, B
             return Err(BrokerError::Listen(error));
         }
     };
-    tracing::info!(%addr, broker = %config.broker_name, "broker listening");
+    // The endpoint first: once the listening line is out, it answers too.
     let metrics = match metrics::start(&config, &state, &metrics_shared, shards.shutdown.clone()) {
         Ok(metrics) => metrics,
         Err(error) => {
@@ -304,6 +304,7 @@ pub fn start(config: BrokerConfig, shutdown: Shutdown) -> Result<BrokerHandle, B
             return Err(BrokerError::Listen(error));
         }
     };
+    tracing::info!(%addr, broker = %config.broker_name, "broker listening");
     let registration = register::spawn(Arc::clone(&state), addr, shards.shutdown.clone());
     Ok(BrokerHandle {
         addr,

@@ -18,7 +18,6 @@
 //! clusterList` / `brokerStatus` in `tests/java_mqadmin.rs`.
 
 pub mod items;
-pub mod rpc;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -164,7 +163,7 @@ pub struct BrokerStats {
     /// Per topic and per `topic@group` (`TOPIC_PUT_NUMS`, `GROUP_GET_NUMS`, …).
     pub items: items::StatsItems,
     /// Request latencies and requests in flight, per shard (for the metrics).
-    pub rpc: rpc::RpcStats,
+    pub rpc: crate::metrics::rpc::RpcStats,
 }
 
 fn sum(values: impl Iterator<Item = u64>) -> u64 {
@@ -181,7 +180,7 @@ impl BrokerStats {
             sampled: Mutex::new(Sampled::default()),
             bounds: bucket_bounds(),
             items: items::StatsItems::new(shards),
-            rpc: rpc::RpcStats::new(shards),
+            rpc: crate::metrics::rpc::RpcStats::new(shards),
         }
     }
 

@@ -41,6 +41,11 @@ pub struct NamesrvConfig {
     pub config_black_list: String,
     /// The `tls.*` keys (Java's `TlsSystemConfig`): TLS on the port.
     pub tls: crate::remoting::tls::TlsSettings,
+    /// The broker's `metrics*` keys (Java's name server has none): `metricsExporterType`
+    /// (DISABLE), `metricsPromExporterHost` (empty: `bindAddress`), `metricsPromExporterPort`
+    /// (5558, beside the broker's 5557, so both run on one host with the defaults),
+    /// `metricsLabel`.
+    pub metrics: crate::metrics::config::MetricsConfig,
 }
 
 impl Default for NamesrvConfig {
@@ -61,9 +66,17 @@ impl Default for NamesrvConfig {
             shards: None,
             config_black_list: "configBlackList;configStorePath;kvConfigPath".to_owned(),
             tls: crate::remoting::tls::TlsSettings::default(),
+            metrics: crate::metrics::config::MetricsConfig {
+                prom_exporter_port: NAMESRV_PROM_EXPORTER_PORT_DEFAULT,
+                ..crate::metrics::config::MetricsConfig::default()
+            },
         }
     }
 }
+
+/// `metricsPromExporterPort` of the name server: the broker's default plus one.
+pub const NAMESRV_PROM_EXPORTER_PORT_DEFAULT: u16 =
+    crate::metrics::config::PROM_EXPORTER_PORT_DEFAULT + 1;
 
 /// Java keys that ferromq reads without effect: thread pools and buffers of Netty, which a
 /// thread-per-core server does not have, and paths of features it does not implement.
@@ -152,6 +165,11 @@ impl NamesrvConfig {
                 _ if IGNORED_JAVA_KEYS.contains(&key) => {
                     tracing::debug!(key, "Java name server key has no effect in ferromq");
                 }
+                _ if key.starts_with("metrics") => match self.metrics.set(key, value) {
+                    Ok(true) => {}
+                    Ok(false) => unknown.push(key.to_owned()),
+                    Err(expected) => return Err(bad(&at, key, value, &expected)),
+                },
                 _ if key.starts_with("tls.") => match self.tls.set(key, value) {
                     Ok(true) => {}
                     Ok(false) => unknown.push(key.to_owned()),

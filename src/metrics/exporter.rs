@@ -49,7 +49,7 @@ impl Exporter {
         let thread = std::thread::Builder::new()
             .name("metrics-http".to_owned())
             .spawn(move || run(listener, registry, shutdown))?;
-        tracing::info!(%addr, "metrics endpoint listening (Prometheus text at /metrics)");
+        tracing::info!(endpoint = %addr, "metrics endpoint listening (Prometheus text, /metrics)");
         Ok(Exporter {
             addr,
             thread: Some(thread),

@@ -12,6 +12,7 @@
 
 pub mod config;
 pub mod exporter;
+pub mod rpc;
 
 use prometheus_client::encoding::{DescriptorEncoder, EncodeGaugeValue, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;

@@ -10,11 +10,13 @@
 //! Behaviour is described in `reference/namesrv.md`.
 
 pub mod kv_config;
+pub mod metrics;
 pub mod processor;
 pub mod route_info;
 pub mod route_snapshot;
 
 use crate::config::namesrv::NamesrvConfig;
+use crate::metrics::rpc::{RpcKey, RpcStats, NO_RESPONSE};
 use crate::remoting::server::{self, ConnectionId, ConnectionInfo, RequestHandler, ServerConfig};
 use crate::remoting::{RemotingCommand, RequestCode};
 use ferromq_shards::{
@@ -73,6 +75,7 @@ pub struct NamesrvHandle {
     /// The address it listens on (the real port when 0 was asked for).
     pub addr: SocketAddr,
     shards: ShardsHandle<()>,
+    metrics: Option<crate::metrics::exporter::Exporter>,
 }
 
 impl NamesrvHandle {
@@ -80,6 +83,12 @@ impl NamesrvHandle {
     #[must_use]
     pub fn shutdown_signal(&self) -> Shutdown {
         self.shards.shutdown.clone()
+    }
+
+    /// The metrics endpoint's address, when `metricsExporterType=PROM`.
+    #[must_use]
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().map(|exporter| exporter.addr)
     }
 
     /// Stops the name server and waits for it.
@@ -96,7 +105,11 @@ impl NamesrvHandle {
     /// # Errors
     /// A shard that died.
     pub fn wait(self) -> Result<(), NamesrvError> {
-        self.shards.join()?;
+        let joined = self.shards.join();
+        if let Some(metrics) = self.metrics {
+            metrics.join();
+        }
+        joined?;
         Ok(())
     }
 }
@@ -108,6 +121,7 @@ impl NamesrvHandle {
 /// cannot be bound.
 pub fn start(config: NamesrvConfig, shutdown: Shutdown) -> Result<NamesrvHandle, NamesrvError> {
     let kv = KvConfigManager::load(&config.kv_config_path).map_err(NamesrvError::KvConfig)?;
+    config.metrics.check().map_err(NamesrvError::Listen)?;
     let mut tls = config.tls.clone();
     tls.apply_config_file().map_err(NamesrvError::Tls)?;
     let tls = tls.server().map_err(|e| NamesrvError::Tls(e.to_string()))?;
@@ -120,11 +134,15 @@ pub fn start(config: NamesrvConfig, shutdown: Shutdown) -> Result<NamesrvHandle,
         .unwrap_or_else(Placement::detect)
         .only_roles(roles);
     let first_net = placement.owner_of(Role::Net);
+    let rpc = Arc::new(RpcStats::new(placement.len()));
     let kv = Arc::new(Mutex::new(Some(kv)));
     let bound: Arc<server::BoundAddr> = Arc::new(OnceLock::new());
     let config = Arc::new(config);
     let shard_bound = bound.clone();
     let snapshot = RouteSnapshot::shared();
+    let metrics_snapshot = snapshot.clone();
+    let metrics_config = config.metrics.clone();
+    let shard_rpc = Arc::clone(&rpc);
     let shards = spawn_shards(
         placement,
         RuntimeConfig::default(),
@@ -135,6 +153,7 @@ pub fn start(config: NamesrvConfig, shutdown: Shutdown) -> Result<NamesrvHandle,
             let bound = shard_bound.clone();
             let snapshot = snapshot.clone();
             let tls = tls.clone();
+            let rpc = Arc::clone(&shard_rpc);
             async move {
                 let owner = ctx.placement.owner_of(Role::Control);
                 let mesh = Rc::new(ctx.mesh);
@@ -170,6 +189,8 @@ pub fn start(config: NamesrvConfig, shutdown: Shutdown) -> Result<NamesrvHandle,
                             mesh: mesh.clone(),
                             owner,
                             snapshot: snapshot.clone(),
+                            rpc,
+                            shard: ctx.id.index(),
                         });
                         let server_config = ServerConfig {
                             frame_size_max: config.frame_size_max,
@@ -203,8 +224,23 @@ pub fn start(config: NamesrvConfig, shutdown: Shutdown) -> Result<NamesrvHandle,
     };
     match addr {
         Ok(addr) => {
-            tracing::info!(%addr, "name server listening");
-            Ok(NamesrvHandle { addr, shards })
+            // The endpoint first: once the listening line is out, it answers too.
+            let metrics = metrics::start(&metrics_config, addr, rpc, metrics_snapshot, &shards);
+            match metrics {
+                Ok(metrics) => {
+                    tracing::info!(%addr, "name server listening");
+                    Ok(NamesrvHandle {
+                        addr,
+                        shards,
+                        metrics,
+                    })
+                }
+                Err(error) => {
+                    shards.shutdown.trigger();
+                    let _ = shards.join();
+                    Err(NamesrvError::Listen(error))
+                }
+            }
         }
         Err(error) => {
             shards.shutdown.trigger();
@@ -220,10 +256,13 @@ struct NetHandler {
     owner: ShardId,
     /// Route lookups are answered here, from the owner's latest published snapshot.
     snapshot: SharedRouteSnapshot,
+    /// Request latencies, this shard's slot written here only.
+    rpc: Arc<RpcStats>,
+    shard: usize,
 }
 
-impl RequestHandler for NetHandler {
-    async fn handle(
+impl NetHandler {
+    async fn answer(
         &self,
         connection: ConnectionInfo,
         request: RemotingCommand,
@@ -241,6 +280,28 @@ impl RequestHandler for NetHandler {
             return None;
         }
         response.await.ok().flatten()
+    }
+}
+
+impl RequestHandler for NetHandler {
+    async fn handle(
+        &self,
+        connection: ConnectionInfo,
+        request: RemotingCommand,
+    ) -> Option<RemotingCommand> {
+        let code = request.code;
+        let started = std::time::Instant::now();
+        let answer = self.answer(connection, request).await;
+        let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let key = RpcKey {
+            request: code,
+            response: answer
+                .as_ref()
+                .map_or(NO_RESPONSE, |response| response.code),
+            long_polling: false,
+        };
+        self.rpc.record(self.shard, key, elapsed_ms);
+        answer
     }
 
     async fn connection_closed(&self, connection: ConnectionInfo) {

@@ -25,6 +25,8 @@ pub type SharedRouteSnapshot = Arc<arc_swap::ArcSwap<RouteSnapshot>>;
 #[derive(Debug, Default)]
 pub struct RouteSnapshot {
     routes: HashMap<String, EncodedRoute>,
+    /// Live brokers when it was built (for the metrics).
+    brokers: usize,
 }
 
 #[derive(Debug)]
@@ -56,7 +58,22 @@ impl RouteSnapshot {
             let fastjson = route.to_json(JsonFlavour::Fastjson);
             encoded.insert(topic, EncodedRoute { standard, fastjson });
         }
-        RouteSnapshot { routes: encoded }
+        RouteSnapshot {
+            routes: encoded,
+            brokers: routes.live_broker_count(),
+        }
+    }
+
+    /// Topics with a route.
+    #[must_use]
+    pub fn topic_count(&self) -> usize {
+        self.routes.len()
+    }
+
+    /// Live brokers (registered, not expired).
+    #[must_use]
+    pub fn broker_count(&self) -> usize {
+        self.brokers
     }
 
     /// A new shared cell holding an empty snapshot.

@@ -31,7 +31,7 @@ use super::codes::{route_of, Processor};
 use super::reply::{error, Response};
 use super::services::long_poll::LongPoll;
 use super::state::{BrokerState, LocalReplicaWaits};
-use super::stats::rpc::{RpcKey, RpcStats, NO_RESPONSE, PROCESSORS};
+use crate::metrics::rpc::{RpcKey, RpcStats, NO_RESPONSE, PROCESSORS};
 use crate::remoting::heartbeat::MessageQueue;
 use crate::remoting::server::{ConnectionInfo, Outbound, RequestHandler};
 use crate::remoting::{RemotingCommand, RequestCode, ResponseCode};

@@ -8,6 +8,9 @@
 //! takes no lock and allocates nothing. A scrape reads every shard's table and adds them up.
 //! Distinct triples past [`RPC_SLOTS`] on a shard are counted in `dropped` only.
 
+use super::{histogram, HistogramValue};
+use crate::remoting::{RequestCode, ResponseCode};
+use prometheus_client::encoding::DescriptorEncoder;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 /// Upper bounds (ms) of the latency buckets, Java's `RemotingMetricsManager` view: 1, 3,
@@ -225,6 +228,57 @@ impl RpcStats {
     }
 }
 
+/// A code's Java name in lower case, or its number (`RemotingHelper.getRequestCodeDesc`).
+fn code_desc(name: Option<&'static str>, code: i32) -> String {
+    name.map_or_else(|| code.to_string(), str::to_ascii_lowercase)
+}
+
+/// Writes `rocketmq_rpc_latency_milliseconds` of `stats` (Java's `RemotingMetricsManager`):
+/// per request code, response code, long polling and result, `protocol_type="remoting"`.
+///
+/// # Errors
+/// The encoder's.
+pub fn encode_latency(encoder: &mut DescriptorEncoder, stats: &RpcStats) -> std::fmt::Result {
+    let bounds: Vec<f64> = RPC_BUCKETS_MS
+        .iter()
+        .map(|bound| *bound as f64)
+        .chain([f64::INFINITY])
+        .collect();
+    let series = stats
+        .latencies()
+        .into_iter()
+        .map(|(key, RpcLatency { sum_ms, buckets })| {
+            let (response, result) = if key.response == NO_RESPONSE {
+                ("success".to_owned(), "oneway")
+            } else {
+                let code = ResponseCode(key.response);
+                (code_desc(code.name(), key.response), "success")
+            };
+            let labels = vec![
+                ("protocol_type", "remoting".to_owned()),
+                (
+                    "request_code",
+                    code_desc(RequestCode(key.request).name(), key.request),
+                ),
+                ("response_code", response),
+                ("is_long_polling", key.long_polling.to_string()),
+                ("result", result.to_owned()),
+            ];
+            let value = HistogramValue {
+                sum: sum_ms as f64,
+                count: buckets.iter().sum(),
+                buckets: bounds.iter().copied().zip(buckets).collect(),
+            };
+            (labels, value)
+        });
+    histogram(
+        encoder,
+        "rocketmq_rpc_latency_milliseconds",
+        "Rpc latency",
+        series.collect::<Vec<_>>(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -252,6 +306,11 @@ mod tests {
         assert_eq!(all[&send].buckets, [1, 1, 0, 0, 0, 0, 0, 0, 0, 1]);
         assert_eq!(all[&timeout].buckets[5], 1);
         assert_eq!(unkey(key(timeout)), timeout);
+        assert_eq!(
+            code_desc(RequestCode::PULL_MESSAGE.name(), 11),
+            "pull_message"
+        );
+        assert_eq!(code_desc(None, 9999), "9999");
     }
 
     #[test]
