@@ -380,6 +380,16 @@ fn ferromq_exports_java_names_and_labels_with_values_matching_the_traffic() {
                 assert!(value(&scraped, gauge, &store).is_some(), "no {gauge}");
             }
             assert!(value(&scraped, "rocketmq_consumer_group_number", &common).unwrap() >= 1.0);
+            // ferromq's own: every shard ran tasks and was busy for some of the time.
+            let busy = samples(&scraped, "ferromq_shard_busy_seconds_total", &[]).count();
+            assert!(busy >= 1, "no shard busy time");
+            for sample in samples(&scraped, "ferromq_shard_tasks_total", &[]) {
+                assert!(
+                    matches!(sample.value, Value::Counter(n) if n > 0.0),
+                    "{sample:?}"
+                );
+            }
+            assert!(value(&scraped, "ferromq_shard_busy_seconds_total", &[]).unwrap() > 0.0);
             // Java's common labels on every rocketmq_ series.
             for sample in &scraped.samples {
                 if sample.metric.starts_with("rocketmq_") {

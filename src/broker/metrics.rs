@@ -54,6 +54,21 @@ pub fn start(
         .map_err(|error| format!("metrics endpoint on {addr}: {error}"))
 }
 
+/// Adds this shard's executor statistics (busy time, tasks run) to the broker's every
+/// second, until shutdown; runs on each shard when the metrics are on.
+pub async fn sample_shard(state: Arc<BrokerState>, shard: usize, shutdown: Shutdown) {
+    use futures::future::{select, Either};
+    // The first call hands over what the executor counted before: its start.
+    state.stats.busy.sample_here(shard);
+    loop {
+        let tick = glommio::timer::sleep(std::time::Duration::from_secs(1));
+        if let Either::Right(_) = select(Box::pin(tick), shutdown.wait()).await {
+            return;
+        }
+        state.stats.busy.sample_here(shard);
+    }
+}
+
 /// Java's labels of every series, in its order.
 fn common_labels(config: &BrokerConfig) -> Vec<(Cow<'static, str>, Cow<'static, str>)> {
     let mut labels: Vec<(Cow<'static, str>, Cow<'static, str>)> = config
@@ -372,6 +387,24 @@ impl BrokerCollector {
 
     /// ferromq's own: what Java has no name for.
     fn encode_own(&self, encoder: &mut DescriptorEncoder) -> std::fmt::Result {
+        let busy = self.state.stats.busy.totals();
+        let shard = |index: usize| vec![("shard", index.to_string())];
+        counter(
+            encoder,
+            "ferromq_shard_busy_seconds",
+            "Seconds each shard's executor spent running tasks (not idle, not spinning).",
+            busy.iter()
+                .enumerate()
+                .map(|(index, (seconds, _))| (shard(index), *seconds)),
+        )?;
+        counter(
+            encoder,
+            "ferromq_shard_tasks",
+            "Tasks each shard's executor ran.",
+            busy.iter()
+                .enumerate()
+                .map(|(index, (_, tasks))| (shard(index), *tasks)),
+        )?;
         gauge(
             encoder,
             "ferromq_pull_mapped_window_bytes",

@@ -34,6 +34,7 @@ pub mod transaction;
 pub use services::{ha, ha_slave, long_poll, register, schedule};
 
 use crate::config::broker::{BrokerConfig, BrokerRole};
+use crate::metrics::config::ExporterType;
 use crate::remoting::server::{self, ServerConfig};
 use crate::store::message_store::{
     create_abort_file, recover_store, run_writer, StoreChannels, StoreHandle, StoreLock,
@@ -208,6 +209,13 @@ pub fn start(config: BrokerConfig, shutdown: Shutdown) -> Result<BrokerHandle, B
             let handle = handle.clone();
             async move {
                 let mut tasks = Vec::new();
+                if state.config.metrics.exporter_type == ExporterType::Prom {
+                    tasks.push(ctx.task_queues.spawn_background(metrics::sample_shard(
+                        Arc::clone(&state),
+                        ctx.id.index(),
+                        ctx.shutdown.clone(),
+                    )));
+                }
                 if ctx.roles.contains(Role::Dispatch) {
                     if let Some(dispatch) = take(&parts.dispatch) {
                         let shutdown = ctx.shutdown.clone();

@@ -164,6 +164,8 @@ pub struct BrokerStats {
     pub items: items::StatsItems,
     /// Request latencies and requests in flight, per shard (for the metrics).
     pub rpc: crate::metrics::rpc::RpcStats,
+    /// Each shard's busy time and tasks run (for the metrics).
+    pub busy: crate::metrics::shard::ShardBusy,
 }
 
 fn sum(values: impl Iterator<Item = u64>) -> u64 {
@@ -181,6 +183,7 @@ impl BrokerStats {
             bounds: bucket_bounds(),
             items: items::StatsItems::new(shards),
             rpc: crate::metrics::rpc::RpcStats::new(shards),
+            busy: crate::metrics::shard::ShardBusy::new(shards),
         }
     }
 

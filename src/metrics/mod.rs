@@ -13,8 +13,11 @@
 pub mod config;
 pub mod exporter;
 pub mod rpc;
+pub mod shard;
 
-use prometheus_client::encoding::{DescriptorEncoder, EncodeGaugeValue, MetricEncoder, NoLabelSet};
+use prometheus_client::encoding::{
+    DescriptorEncoder, EncodeCounterValue, EncodeGaugeValue, MetricEncoder, NoLabelSet,
+};
 use prometheus_client::metrics::MetricType;
 
 /// A series' labels: Java's label names, their values.
@@ -77,11 +80,11 @@ pub fn gauge<V: EncodeGaugeValue>(
 ///
 /// # Errors
 /// The encoder's.
-pub fn counter(
+pub fn counter<V: EncodeCounterValue>(
     encoder: &mut DescriptorEncoder,
     name: &str,
     help: &str,
-    series: impl IntoIterator<Item = (Labels, u64)>,
+    series: impl IntoIterator<Item = (Labels, V)>,
 ) -> std::fmt::Result {
     family(
         encoder,
