@@ -469,6 +469,16 @@ fn timer_survives_a_restart_and_a_kill_9_in_the_middle() {
     });
 }
 
+/// Messages and window of the Java client tests: 1,000 over 20 s, to keep the suite short;
+/// `TIMER_JAVA_COUNT` and `TIMER_JAVA_WINDOW_MS` scale them (the issue's 10,000 over 60 s).
+fn java_scale() -> (u32, u64) {
+    let var = |name: &str| std::env::var(name).ok().and_then(|v| v.parse().ok());
+    (
+        var("TIMER_JAVA_COUNT").map_or(1_000, |v: u64| u32::try_from(v).unwrap()),
+        var("TIMER_JAVA_WINDOW_MS").unwrap_or(20_000),
+    )
+}
+
 /// The Java 4.9.8 client sending `TIMER_DELIVER_MS` and `TIMER_DELAY_SEC` as user properties
 /// against `ferromq standalone`: each message once, none early, within the precision; a past
 /// time at once; over-max refused with MESSAGE_ILLEGAL.
@@ -476,17 +486,24 @@ fn timer_survives_a_restart_and_a_kill_9_in_the_middle() {
 fn java_498_client_timer_properties_on_time() {
     use common::java::{self, Serialize, Standalone};
     let server = Standalone::start("");
+    let (count, window_ms) = java_scale();
     let output = java::run_java(
         "Timer",
-        &[&server.namesrv_addr(), "JavaTimer498", "1000", "20000"],
+        &[
+            &server.namesrv_addr(),
+            "JavaTimer498",
+            &count.to_string(),
+            &window_ms.to_string(),
+        ],
         Serialize::Json,
-        Duration::from_secs(180),
+        Duration::from_secs(240) + Duration::from_millis(window_ms),
     );
     output.assert_passed("Timer (4.9.8 client)");
-    assert_eq!(output.figure("delivered"), 1003.0);
+    assert_eq!(output.figure("delivered"), f64::from(count + 3));
     assert_eq!(output.figure("over_max_code"), 13.0);
     println!(
-        "4.9.8 client, 1000 timer messages over 20 s: lateness p50 {} ms, p99 {} ms, max {} ms",
+        "4.9.8 client, {count} timer messages over {window_ms} ms: lateness p50 {} ms, \
+         p99 {} ms, max {} ms",
         output.figure("late_p50_ms"),
         output.figure("late_p99_ms"),
         output.figure("late_max_ms")
@@ -501,20 +518,27 @@ fn java5_client_deliver_time_and_recall() {
     use common::java::{self, Serialize, Standalone};
     let kit = java::kit5();
     let server = Standalone::start("recallMessageEnable=true");
+    let (count, window_ms) = java_scale();
     let output = java::run_java_on(
         &kit,
         &java::classes5(),
         "Java5Timer",
-        &[&server.namesrv_addr(), "JavaTimer5", "1000", "20000"],
+        &[
+            &server.namesrv_addr(),
+            "JavaTimer5",
+            &count.to_string(),
+            &window_ms.to_string(),
+        ],
         Serialize::Json,
         "",
-        Duration::from_secs(180),
+        Duration::from_secs(240) + Duration::from_millis(window_ms),
     );
     output.assert_passed("Java5Timer (5.x client)");
-    assert_eq!(output.figure("delivered"), 1000.0);
+    assert_eq!(output.figure("delivered"), f64::from(count));
     assert_eq!(output.figure("recalled_id_matches"), 1.0);
     println!(
-        "5.x client, 1000 timer messages over 20 s: lateness p50 {} ms, p99 {} ms, max {} ms",
+        "5.x client, {count} timer messages over {window_ms} ms: lateness p50 {} ms, \
+         p99 {} ms, max {} ms",
         output.figure("late_p50_ms"),
         output.figure("late_p99_ms"),
         output.figure("late_max_ms")

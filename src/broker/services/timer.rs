@@ -67,6 +67,11 @@ const EMPTY_SLOTS_ROUND_MAX: usize = 4096;
 const REVISE_STEPS_MAX: i64 = 20_000;
 /// How often timerlog files below the CommitLog are deleted (Java's scheduler: 30 s).
 const CLEAN_INTERVAL: Duration = Duration::from_secs(30);
+/// Puts of deliveries in flight at once (Java runs `timerPutMessageThreadNum`, 3, threads
+/// of blocking puts; an awaited put costs a group commit, so more overlap here).
+const PUTS_IN_FLIGHT: usize = 64;
+/// Due units of a slot read and put together, at most (their records are in memory then).
+const DELIVER_CHUNK: usize = 256;
 /// Tries of a delivery's put (`doPut` three times unless `timerEnableRetryUntilSuccess`).
 const PUT_TRIES: u32 = 3;
 
@@ -368,18 +373,22 @@ impl Timer {
                     break;
                 }
             }
+            // Units are appended in order; what is due already is put before the queue
+            // offset moves past it.
+            let mut due = Vec::new();
             for found in &result.messages {
                 let record = result.record(found);
                 let size_py = i32::try_from(found.size).unwrap_or(i32::MAX);
-                self.enqueue_one(
+                due.extend(self.enqueue_one(
                     found.queue_offset,
                     found.physical_offset,
                     size_py,
                     record,
-                    shutdown,
-                )
-                .await?;
-                self.curr_queue_offset = found.queue_offset + 1;
+                ));
+            }
+            self.put_all(due, shutdown).await?;
+            if let Some(last) = result.messages.last() {
+                self.curr_queue_offset = last.queue_offset + 1;
                 self.commit_queue_offset = self.curr_queue_offset;
             }
             if result.messages.is_empty() && result.next_begin_offset <= offset {
@@ -395,21 +404,22 @@ impl Timer {
         Ok(moved)
     }
 
-    async fn enqueue_one(
+    /// One timer-topic record: a unit appended, or, when its slot is already behind the
+    /// write time, the message to deliver now.
+    fn enqueue_one(
         &mut self,
         offset: i64,
         offset_py: i64,
         size_py: i32,
         bytes: &[u8],
-        shutdown: &Shutdown,
-    ) -> Result<(), Stop> {
+    ) -> Option<PutMessage> {
         let Ok(Record::Message { record, .. }) = decode_record(bytes, false) else {
             tracing::warn!(
                 offset,
                 offset_py,
                 "timer queue unit without a message; skipped"
             );
-            return Ok(());
+            return None;
         };
         let properties = parse_properties(record.properties);
         let Some(delayed_ms) =
@@ -420,14 +430,12 @@ impl Timer {
                 offset_py,
                 "timer message without TIMER_OUT_MS; skipped"
             );
-            return Ok(());
+            return None;
         };
         if delayed_ms < self.curr_write_time_ms {
             // Its slot is behind the wheel's write time: delivered now, never enqueued
             // (`TIMER_ENQUEUE_MS` says so with Long.MAX_VALUE).
-            return self
-                .deliver(&record, i64::MAX, MAGIC_DEFAULT, shutdown)
-                .await;
+            return self.prepare_delivery(&record, i64::MAX, MAGIC_DEFAULT);
         }
         let delete = property(&properties, PROPERTY_TIMER_DEL_UNIQKEY).is_some();
         let real_topic = property(&properties, PROPERTY_REAL_TOPIC).map(str::to_owned);
@@ -438,7 +446,7 @@ impl Timer {
             delete,
             real_topic.as_deref(),
         );
-        Ok(())
+        None
     }
 
     /// `doEnqueue`: one unit appended and chained into its slot.
@@ -574,31 +582,34 @@ impl Timer {
                 }
             }
         }
-        for unit in &normal {
-            let Some(bytes) = self.read_message(unit.offset_py).await else {
-                tracing::warn!(
-                    offset_py = unit.offset_py,
-                    "timer message gone from the CommitLog"
-                );
-                continue;
-            };
-            let Ok(Record::Message { record, .. }) = decode_record(&bytes, false) else {
-                continue;
-            };
-            if !deleted.is_empty() {
-                let properties = parse_properties(record.properties);
-                let key = property(&properties, PROPERTY_UNIQ_KEY)
-                    .zip(property(&properties, PROPERTY_REAL_TOPIC));
-                if let Some((uniq, topic)) = key {
-                    if deleted.contains(&delete_key(topic, uniq)) {
-                        tracing::debug!(uniq, topic, "timer message recalled");
-                        self.metric_delivered(&properties);
-                        continue;
+        for chunk in normal.chunks(DELIVER_CHUNK) {
+            let mut due = Vec::with_capacity(chunk.len());
+            for unit in chunk {
+                let Some(bytes) = self.read_message(unit.offset_py).await else {
+                    tracing::warn!(
+                        offset_py = unit.offset_py,
+                        "timer message gone from the CommitLog"
+                    );
+                    continue;
+                };
+                let Ok(Record::Message { record, .. }) = decode_record(&bytes, false) else {
+                    continue;
+                };
+                if !deleted.is_empty() {
+                    let properties = parse_properties(record.properties);
+                    let key = property(&properties, PROPERTY_UNIQ_KEY)
+                        .zip(property(&properties, PROPERTY_REAL_TOPIC));
+                    if let Some((uniq, topic)) = key {
+                        if deleted.contains(&delete_key(topic, uniq)) {
+                            tracing::debug!(uniq, topic, "timer message recalled");
+                            self.metric_delivered(&properties);
+                            continue;
+                        }
                     }
                 }
+                due.extend(self.prepare_delivery(&record, unit.enqueue_time_ms, unit.magic));
             }
-            self.deliver(&record, unit.enqueue_time_ms, unit.magic, shutdown)
-                .await?;
+            self.put_all(due, shutdown).await?;
         }
         Ok(())
     }
@@ -624,16 +635,15 @@ impl Timer {
         }
     }
 
-    /// Puts a due message again (`convert` + `doPut`): to its real topic, or for a roll
-    /// into the timer topic. Errors of the message itself drop it, as Java's; the rest are
-    /// tried again, three times unless `timerEnableRetryUntilSuccess`.
-    async fn deliver(
+    /// The message to put for a due record (`convert`): to its real topic, or for a roll
+    /// into the timer topic; `None` for a delete whose slot came (`PUT_NO_RETRY`) or a
+    /// record without its real topic.
+    fn prepare_delivery(
         &mut self,
         record: &MessageRecord<'_>,
         enqueue_time_ms: i64,
         magic: i32,
-        shutdown: &Shutdown,
-    ) -> Result<(), Stop> {
+    ) -> Option<PutMessage> {
         let roll = needs_roll(magic);
         let mut properties = parse_properties(record.properties);
         if enqueue_time_ms == i64::MAX {
@@ -645,52 +655,37 @@ impl Timer {
         }
         self.metric_delivered(&properties);
         if !roll && property(&properties, PROPERTY_TIMER_DEL_UNIQKEY).is_some() {
-            // A delete whose slot came: nothing to deliver (`PUT_NO_RETRY`).
-            return Ok(());
+            return None;
         }
-        let Some(message) = convert(record, properties, enqueue_time_ms, roll) else {
+        let message = convert(record, properties, enqueue_time_ms, roll);
+        if message.is_none() {
             tracing::error!(
                 offset_py = record.physical_offset,
                 "timer message without its real topic; dropped"
             );
-            return Ok(());
-        };
-        let mut failures = 0;
-        loop {
-            match self.store.put(message.clone()).await {
-                Ok(_) => return Ok(()),
-                Err(StoreError::TooLarge { .. } | StoreError::Illegal(_)) => {
-                    tracing::warn!(
-                        topic = message.topic,
-                        "timer message refused by the store; dropped"
-                    );
-                    return Ok(());
-                }
-                Err(StoreError::ShuttingDown) => return Err(Stop),
-                Err(error) => {
-                    failures += 1;
-                    if !self.config.timer_enable_retry_until_success && failures >= PUT_TRIES {
-                        let topic = &message.topic;
-                        tracing::error!(%error, topic, failures, "timer delivery failed; dropped");
-                        return Ok(());
-                    }
-                    let topic = &message.topic;
-                    tracing::warn!(%error, topic, failures, "timer delivery failed; retrying");
-                    let pause = Duration::from_millis(
-                        u64::try_from(500 * self.precision_ms / 1000).unwrap_or(500),
-                    );
-                    let sleep = glommio::timer::sleep(pause);
-                    futures::pin_mut!(sleep);
-                    let stop = shutdown.wait();
-                    futures::pin_mut!(stop);
-                    if let futures::future::Either::Right(_) =
-                        futures::future::select(sleep, stop).await
-                    {
-                        return Err(Stop);
-                    }
-                }
-            }
         }
+        message
+    }
+
+    /// Puts `messages` (`doPut`), [`PUTS_IN_FLIGHT`] at a time as Java's
+    /// `timerPutMessageThreadNum` threads do: errors of a message itself drop it, as Java's;
+    /// the rest are tried again, three times unless `timerEnableRetryUntilSuccess`.
+    ///
+    /// # Errors
+    /// [`Stop`] when the broker shuts down before every put is answered.
+    async fn put_all(&self, messages: Vec<PutMessage>, shutdown: &Shutdown) -> Result<(), Stop> {
+        use futures::stream::StreamExt;
+        let retry_until_success = self.config.timer_enable_retry_until_success;
+        let pause =
+            Duration::from_millis(u64::try_from(500 * self.precision_ms / 1000).unwrap_or(500));
+        let results: Vec<Result<(), Stop>> = futures::stream::iter(messages)
+            .map(|message| {
+                put_with_retries(&self.store, message, retry_until_success, pause, shutdown)
+            })
+            .buffer_unordered(PUTS_IN_FLIGHT)
+            .collect()
+            .await;
+        results.into_iter().collect()
     }
 
     /// `prepareTimerCheckPoint` (a master's: it keeps `masterTimerQueueOffset` itself).
@@ -748,6 +743,46 @@ impl Timer {
             pending = self.wheel.all_num(self.curr_read_time_ms),
             "timer progress"
         );
+    }
+}
+
+/// One delivery's put with Java's retries (`doPut` and its caller's loop).
+async fn put_with_retries(
+    store: &StoreHandle,
+    message: PutMessage,
+    retry_until_success: bool,
+    pause: Duration,
+    shutdown: &Shutdown,
+) -> Result<(), Stop> {
+    let mut failures = 0;
+    loop {
+        match store.put(message.clone()).await {
+            Ok(_) => return Ok(()),
+            Err(StoreError::TooLarge { .. } | StoreError::Illegal(_)) => {
+                let topic = &message.topic;
+                tracing::warn!(topic, "timer message refused by the store; dropped");
+                return Ok(());
+            }
+            Err(StoreError::ShuttingDown) => return Err(Stop),
+            Err(error) => {
+                failures += 1;
+                let topic = &message.topic;
+                if !retry_until_success && failures >= PUT_TRIES {
+                    tracing::error!(%error, topic, failures, "timer delivery failed; dropped");
+                    return Ok(());
+                }
+                tracing::warn!(%error, topic, failures, "timer delivery failed; retrying");
+                let sleep = glommio::timer::sleep(pause);
+                futures::pin_mut!(sleep);
+                let stop = shutdown.wait();
+                futures::pin_mut!(stop);
+                if let futures::future::Either::Right(_) =
+                    futures::future::select(sleep, stop).await
+                {
+                    return Err(Stop);
+                }
+            }
+        }
     }
 }
 
