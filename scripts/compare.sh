@@ -33,6 +33,8 @@
 # (default ASYNC_FLUSH). HA=SYNC_MASTER (or ASYNC_MASTER) makes each ferromq or java side a
 # broker group: the master in that role and a slave of the same kind (brokerId=1, listening
 # on the broker port + 10), given a few seconds to connect before the run.
+# CONSUME_ARGS="..." adds options to each consume run (e.g. --sql hit=1 after a produce with
+# --hit-one-in 10, to time a filtered drain).
 # BROKER_CONF="key=value\n..." adds those lines to the config of every broker started here
 # (e.g. mapedFileSizeCommitLog=67108864 to roll segments often).
 # REPORTS=DIR keeps each run's JSON report and SVG chart (latency percentiles, and p50, p99
@@ -240,7 +242,7 @@ run_side() { # side addr round
         bench_run "$side-$round-produce" produce -n "$addr" --topic "$topic" --create-topic \
             $args $pid_args
         bench_run "$side-$round-consume" consume -n "$addr" --topic "$topic" --create-topic \
-            --drain --from first --duration 300
+            --drain --from first --duration 300 ${CONSUME_ARGS:-}
     fi
     echo
 }

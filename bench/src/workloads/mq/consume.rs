@@ -122,9 +122,13 @@ fn pull_request(args: &MqArgs, queue_id: i32, offset: i64) -> RemotingCommand {
         sys_flag: commit | FLAG_SUSPEND | FLAG_SUBSCRIPTION,
         commit_offset: if args.commit_offsets { offset } else { 0 },
         suspend_timeout_millis: SUSPEND_MS,
-        subscription: Some("*".to_owned()),
+        subscription: Some(
+            args.sql
+                .clone()
+                .unwrap_or_else(|| args.subscription.clone()),
+        ),
         sub_version: 0,
-        expression_type: Some("TAG".to_owned()),
+        expression_type: Some(if args.sql.is_some() { "SQL92" } else { "TAG" }.to_owned()),
         max_msg_bytes: None,
         request_source: None,
         broker_name: None,

@@ -147,6 +147,17 @@ pub struct MqArgs {
     /// Consumer group named in the pulls.
     #[arg(long, default_value = "BenchmarkConsumer")]
     pub group: String,
+    /// produce: one message in N gets the tag `hit` and the property `hit=1`, the others the
+    /// tag `miss` and `hit=0` (what `--subscription hit` and `--sql "hit = 1"` select).
+    #[arg(long, value_name = "N")]
+    pub hit_one_in: Option<u64>,
+    /// consume: the tag expression the pulls carry.
+    #[arg(long, default_value = "*", conflicts_with = "sql")]
+    pub subscription: String,
+    /// consume: an SQL92 selector the pulls carry instead of a tag expression (the broker
+    /// needs `enablePropertyFilter=true`).
+    #[arg(long, value_name = "EXPRESSION")]
+    pub sql: Option<String>,
     /// consume: stop once every queue is read up to its max offset at the start.
     #[arg(long)]
     pub drain: bool,

@@ -242,14 +242,30 @@ fn settle(recorder: &mut Recorder, (outcome, stamp, count, bytes): Done) {
     }
 }
 
-/// One message's properties: `WAIT`, and a new `UNIQ_KEY` as a RocketMQ client sets on each
-/// message (Java's `MessageClientIDSetter`) unless `--no-uniq-key`.
+/// Messages made so far, for `--hit-one-in`.
+static MESSAGE_NUMBER: AtomicU64 = AtomicU64::new(0);
+
+/// One message's properties: `WAIT`, the tag and property of `--hit-one-in`, and a new
+/// `UNIQ_KEY` as a RocketMQ client sets on each message (Java's `MessageClientIDSetter`)
+/// unless `--no-uniq-key`.
 fn properties(args: &MqArgs) -> String {
-    if args.no_uniq_key {
-        return PROPERTIES.to_owned();
-    }
-    let mut properties = String::with_capacity(PROPERTIES.len() + 48);
+    let mut properties = String::with_capacity(PROPERTIES.len() + 80);
     properties.push_str(PROPERTIES);
+    if let Some(one_in) = args.hit_one_in {
+        let hit = MESSAGE_NUMBER
+            .fetch_add(1, Ordering::Relaxed)
+            .is_multiple_of(one_in.max(1));
+        let (tag, value) = if hit { ("hit", "1") } else { ("miss", "0") };
+        for (name, value) in [("TAGS", tag), ("hit", value)] {
+            properties.push_str(name);
+            properties.push(NAME_VALUE_SEPARATOR);
+            properties.push_str(value);
+            properties.push(PROPERTY_SEPARATOR);
+        }
+    }
+    if args.no_uniq_key {
+        return properties;
+    }
     properties.push_str(property::UNIQ_CLIENT_MESSAGE_ID_KEYIDX);
     properties.push(NAME_VALUE_SEPARATOR);
     properties.push_str(&create_uniq_id());
