@@ -22,8 +22,11 @@ use ferromq::client::consumer::{
 };
 use ferromq::client::producer::Producer;
 use ferromq::client::{ClientConfig, Message, MessageExt};
-use ferromq::remoting::headers::{CreateTopicRequestHeader, PullMessageRequestHeader};
+use ferromq::remoting::headers::{
+    CreateTopicRequestHeader, PullMessageRequestHeader, SendMessageRequestHeaderV2,
+};
 use ferromq::remoting::{RemotingCommand, RequestCode, SerializeType};
+use ferromq::store::message::{decode_record, Record};
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -403,6 +406,16 @@ fn our_client_passes_the_e2e_sql_scenarios() {
     });
 }
 
+/// The bodies of the records of a pull's answer.
+fn records(mut body: &[u8]) -> Vec<Vec<u8>> {
+    let mut found = Vec::new();
+    while let Ok(Record::Message { record, size }) = decode_record(body, false) {
+        found.push(record.body.to_vec());
+        body = &body[size..];
+    }
+    found
+}
+
 /// A heartbeat of `group` subscribing to `topic` with the SQL92 `expression` at `version`.
 fn heartbeat(group: &str, topic: &str, expression: &str, version: i64) -> RemotingCommand {
     let mut request = RemotingCommand::request(RequestCode::HEART_BEAT);
@@ -450,9 +463,20 @@ fn check_client_config(expression_type: &str, expression: &str) -> RemotingComma
 
 /// A pull of `group`; with `selector`, the pull carries it (the subscription flag).
 fn pull(group: &str, selector: Option<&str>, sub_version: i64) -> RemotingCommand {
+    pull_of("SqlRefused", group, selector, "SQL92", sub_version)
+}
+
+/// A pull of `topic` by `group`, with `selector` of `expression_type` when given.
+fn pull_of(
+    topic: &str,
+    group: &str,
+    selector: Option<&str>,
+    expression_type: &str,
+    sub_version: i64,
+) -> RemotingCommand {
     let header = PullMessageRequestHeader {
         consumer_group: group.into(),
-        topic: "SqlRefused".into(),
+        topic: topic.into(),
         queue_id: 0,
         queue_offset: 0,
         max_msg_nums: 32,
@@ -461,7 +485,7 @@ fn pull(group: &str, selector: Option<&str>, sub_version: i64) -> RemotingComman
         suspend_timeout_millis: 0,
         subscription: selector.map(str::to_owned),
         sub_version,
-        expression_type: Some("SQL92".into()),
+        expression_type: Some(expression_type.into()),
         max_msg_bytes: None,
         request_source: None,
         broker_name: None,
@@ -472,11 +496,14 @@ fn pull(group: &str, selector: Option<&str>, sub_version: i64) -> RemotingComman
 /// Bad expressions and a broker without `enablePropertyFilter` are refused with Java's
 /// codes and words: CHECK_CLIENT_CONFIG 23 with the parse error's position; a pull carrying
 /// a bad selector 23; a pull of a group whose registered selector did not compile 27;
-/// SYSTEM_ERROR without `enablePropertyFilter`. And a Java push consumer with a bad selector
-/// does not start.
+/// SYSTEM_ERROR without `enablePropertyFilter`. With `filterSupportRetry`, a retry topic's
+/// messages are filtered by the selector of their original topic. And a Java push consumer
+/// with a bad selector does not start.
 #[test]
 fn bad_selectors_and_disabled_filters_are_refused_as_java_refuses_them() {
-    let server = Standalone::start(&format!("enablePropertyFilter=true\n{DISK}"));
+    let server = Standalone::start(&format!(
+        "enablePropertyFilter=true\nfilterSupportRetry=true\n{DISK}"
+    ));
     let disabled = Standalone::start(DISK);
     runtime().block_on(async {
         create_topic(&server, "SqlRefused").await;
@@ -529,6 +556,57 @@ fn bad_selectors_and_disabled_filters_are_refused_as_java_refuses_them() {
             (code, remark.as_str()),
             (25, "the consumer's subscription not latest")
         );
+
+        // filterSupportRetry: a retry topic's messages pass the selector their group
+        // registered for their original topic (RETRY_TOPIC), here price > 20.
+        let group = "G_retry";
+        let retry = format!("%RETRY%{group}");
+        assert_eq!(
+            answer(heartbeat(group, "SqlRefused", "price > 20", 1))
+                .await
+                .0,
+            0
+        );
+        for price in ["10", "30"] {
+            let header = SendMessageRequestHeaderV2 {
+                a: "P_retry".into(),
+                b: retry.clone(),
+                c: "TBW102".into(),
+                d: 1,
+                e: 0,
+                f: 0,
+                g: 0,
+                h: 0,
+                i: Some(format!(
+                    "RETRY_TOPIC\u{1}SqlRefused\u{2}price\u{1}{price}\u{2}"
+                )),
+                j: Some(0),
+                k: Some(false),
+                l: None,
+                m: Some(false),
+                n: None,
+            };
+            let mut send =
+                RemotingCommand::request_with_header(RequestCode::SEND_MESSAGE_V2, &header);
+            send.body = price.as_bytes().to_vec();
+            let (code, remark) = answer(send).await;
+            assert_eq!(code, 0, "{remark}");
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let bodies = loop {
+            let request = pull_of(&retry, group, Some("*"), "TAG", 1);
+            let response = client.request(request).await.unwrap();
+            if response.code == 0 {
+                break records(&response.body);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no retry message: {}",
+                response.code
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert_eq!(bodies, vec![b"30".to_vec()]);
 
         let off = common::connect(disabled.broker, SerializeType::Json).await;
         let not_supported = "The broker does not support consumer to filter message by SQL92";
