@@ -225,6 +225,21 @@ impl BrokerCollector {
                 .map(|((topic, group), totals)| (get_labels(topic, group), value(totals)))
                 .collect::<Vec<_>>()
         };
+        let dlq = self.state.stats.items.dlq_totals();
+        counter(
+            encoder,
+            "rocketmq_send_to_dlq_messages",
+            "Consumer send to DLQ messages",
+            dlq.iter().map(|((group, topic), count)| {
+                let system = self.state.is_system_topic(topic) || is_system_group(group);
+                let labels = vec![
+                    ("consumer_group", group.clone()),
+                    ("topic", topic.clone()),
+                    ("is_system", bool_label(system)),
+                ];
+                (labels, *count)
+            }),
+        )?;
         counter(
             encoder,
             "rocketmq_messages_out",

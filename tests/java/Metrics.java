@@ -1,12 +1,15 @@
 // The traffic the metrics tests scrape after: sends COUNT messages of SIZE body bytes, one
 // a send, then a push consumer of GROUP reads them all; prints "ONLINE" and waits (both
 // clients still connected) for the stop file, then stops the consumer (its offsets go to
-// the broker) and sends EXTRA more, which stay unconsumed: the group's lag.
+// the broker) and sends EXTRA more, which stay unconsumed: the group's lag. The first
+// message delivered is consumed "later" with no reconsume allowed, so the broker puts it
+// into the group's %DLQ% topic.
 //
 // args: namesrv topic group count size extra
 
 import java.io.File;
 import java.util.Arrays;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
@@ -33,10 +36,15 @@ public class Metrics {
         Support.equal(count, sent, "sent before consuming");
 
         AtomicInteger received = new AtomicInteger();
+        AtomicBoolean refused = new AtomicBoolean();
         DefaultMQPushConsumer consumer = Support.pushConsumer(namesrv, group);
         consumer.subscribe(topic, "*");
+        consumer.setMaxReconsumeTimes(0);
         consumer.registerMessageListener((MessageListenerConcurrently) (messages, context) -> {
             received.addAndGet(messages.size());
+            if (refused.compareAndSet(false, true)) {
+                return ConsumeConcurrentlyStatus.RECONSUME_LATER;
+            }
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
         });
         consumer.start();

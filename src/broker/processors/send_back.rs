@@ -95,6 +95,11 @@ pub(super) async fn process(ctx: &Context, request: &RemotingCommand) -> Respons
     }
     let max = max_reconsume_times(request, header.max_reconsume_times, group.retry_max_times);
     let (topic, queue_id, level) = if record.reconsume_times >= max || header.delay_level < 0 {
+        let origin = header.origin_topic.as_deref().unwrap_or(record.topic);
+        state
+            .stats
+            .items
+            .record_dlq(ctx.shard, &header.group, origin);
         let dlq = ensure_dlq(state, &header.group).await;
         (dlq, queue_for(request.opaque, DLQ_NUMS_PER_GROUP), 0)
     } else {

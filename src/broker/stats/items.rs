@@ -141,6 +141,9 @@ struct ShardTables {
     get: HashMap<String, HashMap<String, KeyCounters>>,
     /// Keys in `get`.
     get_keys: usize,
+    /// Messages sent back to the `%DLQ%` topic, by group, then original topic (Java's
+    /// `rocketmq_send_to_dlq_messages_total`): a rare path, counted here beside the others.
+    dlq: HashMap<String, HashMap<String, u64>>,
 }
 
 #[derive(Debug)]
@@ -236,6 +239,38 @@ impl StatsItems {
             .or_default();
         counters.nums.add(messages);
         counters.size.add(bytes);
+    }
+
+    /// Counts a message of `topic` that `group` sent back and that went to its `%DLQ%`
+    /// topic (at most [`ITEMS_MAX`] groups per shard).
+    pub fn record_dlq(&self, shard: usize, group: &str, topic: &str) {
+        let mut tables = self.slot(shard);
+        if !tables.dlq.contains_key(group) && tables.dlq.len() >= ITEMS_MAX {
+            return;
+        }
+        let count = tables
+            .dlq
+            .entry(group.to_owned())
+            .or_default()
+            .entry(topic.to_owned())
+            .or_default();
+        *count = count.saturating_add(1);
+    }
+
+    /// Messages sent to `%DLQ%` topics by (group, original topic), all shards added up.
+    #[must_use]
+    pub fn dlq_totals(&self) -> Vec<((String, String), u64)> {
+        let mut totals = std::collections::BTreeMap::<(String, String), u64>::new();
+        for slot in &self.slots {
+            let tables = locked(&slot.0);
+            for (group, topics) in &tables.dlq {
+                for (topic, count) in topics {
+                    let total = totals.entry((group.clone(), topic.clone())).or_default();
+                    *total = total.saturating_add(*count);
+                }
+            }
+        }
+        totals.into_iter().collect()
     }
 
     /// Every topic's puts and every (topic, group)'s pulls, all shards added up: what a
