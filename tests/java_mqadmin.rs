@@ -430,6 +430,18 @@ fn mqadmin_inspection_commands_print_what_the_java_broker_prints() {
         ferro_status.remove("haSlaveAckOffset").as_deref(),
         Some("0")
     );
+    // 5.x's timer keys (ferromq has 5.x's timer, 4.9.8 none): no timer message was sent.
+    for key in ["timerOffsetBehind", "timerCongestNum"] {
+        assert_eq!(ferro_status.remove(key).as_deref(), Some("0"), "{key}");
+    }
+    let read_behind = ferro_status.remove("timerReadBehind").unwrap_or_default();
+    assert!(
+        read_behind.parse::<i64>().is_ok_and(|s| s >= 0),
+        "{read_behind}"
+    );
+    for key in ["timerEnqueueTps", "timerDequeueTps"] {
+        assert_eq!(ferro_status.remove(key).as_deref(), Some("0.0"), "{key}");
+    }
     assert_eq!(
         ferro_status.keys().collect::<Vec<_>>(),
         java_status.keys().collect::<Vec<_>>()

@@ -362,6 +362,78 @@ fn timer_recall_cancels_a_pending_message() {
     });
 }
 
+/// The broker's GET_BROKER_RUNTIME_INFO table.
+async fn runtime_info(client: &RemotingClient) -> HashMap<String, String> {
+    let request = RemotingCommand::request(RequestCode::GET_BROKER_RUNTIME_INFO);
+    let response = client.request(request).await.unwrap();
+    assert_eq!(response.code, 0);
+    let table: ferromq::remoting::body::KvTable = serde_json::from_slice(&response.body).unwrap();
+    table.table.into_iter().collect()
+}
+
+/// Polls the runtime info until `done` holds for it, for at most [`DEADLINE`].
+async fn runtime_until(
+    client: &RemotingClient,
+    what: &str,
+    done: impl Fn(&HashMap<String, String>) -> bool,
+) -> HashMap<String, String> {
+    let started = Instant::now();
+    loop {
+        let info = runtime_info(client).await;
+        if done(&info) {
+            return info;
+        }
+        assert!(started.elapsed() < DEADLINE, "never {what}: {info:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[test]
+fn timer_progress_shows_in_the_runtime_info() {
+    let dir = TempDir::on_disk("timer-progress");
+    let broker = BrokerProcess::start(dir.path(), "");
+    runtime().block_on(async {
+        let client = connect(broker.addr, SerializeType::Json).await;
+        let topic = "TimerProgress";
+        let figure = |info: &HashMap<String, String>, key: &str| -> f64 {
+            info[key]
+                .parse()
+                .unwrap_or_else(|_| panic!("{key} {:?}", info[key]))
+        };
+        // 5.x's keys, from the start: nothing waits.
+        let idle = runtime_until(&client, "the timer's figures", |info| {
+            info.contains_key("timerCongestNum")
+        })
+        .await;
+        assert_eq!(idle["timerCongestNum"], "0");
+        assert_eq!(idle["timerOffsetBehind"], "0");
+        assert!(figure(&idle, "timerReadBehind") <= 2.0, "{idle:?}");
+        let at = (now_ms() + 5_000).to_string();
+        for n in 0..5 {
+            let body = format!("progress-{n}");
+            let response = send_timer(&client, topic, 0, &body, ("TIMER_DELIVER_MS", at.clone()));
+            assert_eq!(response.await.code, 0);
+        }
+        // Enqueued: five in the wheel, none left in the timer queue, a rate seen.
+        let pending = runtime_until(&client, "five pending", |info| {
+            info["timerCongestNum"] == "5" && info["timerOffsetBehind"] == "0"
+        })
+        .await;
+        assert!(figure(&pending, "timerDequeueTps") == 0.0, "{pending:?}");
+        runtime_until(&client, "an enqueue rate", |info| {
+            figure(info, "timerEnqueueTps") > 0.0
+        })
+        .await;
+        // Delivered: the wheel is empty again.
+        let delivered = wait_until(&client, topic, 1, DEADLINE, |all| all.len() == 5).await;
+        assert_eq!(delivered.len(), 5);
+        runtime_until(&client, "the wheel emptied", |info| {
+            info["timerCongestNum"] == "0"
+        })
+        .await;
+    });
+}
+
 #[test]
 fn timer_rolls_times_beyond_the_roll_window() {
     let dir = TempDir::on_disk("timer-roll");

@@ -38,9 +38,10 @@ pub const READ_CHUNK_SIZE: usize = 64 * 1024;
 
 /// Most parentheses and prefix operators (`NOT`, `-`, `+`) an SQL92 selector may have, and
 /// most binary operators (`AND`, `OR`, comparisons, `IS`, `IN`, `BETWEEN`, the string tests).
-/// Compiling and evaluating a selector recurse once per level of either, so these bound the stack a client's expression can take on a shard; Java has no
-/// such limit (its thread's stack is one: a `StackOverflowError` there refuses the
-/// expression as a parse error, as going over these does).
+/// Compiling and evaluating a selector recurse once per level of either, so these bound the
+/// stack a client's expression can take on a shard; Java has no such limit (its thread's
+/// stack is one: a `StackOverflowError` there refuses the expression as a parse error, as
+/// going over these does).
 pub const SQL92_NESTING_MAX: usize = 64;
 /// See [`SQL92_NESTING_MAX`].
 pub const SQL92_OPERATORS_MAX: usize = 256;

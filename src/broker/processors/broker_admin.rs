@@ -104,6 +104,41 @@ const JAVA_QUEUE_CAPACITIES: [(&str, &str, u32); 4] = [
     ),
 ];
 
+/// 5.x's timer keys of GET_BROKER_RUNTIME_INFO: how far the wheel's read time is behind
+/// now (s), the timer queue's messages not yet enqueued, the messages in the wheel, and the
+/// enqueue and delivery rates; Java's zeros where no timer runs (`timerWheelEnable=false`,
+/// or a slave, whose timer ferromq does not run).
+fn timer_runtime_info(state: &BrokerState, reader: &StoreReader) -> Vec<(String, String)> {
+    use crate::store::timer::TIMER_TOPIC;
+    let figures = match state.timer.report() {
+        Some(report) => [
+            ((now_ms() - report.read_time_ms) / 1000).to_string(),
+            (reader.max_offset_in_queue(TIMER_TOPIC, 0) - report.queue_offset).to_string(),
+            report.pending.to_string(),
+            java_float(report.enqueue_tps),
+            java_float(report.dequeue_tps),
+        ],
+        None => ["0", "0", "0", "0.0", "0.0"].map(str::to_owned),
+    };
+    let keys = [
+        "timerReadBehind",
+        "timerOffsetBehind",
+        "timerCongestNum",
+        "timerEnqueueTps",
+        "timerDequeueTps",
+    ];
+    keys.into_iter().map(str::to_owned).zip(figures).collect()
+}
+
+/// A `float` as Java's `String.valueOf` writes it for the rates here: at least one decimal.
+fn java_float(value: f32) -> String {
+    if value.fract() == 0.0 {
+        format!("{value:.1}")
+    } else {
+        value.to_string()
+    }
+}
+
 /// GET_BROKER_RUNTIME_INFO (28): Java's runtime keys as a `KVTable`
 /// (`AdminBrokerProcessor.prepareRuntimeInfo` and `DefaultMessageStore.getRuntimeInfo`),
 /// read by `mqadmin clusterList` and `brokerStatus`.
@@ -232,6 +267,7 @@ pub async fn runtime_info(
             human_bytes(shared.remain_to_flush_bytes()),
         ),
     ];
+    table.extend(timer_runtime_info(state, reader));
     for (size, capacity, value) in JAVA_QUEUE_CAPACITIES {
         table.push((size.into(), "0".into()));
         table.push((capacity.into(), value.to_string()));

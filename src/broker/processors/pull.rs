@@ -89,7 +89,12 @@ pub(super) async fn process(
             match compile(kind, expression) {
                 Ok(selector) => Filter::Sql92(Arc::new(selector)),
                 Err(e) => {
-                    tracing::warn!(group = %header.consumer_group, expression, error = %e, "the pull's subscription does not parse");
+                    tracing::warn!(
+                        group = %header.consumer_group,
+                        expression,
+                        error = %e,
+                        "the pull's subscription does not parse"
+                    );
                     let remark = "parse the consumer's subscription failed";
                     return error(request, ResponseCode::SUBSCRIPTION_PARSE_FAILED, remark);
                 }
@@ -133,7 +138,10 @@ pub(super) async fn process(
                     .state
                     .consumer_filter(&header.topic, &header.consumer_group);
                 let Some(registered) = registered else {
-                    let remark = "The broker's consumer filter data is not exist!Your expression may be wrong!";
+                    let remark = concat!(
+                        "The broker's consumer filter data is not exist!",
+                        "Your expression may be wrong!"
+                    );
                     return error(request, ResponseCode::FILTER_DATA_NOT_EXIST, remark);
                 };
                 if registered.client_version < header.sub_version {

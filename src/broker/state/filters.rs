@@ -46,7 +46,13 @@ impl ConsumerFilterData {
                 dead_time_ms: 0,
             }),
             Err(e) => {
-                tracing::error!(topic, group, expression = %subscription.sub_string, error = %e, "filter expression does not parse");
+                tracing::error!(
+                    topic,
+                    group,
+                    expression = %subscription.sub_string,
+                    error = %e,
+                    "filter expression does not parse"
+                );
                 None
             }
         }
@@ -92,7 +98,8 @@ impl ConsumerFilters {
         let version = subscription.sub_version;
         let Some(old) = groups.get_mut(group) else {
             if let Some(data) = ConsumerFilterData::build(topic, group, subscription) {
-                tracing::info!(topic, group, expression = %data.expression, "consumer filter registered");
+                let expression = &data.expression;
+                tracing::info!(topic, group, %expression, "consumer filter registered");
                 groups.insert(group.to_owned(), Arc::new(data));
             }
             return;
@@ -111,7 +118,8 @@ impl ConsumerFilters {
         }
         match ConsumerFilterData::build(topic, group, subscription) {
             Some(data) => {
-                tracing::info!(topic, group, expression = %data.expression, "consumer filter changed");
+                let expression = &data.expression;
+                tracing::info!(topic, group, %expression, "consumer filter changed");
                 *old = Arc::new(data);
             }
             None => {

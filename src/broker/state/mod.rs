@@ -31,6 +31,7 @@ mod locks;
 mod offsets;
 mod persisted;
 mod replication;
+pub mod timer;
 mod topics;
 mod transactions;
 
@@ -93,6 +94,8 @@ pub struct BrokerState {
     pub ended_transactions: transactions::EndedTransactions,
     /// The slaves this master feeds over the HA link.
     pub slaves: Arc<replication::SlaveProgress>,
+    /// The timer service's progress, for GET_BROKER_RUNTIME_INFO.
+    pub timer: timer::TimerProgress,
     /// For a slave: its master's addresses, as the name server told them.
     pub master: Arc<replication::MasterAddrs>,
     /// Wakes the registration thread after a change of the topic table (its permit is kept
@@ -148,6 +151,7 @@ impl BrokerState {
             stats: BrokerStats::new(shards, now_ms()),
             ended_transactions: transactions::EndedTransactions::default(),
             slaves: Arc::default(),
+            timer: timer::TimerProgress::default(),
             master: Arc::default(),
             registration_wanted: tokio::sync::Notify::new(),
             acl,

@@ -125,7 +125,8 @@ fn syntax_error(error: pest::error::Error<Rule>) -> ParseError {
     };
     ParseError {
         message: format!(
-            "Encountered \"{found}\" at line {line}, column {column}. Was expecting one of: {expected}"
+            "Encountered \"{found}\" at line {line}, column {column}. \
+             Was expecting one of: {expected}"
         ),
     }
 }
@@ -447,7 +448,8 @@ fn create_between(at: &Pair<'_, Rule>, value: Expr, low: Expr, high: Expr) -> Pa
             compare(rv.clone(), lv.clone()).map_err(|e| ParseError::at(at, &e.to_string()))?;
         if order == Ordering::Less {
             let what = format!(
-                "Illegal values of between, left value({lv}) must less than or equal to right value({rv})"
+                "Illegal values of between, left value({lv}) \
+                 must less than or equal to right value({rv})"
             );
             return Err(ParseError::at(at, &what));
         }

@@ -26,13 +26,15 @@
 //!
 //! Memory: one slot's units at a time (a slot's dequeue), never the pending set.
 
-use crate::broker::delay::{
-    encode_properties, property, set_property, PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC,
-};
+mod delivery;
+
+use delivery::{convert, put_with_retries};
+
+use crate::broker::delay::{property, set_property, PROPERTY_REAL_TOPIC};
+use crate::broker::state::timer::{TimerProgress, TimerReport};
 use crate::broker::state::{now_ms, BrokerState};
 use crate::broker::timer::{
-    delete_key, PROPERTY_TIMER_DEL_UNIQKEY, PROPERTY_TIMER_DEQUEUE_MS, PROPERTY_TIMER_ENQUEUE_MS,
-    PROPERTY_TIMER_OUT_MS, PROPERTY_TIMER_ROLL_TIMES,
+    delete_key, PROPERTY_TIMER_DEL_UNIQKEY, PROPERTY_TIMER_ENQUEUE_MS, PROPERTY_TIMER_OUT_MS,
 };
 use crate::config::persist::write_atomically_off_shard;
 use crate::store::commit_log::PutMessage;
@@ -40,7 +42,6 @@ use crate::store::config::StoreConfig;
 use crate::store::message::{decode_record, parse_properties, MessageRecord, Record};
 use crate::store::message_store::StoreHandle;
 use crate::store::reader::{GetMessageStatus, PullFilter, StoreReader};
-use crate::store::segment_writer::StoreError;
 use crate::store::timer::checkpoint::{TimerCheckpoint, TimerCheckpointData};
 use crate::store::timer::log::{java_string_hash, TimerLog, TimerUnit, UNIT_SIZE};
 use crate::store::timer::metrics::TimerMetrics;
@@ -67,13 +68,15 @@ const EMPTY_SLOTS_ROUND_MAX: usize = 4096;
 const REVISE_STEPS_MAX: i64 = 20_000;
 /// How often timerlog files below the CommitLog are deleted (Java's scheduler: 30 s).
 const CLEAN_INTERVAL: Duration = Duration::from_secs(30);
+
+/// How often the progress GET_BROKER_RUNTIME_INFO reports is published (Java's TPS figures
+/// are per second).
+const PUBLISH_INTERVAL: Duration = Duration::from_secs(1);
 /// Puts of deliveries in flight at once (Java runs `timerPutMessageThreadNum`, 3, threads
 /// of blocking puts; an awaited put costs a group commit, so more overlap here).
 const PUTS_IN_FLIGHT: usize = 64;
 /// Due units of a slot read and put together, at most (their records are in memory then).
 const DELIVER_CHUNK: usize = 256;
-/// Tries of a delivery's put (`doPut` three times unless `timerEnableRetryUntilSuccess`).
-const PUT_TRIES: u32 = 3;
 
 /// Runs the timer on the control shard of a master until shutdown, then flushes its files.
 /// Call once the store is recovered. A timer whose files cannot be opened logs why and
@@ -88,6 +91,10 @@ pub async fn run_timer(state: Arc<BrokerState>, store: StoreHandle, shutdown: Sh
         }
     };
     timer.recover().await;
+    // What GET_BROKER_RUNTIME_INFO reports, published once a second.
+    let mut last_publish = Instant::now();
+    let mut counted = (timer.enqueued, timer.dequeued);
+    timer.publish(&state.timer, (0.0, 0.0));
     let idle = Duration::from_millis(
         u64::try_from(100 * timer.precision_ms / 1000)
             .unwrap_or(100)
@@ -118,6 +125,20 @@ pub async fn run_timer(state: Arc<BrokerState>, store: StoreHandle, shutdown: Sh
             if let Err(error) = timer.log.delete_expired(min_py) {
                 tracing::error!(%error, "cannot delete an expired timerlog file");
             }
+        }
+        let since_publish = last_publish.elapsed();
+        if since_publish >= PUBLISH_INTERVAL {
+            last_publish = Instant::now();
+            #[allow(clippy::cast_precision_loss)] // counts per second
+            let per_second = |now: u64, before: u64| {
+                ((now - before) as f64 / since_publish.as_secs_f64()) as f32
+            };
+            let tps = (
+                per_second(timer.enqueued, counted.0),
+                per_second(timer.dequeued, counted.1),
+            );
+            counted = (timer.enqueued, timer.dequeued);
+            timer.publish(&state.timer, tps);
         }
         if last_progress.elapsed() >= timer.config.timer_progress_log_interval {
             last_progress = Instant::now();
@@ -168,6 +189,9 @@ struct Timer {
     commit_queue_offset: i64,
     last_commit_read_time_ms: i64,
     last_commit_queue_offset: i64,
+    /// Units enqueued and messages delivered since the start (for the TPS figures).
+    enqueued: u64,
+    dequeued: u64,
 }
 
 impl Timer {
@@ -206,6 +230,8 @@ impl Timer {
             commit_queue_offset: 0,
             last_commit_read_time_ms: 0,
             last_commit_queue_offset: 0,
+            enqueued: 0,
+            dequeued: 0,
         })
     }
 
@@ -487,7 +513,10 @@ impl Timer {
             topic_hash: real_topic.map_or(0, java_string_hash),
         };
         let position = match self.log.append(&unit.encode()) {
-            Ok(position) => i64::try_from(position).unwrap_or(i64::MAX),
+            Ok(position) => {
+                self.enqueued += 1;
+                i64::try_from(position).unwrap_or(i64::MAX)
+            }
             Err(error) => {
                 // Java's append answers -1 and the unit is retried; a file that cannot be
                 // made will not be made by retrying at once either.
@@ -627,6 +656,7 @@ impl Timer {
     }
 
     fn metric_delivered(&mut self, properties: &[(String, String)]) {
+        self.dequeued += 1;
         let never_enqueued = property(properties, PROPERTY_TIMER_ENQUEUE_MS)
             .is_some_and(|t| t == i64::MAX.to_string());
         if let (Some(topic), false) = (property(properties, PROPERTY_REAL_TOPIC), never_enqueued) {
@@ -731,6 +761,18 @@ impl Timer {
         }
     }
 
+    /// Publishes the progress GET_BROKER_RUNTIME_INFO shows, with the enqueue and dequeue
+    /// rates `tps`.
+    fn publish(&self, progress: &TimerProgress, tps: (f32, f32)) {
+        progress.publish(&TimerReport {
+            read_time_ms: self.curr_read_time_ms,
+            queue_offset: self.curr_queue_offset,
+            pending: self.wheel.all_num(self.curr_read_time_ms),
+            enqueue_tps: tps.0,
+            dequeue_tps: tps.1,
+        });
+    }
+
     fn log_progress(&self) {
         let max = self.reader.max_offset_in_queue(TIMER_TOPIC, 0);
         tracing::info!(
@@ -744,90 +786,4 @@ impl Timer {
             "timer progress"
         );
     }
-}
-
-/// One delivery's put with Java's retries (`doPut` and its caller's loop).
-async fn put_with_retries(
-    store: &StoreHandle,
-    message: PutMessage,
-    retry_until_success: bool,
-    pause: Duration,
-    shutdown: &Shutdown,
-) -> Result<(), Stop> {
-    let mut failures = 0;
-    loop {
-        match store.put(message.clone()).await {
-            Ok(_) => return Ok(()),
-            Err(StoreError::TooLarge { .. } | StoreError::Illegal(_)) => {
-                let topic = &message.topic;
-                tracing::warn!(topic, "timer message refused by the store; dropped");
-                return Ok(());
-            }
-            Err(StoreError::ShuttingDown) => return Err(Stop),
-            Err(error) => {
-                failures += 1;
-                let topic = &message.topic;
-                if !retry_until_success && failures >= PUT_TRIES {
-                    tracing::error!(%error, topic, failures, "timer delivery failed; dropped");
-                    return Ok(());
-                }
-                tracing::warn!(%error, topic, failures, "timer delivery failed; retrying");
-                let sleep = glommio::timer::sleep(pause);
-                futures::pin_mut!(sleep);
-                let stop = shutdown.wait();
-                futures::pin_mut!(stop);
-                if let futures::future::Either::Right(_) =
-                    futures::future::select(sleep, stop).await
-                {
-                    return Err(Stop);
-                }
-            }
-        }
-    }
-}
-
-/// `convert` + `convertMessage`: the message to put for a due unit, `None` when it names
-/// no real topic and queue.
-fn convert(
-    record: &MessageRecord<'_>,
-    mut properties: Vec<(String, String)>,
-    enqueue_time_ms: i64,
-    roll: bool,
-) -> Option<PutMessage> {
-    if enqueue_time_ms != -1 {
-        set_property(
-            &mut properties,
-            PROPERTY_TIMER_ENQUEUE_MS,
-            enqueue_time_ms.to_string(),
-        );
-    }
-    if roll {
-        let times = property(&properties, PROPERTY_TIMER_ROLL_TIMES)
-            .and_then(|t| t.parse::<i32>().ok())
-            .map_or(1, |t| t.wrapping_add(1));
-        set_property(
-            &mut properties,
-            PROPERTY_TIMER_ROLL_TIMES,
-            times.to_string(),
-        );
-    }
-    set_property(
-        &mut properties,
-        PROPERTY_TIMER_DEQUEUE_MS,
-        now_ms().to_string(),
-    );
-    let (topic, queue_id) = if roll {
-        (record.topic.to_owned(), record.queue_id)
-    } else {
-        let topic = property(&properties, PROPERTY_REAL_TOPIC)?.to_owned();
-        let queue_id = property(&properties, PROPERTY_REAL_QUEUE_ID)?
-            .parse()
-            .ok()?;
-        properties.retain(|(key, _)| key != PROPERTY_REAL_TOPIC && key != PROPERTY_REAL_QUEUE_ID);
-        (topic, queue_id)
-    };
-    Some(PutMessage {
-        properties: encode_properties(&properties),
-        ..PutMessage::from_record(record, topic, queue_id)
-    })
 }
