@@ -51,7 +51,16 @@ fn read_log(dir: &Path, settled: bool) -> (Vec<String>, Vec<PathBuf>) {
     (lines, rotated.into_iter().map(|(_, path)| path).collect())
 }
 
-fn spawn_broker(dir: &Path, config: &str, log_args: &[&str]) -> Child {
+/// A broker process, killed on drop (a failed assertion leaves none behind).
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        common::kill(&mut self.0);
+    }
+}
+
+fn spawn_broker(dir: &Path, config: &str, log_args: &[&str]) -> Running {
     let conf = dir.join("broker.conf");
     std::fs::write(&conf, format!("brokerIP1=127.0.0.1\n{config}\n")).unwrap();
     let store = dir.join("store");
@@ -65,6 +74,7 @@ fn spawn_broker(dir: &Path, config: &str, log_args: &[&str]) -> Child {
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
+        .map(Running)
         .expect("spawn ferromq broker")
 }
 
@@ -104,9 +114,10 @@ fn json_lines_go_to_a_file_rotated_by_size_and_gzipped() {
         disk_full = lines.into_iter().find(|line| line.contains("disk full"));
         disk_full.is_some()
     });
-    common::terminate(&mut broker, Duration::from_secs(20));
+    common::terminate(&mut broker.0, Duration::from_secs(20));
     let mut stderr = String::new();
     broker
+        .0
         .stderr
         .take()
         .unwrap()
@@ -152,7 +163,7 @@ fn text_lines_go_to_the_file_without_colour_codes() {
     wait_until("the listening line", Duration::from_secs(30), || {
         std::fs::read_to_string(&file).is_ok_and(|text| text.contains("broker listening"))
     });
-    common::terminate(&mut broker, Duration::from_secs(20));
+    common::terminate(&mut broker.0, Duration::from_secs(20));
     let text = std::fs::read_to_string(&file).unwrap();
     assert!(!text.contains('\u{1b}'), "ANSI codes in the file: {text}");
     for line in text.lines() {
@@ -172,10 +183,17 @@ fn a_log_file_that_cannot_be_made_is_a_clear_error() {
     let blocker = dir.path().join("not-a-dir");
     std::fs::write(&blocker, "x").unwrap();
     let file = blocker.join("logs").join("broker.log");
-    let broker = spawn_broker(dir.path(), "", &["--log-file", file.to_str().unwrap()]);
-    let output = broker.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let mut broker = spawn_broker(dir.path(), "", &["--log-file", file.to_str().unwrap()]);
+    let status = common::wait_exit(&mut broker.0, Duration::from_secs(20)).expect("it exits");
+    let mut stderr = String::new();
+    broker
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert_eq!(status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("cannot make the log directory"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
