@@ -1025,6 +1025,8 @@ macro_rules! for_each_header {
             $crate::remoting::headers::SendMessageRequestHeader,
             $crate::remoting::headers::SendMessageRequestHeaderV2,
             $crate::remoting::headers::SendMessageResponseHeader,
+            $crate::remoting::headers::RecallMessageRequestHeader,
+            $crate::remoting::headers::RecallMessageResponseHeader,
             $crate::remoting::headers::PullMessageRequestHeader,
             $crate::remoting::headers::PullMessageResponseHeader,
             $crate::remoting::headers::QueryConsumerOffsetRequestHeader,
