@@ -6,9 +6,10 @@
 //!
 //! Every figure comes from the admin requests mqadmin uses, so `top` watches any RocketMQ
 //! broker: GET_BROKER_RUNTIME_INFO (through `clusterList`), and on each master
-//! GET_ALL_TOPIC_CONFIG, GET_TOPIC_STATS_INFO per topic and GET_ALL_CONSUMER_OFFSET. Rates
-//! are the change of offsets between two refreshes; a group's lag is the sum over the
-//! queues it committed in of the queue's end minus its committed offset.
+//! GET_ALL_TOPIC_CONFIG, GET_TOPIC_STATS_INFO per topic (sent together, one round trip) and
+//! GET_ALL_CONSUMER_OFFSET. Rates are the change of offsets between two refreshes; a
+//! group's lag is the sum over the queues it committed in of the queue's end minus its
+//! committed offset.
 //!
 //! Tested through a pseudo-terminal by `tests/admin_top.rs`.
 
@@ -230,11 +231,18 @@ fn read_master(
     topics.truncate(max_topics);
     // Per (topic, queue), the queue's end on this master.
     let mut ends: BTreeMap<(String, i64), i64> = BTreeMap::new();
-    for topic in &topics {
-        let header = GetTopicStatsInfoRequestHeader {
-            topic: topic.clone(),
-        };
-        let response = client.request(addr, RequestCode::GET_TOPIC_STATS_INFO, &header)?;
+    // One round trip for all the topics: the requests go out together on one connection.
+    let requests = topics
+        .iter()
+        .map(|topic| {
+            let header = GetTopicStatsInfoRequestHeader {
+                topic: topic.clone(),
+            };
+            RemotingCommand::request_with_header(RequestCode::GET_TOPIC_STATS_INFO, &header)
+        })
+        .collect();
+    let answers = client.call_ok_all(addr, requests)?;
+    for (topic, response) in topics.iter().zip(answers) {
         let queues = queue_keyed_map(&response.body, "offsetTable")
             .map_err(|reason| super::client::bad_body(addr, reason))?;
         let mut total = 0;
