@@ -10,9 +10,7 @@ mod common;
 
 use common::{connect, BrokerProcess, NamesrvProcess, TempDir};
 use ferromq::remoting::client::RemotingClient;
-use ferromq::remoting::headers::{
-    SendMessageRequestHeaderV2, SendMessageResponseHeader, UpdateConsumerOffsetRequestHeader,
-};
+use ferromq::remoting::headers::{SendMessageResponseHeader, UpdateConsumerOffsetRequestHeader};
 use ferromq::remoting::{RemotingCommand, RequestCode, SerializeType};
 use serde_json::Value;
 use std::net::SocketAddr;
@@ -88,25 +86,10 @@ fn row(table: &str, first: &str, second: &str) -> Vec<String> {
 }
 
 fn send_request(queue_id: i32, body: &str, properties: &str) -> RemotingCommand {
-    let header = SendMessageRequestHeaderV2 {
-        a: "admin-producer".into(),
-        b: TOPIC.into(),
-        c: "TBW102".into(),
-        d: 4,
-        e: queue_id,
-        f: 0,
-        g: 1_700_000_000_000,
-        h: 0,
-        i: Some(format!("TAGS\u{1}tag-a\u{2}WAIT\u{1}true\u{2}{properties}")),
-        j: Some(0),
-        k: Some(false),
-        l: None,
-        m: Some(false),
-        n: None,
-    };
-    let mut request = RemotingCommand::request_with_header(RequestCode::SEND_MESSAGE_V2, &header);
-    request.body = body.as_bytes().to_vec();
-    request
+    let properties = format!("TAGS\u{1}tag-a\u{2}WAIT\u{1}true\u{2}{properties}");
+    let mut header = common::send_header(TOPIC, queue_id, &properties);
+    header.d = 4;
+    common::send_command(&header, body.as_bytes())
 }
 
 /// Sends and returns the offset message id the broker answers with.

@@ -10,7 +10,7 @@
 mod common;
 
 use common::{connect, BrokerProcess, NamesrvProcess, TempDir};
-use ferromq::remoting::headers::{SendMessageRequestHeaderV2, UpdateConsumerOffsetRequestHeader};
+use ferromq::remoting::headers::UpdateConsumerOffsetRequestHeader;
 use ferromq::remoting::{RemotingCommand, RequestCode, SerializeType};
 use portable_pty::{CommandBuilder, PtySize};
 use std::io::{Read, Write};
@@ -25,25 +25,9 @@ const GROUP: &str = "TopViewG";
 const BROKER_NAME: &str = "top-broker";
 
 fn send_request(queue_id: i32) -> RemotingCommand {
-    let header = SendMessageRequestHeaderV2 {
-        a: "top-producer".into(),
-        b: TOPIC.into(),
-        c: "TBW102".into(),
-        d: 4,
-        e: queue_id,
-        f: 0,
-        g: 1_700_000_000_000,
-        h: 0,
-        i: Some("WAIT\u{1}true\u{2}".to_owned()),
-        j: Some(0),
-        k: Some(false),
-        l: None,
-        m: Some(false),
-        n: None,
-    };
-    let mut request = RemotingCommand::request_with_header(RequestCode::SEND_MESSAGE_V2, &header);
-    request.body = b"top".to_vec();
-    request
+    let mut header = common::send_header(TOPIC, queue_id, "WAIT\u{1}true\u{2}");
+    header.d = 4;
+    common::send_command(&header, b"top")
 }
 
 /// Sends to queue 0 about fifty times a second until `stop` (at most a minute); counts the

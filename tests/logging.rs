@@ -54,6 +54,17 @@ fn read_log(dir: &Path, settled: bool) -> (Vec<String>, Vec<PathBuf>) {
 /// A broker process, killed on drop (a failed assertion leaves none behind).
 struct Running(Child);
 
+impl Running {
+    /// All the process wrote to stderr (read to the end: call it after the process ended).
+    fn stderr(&mut self) -> String {
+        let mut text = String::new();
+        let mut pipe = self.0.stderr.take().expect("stderr is piped, read once");
+        pipe.read_to_string(&mut text)
+            .expect("read the broker's stderr");
+        text
+    }
+}
+
 impl Drop for Running {
     fn drop(&mut self) {
         common::kill(&mut self.0);
@@ -115,14 +126,7 @@ fn json_lines_go_to_a_file_rotated_by_size_and_gzipped() {
         disk_full.is_some()
     });
     common::terminate(&mut broker.0, Duration::from_secs(20));
-    let mut stderr = String::new();
-    broker
-        .0
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
+    let stderr = broker.stderr();
     assert_eq!(stderr, "", "with --log-file nothing goes to stderr");
 
     let (lines, rotated) = read_log(&logs, true);
@@ -185,14 +189,7 @@ fn a_log_file_that_cannot_be_made_is_a_clear_error() {
     let file = blocker.join("logs").join("broker.log");
     let mut broker = spawn_broker(dir.path(), "", &["--log-file", file.to_str().unwrap()]);
     let status = common::wait_exit(&mut broker.0, Duration::from_secs(20)).expect("it exits");
-    let mut stderr = String::new();
-    broker
-        .0
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
+    let stderr = broker.stderr();
     assert_eq!(status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("cannot make the log directory"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");

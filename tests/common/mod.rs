@@ -429,14 +429,14 @@ pub fn pull_header(
     }
 }
 
-/// A SEND_MESSAGE_V2 of `body` to `topic`/`queue` with `properties`.
-pub fn send_request(
+/// A SEND_MESSAGE_V2 header for `topic`/`queue` with `properties`, born now (a topic it
+/// creates gets 8 queues); tests change the fields they care about.
+pub fn send_header(
     topic: &str,
     queue: i32,
-    body: &[u8],
     properties: &str,
-) -> ferromq::remoting::RemotingCommand {
-    let header = ferromq::remoting::headers::SendMessageRequestHeaderV2 {
+) -> ferromq::remoting::headers::SendMessageRequestHeaderV2 {
+    ferromq::remoting::headers::SendMessageRequestHeaderV2 {
         a: "StoreRustProducer".into(),
         b: topic.into(),
         c: "TBW102".into(),
@@ -457,11 +457,28 @@ pub fn send_request(
         l: None,
         m: Some(false),
         n: None,
-    };
+    }
+}
+
+/// A SEND_MESSAGE_V2 request of `header` carrying `body`.
+pub fn send_command(
+    header: &ferromq::remoting::headers::SendMessageRequestHeaderV2,
+    body: &[u8],
+) -> ferromq::remoting::RemotingCommand {
     let mut request = ferromq::remoting::RemotingCommand::request_with_header(
         ferromq::remoting::RequestCode::SEND_MESSAGE_V2,
-        &header,
+        header,
     );
     request.body = body.to_vec();
     request
+}
+
+/// A SEND_MESSAGE_V2 of `body` to `topic`/`queue` with `properties`.
+pub fn send_request(
+    topic: &str,
+    queue: i32,
+    body: &[u8],
+    properties: &str,
+) -> ferromq::remoting::RemotingCommand {
+    send_command(&send_header(topic, queue, properties), body)
 }

@@ -4,9 +4,7 @@
 #![allow(dead_code)]
 
 use ferromq::remoting::client::RemotingClient;
-use ferromq::remoting::headers::{
-    GetMaxOffsetRequestHeader, OffsetResponseHeader, SendMessageRequestHeaderV2,
-};
+use ferromq::remoting::headers::{GetMaxOffsetRequestHeader, OffsetResponseHeader};
 use ferromq::remoting::{RemotingCommand, RequestCode, ResponseCode};
 use ferromq::store::message::{decode_record, parse_properties, Record};
 use std::net::SocketAddr;
@@ -95,25 +93,11 @@ pub fn send_request(
     reconsume_times: Option<i32>,
     max_reconsume_times: Option<i32>,
 ) -> RemotingCommand {
-    let header = SendMessageRequestHeaderV2 {
-        a: "sched-producer".into(),
-        b: topic.into(),
-        c: "TBW102".into(),
-        d: 4,
-        e: queue_id,
-        f: 0,
-        g: now_ms(),
-        h: 0,
-        i: Some(properties.to_owned()),
-        j: reconsume_times,
-        k: Some(false),
-        l: max_reconsume_times,
-        m: Some(false),
-        n: None,
-    };
-    let mut request = RemotingCommand::request_with_header(RequestCode::SEND_MESSAGE_V2, &header);
-    request.body = body.to_vec();
-    request
+    let mut header = crate::common::send_header(topic, queue_id, properties);
+    header.d = 4;
+    header.j = reconsume_times;
+    header.l = max_reconsume_times;
+    crate::common::send_command(&header, body)
 }
 
 /// Sends and expects SUCCESS.
