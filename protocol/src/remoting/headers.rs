@@ -995,6 +995,102 @@ command_header! {
     }
 }
 
+command_header! {
+    /// POP_MESSAGE (200050) request (5.x).
+    pub struct PopMessageRequestHeader {
+        /// `consumerGroup`.
+        consumer_group: String = "consumerGroup",
+        /// `topic`.
+        topic: String = "topic",
+        /// `queueId`; -1 pops from every queue of the topic on this broker.
+        queue_id: i32 = "queueId",
+        /// `maxMsgNums`.
+        max_msg_nums: i32 = "maxMsgNums",
+        /// `invisibleTime`, ms.
+        invisible_time: i64 = "invisibleTime",
+        /// `pollTime`, ms: how long the pop may wait for messages.
+        poll_time: i64 = "pollTime",
+        /// `bornTime`, ms.
+        born_time: i64 = "bornTime",
+        /// `initMode`: `ConsumeInitMode` (0 MAX, 1 MIN).
+        init_mode: i32 = "initMode",
+        /// `expType`.
+        exp_type: Option<String> = "expType",
+        /// `exp`.
+        exp: Option<String> = "exp",
+        /// `order`.
+        order: Option<bool> = "order",
+        /// `attemptId`.
+        attempt_id: Option<String> = "attemptId",
+    }
+}
+
+command_header! {
+    /// POP_MESSAGE (200050) response (5.x).
+    pub struct PopMessageResponseHeader {
+        /// `popTime`, ms.
+        pop_time: i64 = "popTime",
+        /// `invisibleTime`, ms.
+        invisible_time: i64 = "invisibleTime",
+        /// `reviveQid`.
+        revive_qid: i32 = "reviveQid",
+        /// `restNum`.
+        rest_num: i64 = "restNum",
+        /// `startOffsetInfo`.
+        start_offset_info: Option<String> = "startOffsetInfo",
+        /// `msgOffsetInfo`.
+        msg_offset_info: Option<String> = "msgOffsetInfo",
+        /// `orderCountInfo`.
+        order_count_info: Option<String> = "orderCountInfo",
+    }
+}
+
+command_header! {
+    /// ACK_MESSAGE (200051) request (5.x).
+    pub struct AckMessageRequestHeader {
+        /// `consumerGroup`.
+        consumer_group: String = "consumerGroup",
+        /// `topic`.
+        topic: String = "topic",
+        /// `queueId`.
+        queue_id: i32 = "queueId",
+        /// `extraInfo`: the message's `POP_CK` handle.
+        extra_info: String = "extraInfo",
+        /// `offset`: the message's queue offset.
+        offset: i64 = "offset",
+    }
+}
+
+command_header! {
+    /// CHANGE_MESSAGE_INVISIBLETIME (200053) request (5.x).
+    pub struct ChangeInvisibleTimeRequestHeader {
+        /// `consumerGroup`.
+        consumer_group: String = "consumerGroup",
+        /// `topic`.
+        topic: String = "topic",
+        /// `queueId`.
+        queue_id: i32 = "queueId",
+        /// `extraInfo`: the message's `POP_CK` handle.
+        extra_info: String = "extraInfo",
+        /// `offset`: the message's queue offset.
+        offset: i64 = "offset",
+        /// `invisibleTime`, ms from now.
+        invisible_time: i64 = "invisibleTime",
+    }
+}
+
+command_header! {
+    /// CHANGE_MESSAGE_INVISIBLETIME (200053) response (5.x).
+    pub struct ChangeInvisibleTimeResponseHeader {
+        /// `popTime`, ms.
+        pop_time: i64 = "popTime",
+        /// `invisibleTime`, ms.
+        invisible_time: i64 = "invisibleTime",
+        /// `reviveQid`.
+        revive_qid: i32 = "reviveQid",
+    }
+}
+
 /// Calls `$callback!` with the path of every header type above, comma-separated, so that
 /// what covers every header (round-trip tests, the hostile sweep) needs no list of its own.
 /// `every_header_is_listed` fails when a header is added without a line here.
@@ -1072,6 +1168,11 @@ macro_rules! for_each_header {
             $crate::remoting::headers::DeleteAccessConfigRequestHeader,
             $crate::remoting::headers::UpdateGlobalWhiteAddrsConfigRequestHeader,
             $crate::remoting::headers::GetBrokerAclConfigResponseHeader,
+            $crate::remoting::headers::PopMessageRequestHeader,
+            $crate::remoting::headers::PopMessageResponseHeader,
+            $crate::remoting::headers::AckMessageRequestHeader,
+            $crate::remoting::headers::ChangeInvisibleTimeRequestHeader,
+            $crate::remoting::headers::ChangeInvisibleTimeResponseHeader,
         }
     };
 }

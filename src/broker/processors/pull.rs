@@ -3,6 +3,7 @@
 //! is there.
 
 use super::Context;
+use crate::broker::filter::{compile, is_tag_type, stored_properties, tag_codes};
 use crate::broker::reply::{error, Response, FAQ};
 use crate::broker::retry::PROPERTY_RETRY_TOPIC;
 use crate::broker::state::PERM_READ;
@@ -11,11 +12,8 @@ use crate::remoting::headers::{PullMessageRequestHeader, PullMessageResponseHead
 use crate::remoting::heartbeat::SubscriptionData;
 use crate::remoting::server::ConnectionInfo;
 use crate::remoting::{ExtFields, RemotingCommand, ResponseCode};
-use crate::store::consume_queue::tags_code;
-use crate::store::message::{decode_record, Record};
 use crate::store::reader::{GetMessageStatus, PullFilter, RecordFilter};
-use ferromq_protocol::filter::sql92::{Properties, Selector, StoredProperties};
-use ferromq_protocol::filter::EXPRESSION_TYPE_SQL92;
+use ferromq_protocol::filter::sql92::{Properties, Selector};
 use futures::future::select;
 use std::sync::Arc;
 use std::time::Duration;
@@ -330,12 +328,6 @@ async fn pull_once(
     Some(response)
 }
 
-/// Whether an `expressionType` is a tag one (`ExpressionType.isTagType`): unset, empty or
-/// `TAG`.
-fn is_tag_type(kind: &str) -> bool {
-    kind.is_empty() || kind == "TAG"
-}
-
 /// The refusal of a pull whose subscription is not a tag expression when the broker has no
 /// `enablePropertyFilter`, as Java words it.
 fn unsupported_filter(ctx: &Context, request: &RemotingCommand, kind: &str) -> Response {
@@ -344,39 +336,6 @@ fn unsupported_filter(ctx: &Context, request: &RemotingCommand, kind: &str) -> R
     }
     let remark = format!("The broker does not support consumer to filter message by {kind}");
     error(request, ResponseCode::SYSTEM_ERROR, remark)
-}
-
-/// Compiles a pull's own subscription (`FilterFactory.get(type).compile`): SQL92 is the only
-/// type besides tags.
-fn compile(kind: &str, expression: &str) -> Result<Selector, String> {
-    if kind != EXPRESSION_TYPE_SQL92 {
-        return Err(format!("The filter type {kind} is not supported"));
-    }
-    Selector::compile(expression).map_err(|e| e.to_string())
-}
-
-/// The properties of a stored record, read in place; `None` if it is not a message record.
-fn stored_properties(record: &[u8]) -> Option<StoredProperties<'_>> {
-    match decode_record(record, false) {
-        Ok(Record::Message { record, .. }) => Some(StoredProperties(record.properties)),
-        _ => None,
-    }
-}
-
-/// Tag hash codes of a TAG expression; `None` for "all" (`*` or empty).
-fn tag_codes(expression: &str) -> Option<Vec<i64>> {
-    let expression = expression.trim();
-    if expression.is_empty() || expression == "*" {
-        return None;
-    }
-    Some(
-        expression
-            .split("||")
-            .map(str::trim)
-            .filter(|tag| !tag.is_empty())
-            .map(|tag| tags_code(Some(tag)))
-            .collect(),
-    )
 }
 
 /// Tag codes of a heartbeat subscription, from its `subString` as Java's `FilterAPI` builds

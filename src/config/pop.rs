@@ -1,0 +1,80 @@
+//! The POP consumption keys of a broker (Java 5.x `BrokerConfig`, with Java's names and
+//! defaults): the revive queues, the retry topic's share of pops, long polling of pops and
+//! the revive service's pace.
+
+use super::{parse_bool, parse_value, ConfigError};
+use std::time::Duration;
+
+/// POP settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PopConfig {
+    /// `reviveQueueNum` (8): queues of `rmq_sys_REVIVE_LOG_<cluster>`.
+    pub revive_queue_num: i32,
+    /// `popFromRetryProbability` (20): percent of pops that read the retry topic first.
+    pub pop_from_retry_probability: i32,
+    /// `enableRetryTopicV2` (false): retry topics named `%RETRY%<group>+<topic>`.
+    pub enable_retry_topic_v2: bool,
+    /// `popPollingSize` (1024): pops of one queue that may wait at once.
+    pub pop_polling_size: usize,
+    /// `maxPopPollingSize` (100000): pops that may wait at once in the broker.
+    pub max_pop_polling_size: usize,
+    /// `reviveInterval` (1000 ms): pause between revive rounds.
+    pub revive_interval: Duration,
+    /// `reviveMaxSlow` (3): an idle revive queue waits up to this many intervals more.
+    pub revive_max_slow: u32,
+    /// `reviveScanTime` (10000 ms): longest a round reads one revive queue.
+    pub revive_scan_time: Duration,
+}
+
+impl Default for PopConfig {
+    fn default() -> Self {
+        PopConfig {
+            revive_queue_num: 8,
+            pop_from_retry_probability: 20,
+            enable_retry_topic_v2: false,
+            pop_polling_size: 1024,
+            max_pop_polling_size: 100_000,
+            revive_interval: Duration::from_millis(1000),
+            revive_max_slow: 3,
+            revive_scan_time: Duration::from_millis(10_000),
+        }
+    }
+}
+
+impl PopConfig {
+    /// Applies `key` if it is a POP key: `None` when it is not one.
+    ///
+    /// # Errors
+    /// [`ConfigError::BadValue`] when the value does not parse.
+    pub fn apply(&mut self, at: &str, key: &str, value: &str) -> Option<Result<(), ConfigError>> {
+        let millis = |value: &str| -> Result<Duration, ConfigError> {
+            parse_value::<u64>(at, key, value, "milliseconds").map(Duration::from_millis)
+        };
+        let applied = match key {
+            "reviveQueueNum" => parse_value(at, key, value, "a queue count 1..=999")
+                .and_then(|n: i32| match n {
+                    1..=999 => Ok(n),
+                    _ => Err(super::bad_value(at, key, value, "a queue count 1..=999")),
+                })
+                .map(|n| self.revive_queue_num = n),
+            "popFromRetryProbability" => parse_value(at, key, value, "a percentage")
+                .map(|n| self.pop_from_retry_probability = n),
+            "enableRetryTopicV2" => {
+                parse_bool(at, key, value).map(|b| self.enable_retry_topic_v2 = b)
+            }
+            "popPollingSize" => {
+                parse_value(at, key, value, "a count").map(|n| self.pop_polling_size = n)
+            }
+            "maxPopPollingSize" => {
+                parse_value(at, key, value, "a count").map(|n| self.max_pop_polling_size = n)
+            }
+            "reviveInterval" => millis(value).map(|d| self.revive_interval = d),
+            "reviveMaxSlow" => {
+                parse_value(at, key, value, "a count").map(|n| self.revive_max_slow = n)
+            }
+            "reviveScanTime" => millis(value).map(|d| self.revive_scan_time = d),
+            _ => return None,
+        };
+        Some(applied)
+    }
+}

@@ -1,0 +1,201 @@
+//! POP consumption over remoting (RocketMQ 5.x: POP_MESSAGE, ACK_MESSAGE,
+//! BATCH_ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME), side by side with the Java 5.5.0
+//! broker.
+//!
+//! Method: `ferromq standalone` and the kit's 5.5.0 name server and broker run at once; the
+//! 5.5.0 remoting client's own POP calls (`tests/java5/Java5Pop.java`) run against each, and
+//! the program checks what it gets itself: each message popped once with a handle naming
+//! its broker, queue and offset, exactly the unacked ones back after their invisible time
+//! with reconsume times 1, none early, acked ones never. The test then compares every
+//! figure the two runs print but the elapsed time. Raw frames check the refusals (codes of
+//! both brokers compared).
+
+mod common;
+
+use common::java::{self, JavaOutput, JavaServer, Serialize, Standalone};
+use common::TempDir;
+use ferromq::remoting::{RemotingCommand, RequestCode, SerializeType};
+use std::time::Duration;
+
+/// Messages sent; a multiple of 4 so each way of ending a pop gets the same share.
+const COUNT: &str = "20";
+/// The invisible time of the pops (the 5.x proxy's least for a receive is 10 s).
+const INVISIBLE_MS: &str = "10000";
+/// Figures that are times, not outcomes.
+const TIMING_KEYS: &[&str] = &["back_after_ms"];
+
+fn run_pop(kit: &std::path::Path, namesrv: &str, topic: &str) -> JavaOutput {
+    java::run_java_on(
+        kit,
+        &java::classes5(),
+        "Java5Pop",
+        &[namesrv, topic, COUNT, INVISIBLE_MS],
+        Serialize::Json,
+        "",
+        Duration::from_secs(150),
+    )
+}
+
+fn java_broker(kit: &std::path::Path, dir: &TempDir) -> (JavaServer, JavaServer) {
+    let namesrv = JavaServer::namesrv_on(kit, dir.path());
+    let store = dir.path().join("store");
+    let broker = JavaServer::try_broker_on(kit, dir.path(), namesrv.port, &store, "", "")
+        .unwrap_or_else(|text| panic!("{text}"));
+    let addr = ([127, 0, 0, 1], namesrv.port).into();
+    java::wait_topic_route(addr, "TBW102", None, Duration::from_secs(60));
+    (namesrv, broker)
+}
+
+#[test]
+fn java5_client_pops_acks_and_gets_the_unacked_back_as_from_the_java5_broker() {
+    let kit = java::kit5();
+    let ferromq = Standalone::start("");
+    let dir = TempDir::on_disk("pop-java5");
+    let (namesrv, broker) = java_broker(&kit, &dir);
+    let java_namesrv = format!("127.0.0.1:{}", namesrv.port);
+    let ferromq_namesrv = ferromq.namesrv_addr();
+    let (ours, javas) = std::thread::scope(|scope| {
+        let ours = scope.spawn(|| run_pop(&kit, &ferromq_namesrv, "PopFerro"));
+        let javas = scope.spawn(|| run_pop(&kit, &java_namesrv, "PopJava"));
+        (ours.join().unwrap(), javas.join().unwrap())
+    });
+    javas.assert_passed("Java5Pop against the Java 5.5.0 broker");
+    ours.assert_passed("Java5Pop against ferromq");
+    assert_eq!(ours.figure("first_pass"), 20.0);
+    assert_eq!(ours.figure("handles_ok"), 20.0);
+    assert_eq!(ours.figure("came_back"), 10.0);
+    assert_eq!(ours.figure("reconsume_one"), 10.0);
+    assert_eq!(ours.figure("after_ack_returned"), 0.0);
+    let outcome = |output: &JavaOutput| {
+        let mut results = output.results.clone();
+        results.retain(|key, _| !TIMING_KEYS.contains(&key.as_str()));
+        results
+    };
+    assert_eq!(outcome(&ours), outcome(&javas), "ferromq vs Java 5.5.0");
+    println!(
+        "unacked back after {} ms (ferromq) and {} ms (Java 5.5.0) from the first pop",
+        ours.results["back_after_ms"], javas.results["back_after_ms"]
+    );
+    broker.stop();
+    namesrv.stop();
+}
+
+/// A request of `code` with `fields` and `body`.
+fn request(code: RequestCode, fields: &[(&str, &str)], body: &[u8]) -> RemotingCommand {
+    let mut request = RemotingCommand::request(code);
+    let mut ext = ferromq::remoting::ExtFields::new();
+    for (key, value) in fields {
+        ext.insert(*key, *value);
+    }
+    request.ext_fields = Some(ext);
+    request.body = body.to_vec();
+    request
+}
+
+/// A request: its code, fields and body.
+type Case = (RequestCode, Vec<(&'static str, String)>, Vec<u8>);
+
+/// The response codes (and remarks) of the refusals, from one broker.
+async fn refusals(addr: &str) -> Vec<(i32, String)> {
+    let client = common::connect(addr.parse().unwrap(), SerializeType::Json).await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+        .to_string();
+    let pop = |topic: &str, max: &str, poll: &str| {
+        vec![
+            ("consumerGroup", "G_refusals".to_owned()),
+            ("topic", topic.to_owned()),
+            ("queueId", "-1".to_owned()),
+            ("maxMsgNums", max.to_owned()),
+            ("invisibleTime", "10000".to_owned()),
+            ("pollTime", poll.to_owned()),
+            ("bornTime", now.clone()),
+            ("initMode", "1".to_owned()),
+        ]
+    };
+    let as_fields =
+        |fields: &[(&'static str, String)]| -> Vec<(&'static str, String)> { fields.to_vec() };
+    let topic = "TBW102";
+    let handle = format!("0 {now} 10000 0 0 broker-a 0 0");
+    let cases: Vec<Case> = vec![
+        // Too many messages asked: INVALID_PARAMETER.
+        (
+            RequestCode::POP_MESSAGE,
+            as_fields(&pop(topic, "33", "0")),
+            vec![],
+        ),
+        // No such topic.
+        (
+            RequestCode::POP_MESSAGE,
+            as_fields(&pop("NoSuchPopTopic", "1", "0")),
+            vec![],
+        ),
+        // Nothing there, no poll time: POLLING_TIMEOUT at once.
+        (
+            RequestCode::POP_MESSAGE,
+            as_fields(&pop(topic, "1", "0")),
+            vec![],
+        ),
+        // An ack of an offset the queue does not have.
+        (
+            RequestCode::ACK_MESSAGE,
+            vec![
+                ("consumerGroup", "G_refusals".to_owned()),
+                ("topic", topic.to_owned()),
+                ("queueId", "0".to_owned()),
+                ("extraInfo", handle.clone()),
+                ("offset", "1000".to_owned()),
+            ],
+            vec![],
+        ),
+        // A change of invisible time of an offset past the queue's end.
+        (
+            RequestCode::CHANGE_MESSAGE_INVISIBLETIME,
+            vec![
+                ("consumerGroup", "G_refusals".to_owned()),
+                ("topic", topic.to_owned()),
+                ("queueId", "0".to_owned()),
+                ("extraInfo", handle.clone()),
+                ("offset", "0".to_owned()),
+                ("invisibleTime", "10000".to_owned()),
+            ],
+            vec![],
+        ),
+        // A batch ack with no acks.
+        (
+            RequestCode::BATCH_ACK_MESSAGE,
+            vec![],
+            b"{\"acks\":[]}".to_vec(),
+        ),
+    ];
+    let mut codes = Vec::new();
+    for (code, fields, body) in cases {
+        let fields: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let response = client.request(request(code, &fields, &body)).await.unwrap();
+        codes.push((response.code, response.remark.unwrap_or_default()));
+    }
+    codes
+}
+
+#[test]
+fn refusals_have_the_java5_brokers_codes() {
+    let kit = java::kit5();
+    let ferromq = Standalone::start("");
+    let dir = TempDir::on_disk("pop-refusals");
+    let (namesrv, broker) = java_broker(&kit, &dir);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let ours = runtime.block_on(refusals(&ferromq.broker_addr()));
+    let javas = runtime.block_on(refusals(&broker.addr()));
+    let codes = |all: &[(i32, String)]| all.iter().map(|(code, _)| *code).collect::<Vec<_>>();
+    println!("ferromq: {ours:?}\nJava 5.5.0: {javas:?}");
+    assert_eq!(codes(&ours), codes(&javas));
+    assert_eq!(codes(&ours), [29, 17, 210, 208, 208, 208]);
+    assert_eq!(ours, javas, "remarks");
+    broker.stop();
+    namesrv.stop();
+}
