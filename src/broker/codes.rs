@@ -45,6 +45,11 @@ pub enum Processor {
     /// Requests passed on to a consumer, answered with what it says
     /// (`AdminBrokerProcessor.callConsumer`).
     Calls,
+    /// POP consumption's pops (`PopMessageProcessor`, 5.x).
+    Pop,
+    /// POP consumption's acks and changes of invisible time (`AckMessageProcessor`,
+    /// `ChangeInvisibleTimeProcessor`, 5.x).
+    Ack,
 }
 
 /// One served request code.
@@ -117,6 +122,11 @@ pub const ROUTES: &[Route] = &[
     route(C::PULL_MESSAGE, Pull),
     // 5.x's lite pull consumer: the same request under its own code, as in Java.
     route(C::LITE_PULL_MESSAGE, Pull),
+    route(C::POP_MESSAGE, Processor::Pop),
+    // Acks and checkpoints are puts on the revive topic: only a master writes them.
+    put(C::ACK_MESSAGE, Processor::Ack, false),
+    put(C::BATCH_ACK_MESSAGE, Processor::Ack, false),
+    put(C::CHANGE_MESSAGE_INVISIBLETIME, Processor::Ack, false),
     route(C::HEART_BEAT, Client),
     route(C::UNREGISTER_CLIENT, Client),
     route(C::CHECK_CLIENT_CONFIG, Client),

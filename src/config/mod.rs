@@ -8,6 +8,7 @@ pub mod broker;
 pub use ferromq_protocol::fastjson;
 pub mod namesrv;
 pub mod persist;
+pub mod pop;
 pub mod properties;
 pub use ferromq_protocol::topic;
 

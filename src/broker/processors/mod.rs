@@ -1,15 +1,17 @@
 //! The broker's request processors, one module per request family (Java's
 //! `SendMessageProcessor`, `PullMessageProcessor`, `ClientManageProcessor`,
 //! `ConsumerManageProcessor`, `QueryMessageProcessor`, `EndTransactionProcessor`,
-//! `RecallMessageProcessor`,
+//! `RecallMessageProcessor`, `PopMessageProcessor`, `AckMessageProcessor`,
+//! `ChangeInvisibleTimeProcessor`,
 //! `AdminBrokerProcessor`): one [`BrokerHandler`] per net shard checks the ACL, finds the
 //! request's processor in the table of [`codes`](super::codes) and hands it the request
 //! with the shard's [`Context`].
 //!
 //! Architecture Invariant: a processor serves the codes the table gives it and calls no
 //! other processor; what two of them share lives below them (`reply`, `retry`, `delay`,
-//! `transaction`, `state`).
+//! `transaction`, `filter`, `pop`, `state`).
 
+mod ack;
 mod acl_admin;
 mod broker_admin;
 mod calls;
@@ -17,6 +19,7 @@ mod client;
 mod end_transaction;
 mod groups;
 mod offsets;
+mod pop;
 mod pull;
 mod query;
 mod queues;
@@ -148,6 +151,8 @@ impl BrokerHandler {
             Some(Processor::Send) => send::process(ctx, connection, request).await,
             Some(Processor::SendBack) => send_back::process(ctx, &request).await,
             Some(Processor::Pull) => pull::process(ctx, connection, &request).await,
+            Some(Processor::Pop) => pop::process(ctx, connection, &request).await,
+            Some(Processor::Ack) => ack::process(ctx, connection, &request).await,
             Some(Processor::Client) => client::process(ctx, connection, &request).await,
             Some(Processor::Offsets) => offsets::process(ctx, &request).await,
             Some(Processor::Query) => query::process(ctx, &request).await,
@@ -202,6 +207,8 @@ fn watermark_pool(code: RequestCode) -> usize {
         _ if code == RequestCode::HEART_BEAT => "heartbeat",
         Some(Processor::Send | Processor::SendBack) => "send",
         Some(Processor::Pull) => "pull",
+        Some(Processor::Pop) => "pull",
+        Some(Processor::Ack) => "ack",
         Some(Processor::Client) => "client_manager",
         Some(Processor::Offsets) => "consumer_manager",
         Some(Processor::Query) => "query_message",

@@ -2,7 +2,8 @@
 //! (`spawn` for the registration thread) that starts it with what it needs, passed
 //! explicitly, and runs until the broker's shutdown signal stops it. The delay-level
 //! scheduler, the transaction check, name-server registration, the long-polling notifier,
-//! consumer housekeeping, the statistics' sampler, and the HA link (master and slave side).
+//! consumer housekeeping, the statistics' sampler, the HA link (master and slave side), and
+//! POP's revive service.
 //! Retention is the store's (`store::retention`).
 //!
 //! Architecture Invariant: a service calls no request processor; what it shares with them
@@ -13,6 +14,7 @@ pub mod ha_slave;
 pub mod housekeeping;
 pub mod long_poll;
 pub mod register;
+pub mod revive;
 pub mod sampler;
 pub mod schedule;
 pub mod timer;

@@ -11,7 +11,8 @@
 //!   `ConsumerOffsetManager`);
 //! - `clients.rs`: the heartbeat clients (`ConsumerManager`, `ProducerManager`);
 //! - `filters.rs`: the SQL92 selectors groups registered (`ConsumerFilterManager`);
-//! - `locks.rs`: the queue locks of orderly consumers (`RebalanceLockManager`).
+//! - `locks.rs`: the queue locks of orderly consumers (`RebalanceLockManager`);
+//! - `pop.rs`: the queue locks and waiting counts of POP (`QueueLockManager`).
 //!
 //! Architecture Invariant: no lock covers a whole table on the send, pull or heartbeat path.
 //! Topic and group configs are read from immutable snapshots (`ArcSwap`); offsets, clients
@@ -30,6 +31,7 @@ mod groups;
 mod locks;
 mod offsets;
 mod persisted;
+pub mod pop;
 mod replication;
 pub mod timer;
 mod topics;
@@ -96,6 +98,8 @@ pub struct BrokerState {
     pub slaves: Arc<replication::SlaveProgress>,
     /// The timer service's progress, for GET_BROKER_RUNTIME_INFO.
     pub timer: timer::TimerProgress,
+    /// POP's queue locks and waiting pops.
+    pub pop: pop::PopState,
     /// For a slave: its master's addresses, as the name server told them.
     pub master: Arc<replication::MasterAddrs>,
     /// Wakes the registration thread after a change of the topic table (its permit is kept
@@ -152,6 +156,7 @@ impl BrokerState {
             ended_transactions: transactions::EndedTransactions::default(),
             slaves: Arc::default(),
             timer: timer::TimerProgress::default(),
+            pop: pop::PopState::default(),
             master: Arc::default(),
             registration_wanted: tokio::sync::Notify::new(),
             acl,
