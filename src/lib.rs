@@ -10,6 +10,8 @@
 //! - [`namesrv`]: the name server — route tables, KV store, liveness, request processing.
 //! - [`admin`]: `ferromq admin`, mqadmin's operator commands over the remoting protocol.
 //! - [`config`]: Java-compatible configuration files and keys.
+//! - [`grpc`]: the broker's gRPC endpoint (RocketMQ 5.x's `MessagingService`), on a tokio
+//!   thread, its calls run by the net shards' processors.
 //! - [`limits`]: every maximum, with Java's defaults.
 //!
 //! The shard runtime is the `ferromq-shards` crate and the kernel I/O layer is
@@ -18,6 +20,7 @@
 pub mod admin;
 pub mod broker;
 pub mod config;
+pub mod grpc;
 pub mod logging;
 pub mod metrics;
 pub mod namesrv;

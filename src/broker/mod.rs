@@ -21,9 +21,7 @@ pub mod acl;
 pub use ferromq_protocol::batch;
 pub mod codes;
 pub mod delay;
-pub mod filter;
 pub mod metrics;
-pub mod pop;
 pub mod processors;
 pub mod reply;
 pub mod retry;
@@ -78,6 +76,7 @@ pub struct BrokerHandle {
     state: Arc<BrokerState>,
     registration: Option<std::thread::JoinHandle<()>>,
     metrics: Option<crate::metrics::exporter::Exporter>,
+    grpc: Option<crate::grpc::GrpcEndpoint>,
     _lock: StoreLock,
 }
 
@@ -92,6 +91,12 @@ impl BrokerHandle {
     #[must_use]
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
         self.metrics.as_ref().map(|exporter| exporter.addr)
+    }
+
+    /// The gRPC endpoint's address, when `grpcServerEnable=true`.
+    #[must_use]
+    pub fn grpc_addr(&self) -> Option<SocketAddr> {
+        self.grpc.as_ref().map(|endpoint| endpoint.addr)
     }
 
     /// The broker's state (topics, groups, offsets, clients).
@@ -120,6 +125,9 @@ impl BrokerHandle {
         }
         if let Some(metrics) = self.metrics.take() {
             metrics.join();
+        }
+        if let Some(grpc) = self.grpc.take() {
+            grpc.join();
         }
         if let Err(error) = self.state.persist_offsets() {
             tracing::error!(%error, "cannot persist consumer offsets at shutdown");
@@ -193,6 +201,9 @@ pub fn start(config: BrokerConfig, shutdown: Shutdown) -> Result<BrokerHandle, B
                 .is_some_and(|spec| !spec.roles.contains(Role::Writer))
         })
         .unwrap_or(first_net);
+    // The gRPC endpoint's way into the net shards (each takes its inbox).
+    let (local_broker, grpc_inboxes) =
+        crate::grpc::bridge::LocalBroker::new(placement.shards_with(Role::Net));
     let ready: Arc<OnceLock<Result<(), String>>> = Arc::new(OnceLock::new());
     let bound: Arc<server::BoundAddr> = Arc::new(OnceLock::new());
     let shard_state = Arc::clone(&state);
@@ -209,6 +220,7 @@ pub fn start(config: BrokerConfig, shutdown: Shutdown) -> Result<BrokerHandle, B
             let ready = Arc::clone(&shard_ready);
             let bound = Arc::clone(&shard_bound);
             let handle = handle.clone();
+            let grpc_inbox = grpc_inboxes.take(ctx.id);
             async move {
                 let mut tasks = Vec::new();
                 if state.config.metrics.exporter_type == ExporterType::Prom {
@@ -274,7 +286,8 @@ pub fn start(config: BrokerConfig, shutdown: Shutdown) -> Result<BrokerHandle, B
                                 async move { wait_for(&bound).await },
                             ))
                         });
-                        serve_net(&ctx, ctx.id == first_net, &state, &handle, &bound).await;
+                        let first = ctx.id == first_net;
+                        serve_net(&ctx, first, &state, &handle, &bound, grpc_inbox).await;
                         if let Some(ha) = ha {
                             ha.await;
                         }
@@ -314,6 +327,16 @@ pub fn start(config: BrokerConfig, shutdown: Shutdown) -> Result<BrokerHandle, B
             return Err(BrokerError::Listen(error));
         }
     };
+    let grpc = match crate::grpc::GrpcEndpoint::start(&state, local_broker, shards.shutdown.clone())
+    {
+        Ok(grpc) => grpc,
+        Err(error) => {
+            shards.shutdown.trigger();
+            let _ = shards.join();
+            let port = config.grpc.server_port;
+            return Err(BrokerError::Listen(format!("gRPC endpoint on port {port}: {error}")));
+        }
+    };
     tracing::info!(%addr, broker = %config.broker_name, "broker listening");
     let registration = register::spawn(Arc::clone(&state), addr, shards.shutdown.clone());
     Ok(BrokerHandle {
@@ -322,6 +345,7 @@ pub fn start(config: BrokerConfig, shutdown: Shutdown) -> Result<BrokerHandle, B
         state,
         registration: Some(registration),
         metrics,
+        grpc,
         _lock: lock,
     })
 }
@@ -426,19 +450,6 @@ async fn run_control_role(
         }
     })
     .detach();
-    let revive_state = Arc::clone(&state);
-    let revive_handle = handle.clone();
-    let revive_shutdown = shutdown.clone();
-    let revive_ready = Arc::clone(&ready);
-    let revive = glommio::spawn_local(async move {
-        // POP's checkpoints are timer messages: the revive runs where the timer does.
-        let master = revive_state.config.broker_role != BrokerRole::Slave
-            && revive_state.config.store.timer_wheel_enable;
-        if master && wait_for(&revive_ready).await.is_ok() {
-            services::revive::run_revive(revive_state, revive_handle, revive_shutdown).await;
-        }
-    })
-    .detach();
     let transaction_state = Arc::clone(&state);
     let transaction_handle = handle.clone();
     let transaction_shutdown = shutdown.clone();
@@ -467,7 +478,6 @@ async fn run_control_role(
     let _ = retention.await;
     let _ = schedule.await;
     let _ = timer.await;
-    let _ = revive.await;
     let _ = transactions.await;
 }
 
@@ -538,6 +548,7 @@ async fn serve_net(
     state: &Arc<BrokerState>,
     handle: &StoreHandle,
     bound: &server::BoundAddr,
+    grpc_inbox: Option<crate::grpc::bridge::ShardInbox>,
 ) {
     let config = &state.config;
     let listener = server::bind_shared(ctx.id, first, config.listen_addr(), bound).await;
@@ -584,6 +595,15 @@ async fn serve_net(
         listen_port,
         ctx.id.index(),
     ));
+    // gRPC calls run through this shard's handler as its connections' requests do.
+    let grpc_calls = grpc_inbox.map(|inbox| {
+        let calls = crate::grpc::bridge::serve_calls(
+            inbox,
+            Rc::clone(&handler),
+            ctx.shutdown.clone(),
+        );
+        glommio::spawn_local(calls)
+    });
     let server_config = ServerConfig {
         frame_size_max: config.frame_size_max,
         idle_timeout: config.channel_idle_timeout,
@@ -606,6 +626,9 @@ async fn serve_net(
     main.await;
     if let Some(vip) = vip {
         vip.await;
+    }
+    if let Some(grpc_calls) = grpc_calls {
+        grpc_calls.await;
     }
     drop(notifier);
     drop(replica_waits);

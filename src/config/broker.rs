@@ -89,6 +89,8 @@ pub struct BrokerConfig {
     pub tls: crate::remoting::tls::TlsSettings,
     /// The `metrics*` keys of Java 5.x (`metricsExporterType`, `metricsPromExporterPort`, …).
     pub metrics: crate::metrics::config::MetricsConfig,
+    /// The gRPC endpoint's keys (`grpcServerEnable`, `grpcServerPort`, Java's proxy limits).
+    pub grpc: crate::grpc::config::GrpcConfig,
     /// `rocketmqHome` (the `ROCKETMQ_HOME` environment variable, else the working
     /// directory): where `conf/plain_acl.yml` and `conf/acl/` are.
     pub rocketmq_home: PathBuf,
@@ -106,8 +108,6 @@ pub struct BrokerConfig {
     /// `recallMessageEnable` (false, as Java 5.x): whether RECALL_MESSAGE may cancel a
     /// timer message.
     pub recall_message_enable: bool,
-    /// The POP keys (`reviveQueueNum`, `popFromRetryProbability`, ...).
-    pub pop: super::pop::PopConfig,
     /// `clusterTopicEnable` (true): the cluster's topic is readable and writable.
     pub cluster_topic_enable: bool,
     /// `brokerTopicEnable` (true): the broker's own topic is readable and writable.
@@ -191,6 +191,7 @@ impl Default for BrokerConfig {
             acl_enable: false,
             tls: crate::remoting::tls::TlsSettings::default(),
             metrics: crate::metrics::config::MetricsConfig::default(),
+            grpc: crate::grpc::config::GrpcConfig::default(),
             rocketmq_home: std::env::var_os("ROCKETMQ_HOME")
                 .map_or_else(|| PathBuf::from("."), PathBuf::from),
             auto_create_topic_enable: true,
@@ -199,7 +200,6 @@ impl Default for BrokerConfig {
             long_polling_enable: true,
             store_reply_message_enable: true,
             recall_message_enable: false,
-            pop: super::pop::PopConfig::default(),
             cluster_topic_enable: true,
             broker_topic_enable: true,
             trace_topic_enable: false,
@@ -565,7 +565,6 @@ impl BrokerConfig {
                     store.timer_progress_log_interval = millis(&at, key, value)?;
                 }
                 "recallMessageEnable" => self.recall_message_enable = parse_bool(&at, key, value)?,
-                _ if self.pop.apply(&at, key, value).transpose()?.is_some() => {}
                 "deleteCommitLogFilesInterval" => {
                     let ms: u64 = parse_value(&at, key, value, "milliseconds")?;
                     store.delete_commit_log_files_interval = Duration::from_millis(ms);
@@ -593,6 +592,13 @@ impl BrokerConfig {
                     Ok(false) => unknown.push(key.to_owned()),
                     Err(expected) => return Err(bad(&at, key, value, &expected)),
                 },
+                _ if crate::grpc::config::GrpcConfig::KEYS.contains(&key) => {
+                    match self.grpc.set(key, value) {
+                        Ok(true) => {}
+                        Ok(false) => unknown.push(key.to_owned()),
+                        Err(expected) => return Err(bad(&at, key, value, &expected)),
+                    }
+                }
                 _ if key.starts_with("tls.") => match self.tls.set(key, value) {
                     Ok(true) => {}
                     Ok(false) => unknown.push(key.to_owned()),

@@ -1,0 +1,331 @@
+//! The gRPC endpoint (`apache.rocketmq.v2.MessagingService`) of a real `ferromq broker`
+//! process, called by RocketMQ 5.x's own Java gRPC client and by the generated Rust client.
+//!
+//! Method: the broker starts with `grpcServerEnable=true` on a free port and a
+//! `topics.json` written beforehand (a topic whose `message.type` is MIXED, one without
+//! the attribute). The Java producer (`tests/java5-grpc/Java5GrpcProducer.java`) sends every
+//! kind of message through the endpoint; the messages are then read back through the
+//! broker's remoting side (PULL_MESSAGE), so what the endpoint stored is checked property by
+//! property. The Rust client checks the answers the proxy gives in words: routes, codes of
+//! refusals, the Telemetry settings answer.
+
+mod common;
+mod sched;
+
+use common::java;
+use common::{connect, BrokerProcess, TempDir};
+use ferromq::grpc::proto::messaging_service_client::MessagingServiceClient;
+use ferromq::grpc::proto::{
+    self, telemetry_command, Code, Endpoints, MessageType, Permission, Publishing,
+    QueryRouteRequest, Resource, Settings, TelemetryCommand,
+};
+use ferromq::remoting::SerializeType;
+use sched::{pull_all, Stored};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// The topic that takes every message type.
+const MIXED: &str = "GrpcMixed";
+/// A topic without `message.type`: NORMAL.
+const PLAIN: &str = "GrpcPlain";
+const QUEUES: i32 = 4;
+
+/// A broker with the gRPC endpoint on a free port, its topics written before it starts.
+fn start_broker(dir: &Path) -> (BrokerProcess, u16) {
+    let store = dir.join("store");
+    let config_dir = store.join("config");
+    std::fs::create_dir_all(&config_dir).unwrap();
+    let topic = |name: &str, attributes: serde_json::Value| {
+        serde_json::json!({
+            "topicName": name, "readQueueNums": QUEUES, "writeQueueNums": QUEUES, "perm": 6,
+            "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": false,
+            "attributes": attributes,
+        })
+    };
+    let topics = serde_json::json!({
+        "topicConfigTable": {
+            MIXED: topic(MIXED, serde_json::json!({"message.type": "MIXED"})),
+            PLAIN: topic(PLAIN, serde_json::json!({})),
+        },
+        "dataVersion": {"timestamp": 0, "counter": 1},
+    });
+    std::fs::write(config_dir.join("topics.json"), topics.to_string()).unwrap();
+    let port = java::free_port();
+    let config = format!("grpcServerEnable=true\ngrpcServerPort={port}\nrecallMessageEnable=true");
+    (BrokerProcess::start(&store, &config), port)
+}
+
+/// Every message of `topic`'s queues, by `UNIQ_KEY`, once `wanted` are all there (at most
+/// 30 s).
+fn read_back(broker: &BrokerProcess, topic: &str, wanted: &[&str]) -> BTreeMap<String, Stored> {
+    let runtime = sched::runtime();
+    runtime.block_on(async {
+        let client = connect(broker.addr, SerializeType::Json).await;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let mut by_key = BTreeMap::new();
+            for queue in 0..QUEUES {
+                for stored in pull_all(&client, "grpc-reader", topic, queue).await {
+                    let key = stored.prop("UNIQ_KEY").unwrap_or_default().to_owned();
+                    by_key.insert(key, stored);
+                }
+            }
+            if wanted.iter().all(|key| by_key.contains_key(*key)) {
+                return by_key;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{topic} holds {:?}, wanted {wanted:?}",
+                by_key.keys().collect::<Vec<_>>()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+}
+
+#[test]
+fn java5_producer_sends_every_kind_through_the_endpoint() {
+    let dir = TempDir::on_disk("grpc-java-producer");
+    let (broker, port) = start_broker(dir.path());
+    let output = java::run_grpc_java(
+        &java::classes5_grpc(),
+        "Java5GrpcProducer",
+        &[&format!("127.0.0.1:{port}"), MIXED],
+        Duration::from_secs(120),
+    );
+    output.assert_passed("the Java 5.x gRPC producer against ferromq's endpoint");
+    let sent: BTreeMap<&str, &str> = output
+        .text
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.strip_prefix("SENT ")?.split_whitespace();
+            Some((words.next()?, words.next()?))
+        })
+        .collect();
+    let kinds = [
+        "plain",
+        "tagged",
+        "keyed",
+        "delayed",
+        "recalled",
+        "fifo",
+        "tx-commit",
+        "tx-rollback",
+    ];
+    for kind in kinds {
+        assert!(
+            sent.contains_key(kind),
+            "no receipt for {kind}:\n{}",
+            output.text
+        );
+    }
+    let recalled = output
+        .text
+        .lines()
+        .find_map(|line| line.strip_prefix("RECALLED "))
+        .unwrap_or_else(|| panic!("no recall:\n{}", output.text));
+    assert_eq!(recalled.trim(), sent["recalled"]);
+
+    let delivered = ["plain", "tagged", "keyed", "delayed", "fifo", "tx-commit"];
+    let wanted: Vec<&str> = delivered.iter().map(|kind| sent[kind]).collect();
+    let stored = read_back(&broker, MIXED, &wanted);
+    let get = |kind: &str| &stored[sent[kind]];
+    for kind in delivered {
+        let message = get(kind);
+        assert_eq!(message.body, kind.as_bytes(), "{kind}");
+        assert_eq!(
+            message.prop("PGROUP"),
+            Some(MIXED),
+            "{kind}: producer group = topic"
+        );
+    }
+    assert_eq!(get("plain").prop("TAGS"), None);
+    assert_eq!(get("tagged").prop("TAGS"), Some("TagA"));
+    assert_eq!(get("keyed").prop("KEYS"), Some("k1 k2"));
+    assert_eq!(get("keyed").prop("color"), Some("red"));
+    let delayed = get("delayed");
+    let deliver_ms: i64 = delayed.prop("TIMER_DELIVER_MS").unwrap().parse().unwrap();
+    assert!(
+        delayed.store_timestamp + 1500 >= deliver_ms,
+        "the delayed message was stored at {}, before its time {deliver_ms}",
+        delayed.store_timestamp
+    );
+    assert_eq!(delayed.prop("TAGS"), Some("Later"));
+    assert_eq!(get("fifo").prop("__SHARDINGKEY"), Some("group-1"));
+    assert!(get("tx-commit").prop("TRAN_MSG").is_some());
+    // Rolled back before the producer closed: never in the topic.
+    assert!(
+        !stored.contains_key(sent["tx-rollback"]),
+        "a rolled-back message was delivered"
+    );
+    assert!(
+        !stored.contains_key(sent["recalled"]),
+        "a recalled message was delivered"
+    );
+}
+
+/// A client of the endpoint at `port` and the request metadata the Java client sends.
+async fn client(port: u16) -> MessagingServiceClient<tonic::transport::Channel> {
+    let channel = tonic::transport::Channel::from_shared(format!("http://127.0.0.1:{port}"))
+        .unwrap()
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(Duration::from_secs(10))
+        .connect()
+        .await
+        .unwrap();
+    MessagingServiceClient::new(channel)
+}
+
+fn request<T>(message: T, client_id: &str) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    let metadata = request.metadata_mut();
+    metadata.insert("x-mq-client-id", client_id.parse().unwrap());
+    metadata.insert("x-mq-language", "RUST".parse().unwrap());
+    metadata.insert("x-mq-protocol", "v2".parse().unwrap());
+    request
+}
+
+fn resource(name: &str) -> Option<Resource> {
+    Some(Resource {
+        resource_namespace: String::new(),
+        name: name.to_owned(),
+    })
+}
+
+fn endpoints(port: u16) -> Option<Endpoints> {
+    Some(Endpoints {
+        scheme: proto::AddressScheme::IPv4 as i32,
+        addresses: vec![proto::Address {
+            host: "127.0.0.1".to_owned(),
+            port: i32::from(port),
+        }],
+    })
+}
+
+fn code(status: Option<&proto::Status>) -> Code {
+    Code::try_from(status.map_or(0, |status| status.code)).unwrap()
+}
+
+#[test]
+fn query_route_and_refusals_answer_as_the_proxy() {
+    let dir = TempDir::on_disk("grpc-route");
+    let (_broker, port) = start_broker(dir.path());
+    sched::runtime().block_on(async {
+        let mut client = client(port).await;
+        let route = |topic: &str| QueryRouteRequest {
+            topic: resource(topic),
+            endpoints: endpoints(port),
+        };
+        let mixed = client
+            .query_route(request(route(MIXED), "route-client"))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(code(mixed.status.as_ref()), Code::Ok);
+        assert_eq!(mixed.message_queues.len(), 4);
+        for (id, queue) in mixed.message_queues.iter().enumerate() {
+            assert_eq!(queue.id, i32::try_from(id).unwrap());
+            assert_eq!(queue.permission, Permission::ReadWrite as i32);
+            let all = [MessageType::Normal, MessageType::Fifo, MessageType::Delay];
+            let mut expected: Vec<i32> = all.iter().map(|t| *t as i32).collect();
+            expected.push(MessageType::Transaction as i32);
+            assert_eq!(queue.accept_message_types, expected);
+            let broker = queue.broker.as_ref().unwrap();
+            assert_eq!(broker.id, 0);
+            let address = &broker.endpoints.as_ref().unwrap().addresses[0];
+            assert_eq!(
+                (address.host.as_str(), address.port),
+                ("127.0.0.1", i32::from(port))
+            );
+        }
+        let plain = client
+            .query_route(request(route(PLAIN), "route-client"))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(
+            plain.message_queues[0].accept_message_types,
+            [MessageType::Normal as i32]
+        );
+        let unknown = client
+            .query_route(request(route("NoSuchTopic"), "route-client"))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(code(unknown.status.as_ref()), Code::TopicNotFound);
+        assert!(unknown.message_queues.is_empty());
+        let system = client
+            .query_route(request(route("rmq_sys_wheel_timer"), "route-client"))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(code(system.status.as_ref()), Code::IllegalTopic);
+
+        // A heartbeat before any settings: the proxy's refusal.
+        let heartbeat = proto::HeartbeatRequest {
+            group: None,
+            client_type: proto::ClientType::Producer as i32,
+        };
+        let refused = client
+            .heartbeat(request(heartbeat.clone(), "fresh-client"))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(code(refused.status.as_ref()), Code::UnrecognizedClientType);
+
+        // Telemetry: the settings answered at once, merged, with OK.
+        let settings = Settings {
+            client_type: Some(proto::ClientType::Producer as i32),
+            pub_sub: Some(proto::settings::PubSub::Publishing(Publishing {
+                topics: vec![resource(MIXED).unwrap()],
+                max_body_size: 0,
+                validate_message_type: false,
+            })),
+            ..Settings::default()
+        };
+        let command = TelemetryCommand {
+            status: None,
+            command: Some(telemetry_command::Command::Settings(settings)),
+        };
+        let (mut outbox, commands) = futures::channel::mpsc::channel(4);
+        futures::SinkExt::send(&mut outbox, command).await.unwrap();
+        let mut answers = client
+            .telemetry(request(commands, "fresh-client"))
+            .await
+            .unwrap()
+            .into_inner();
+        let answer = tokio::time::timeout(Duration::from_secs(10), answers.message())
+            .await
+            .expect("settings answered within 10 s")
+            .unwrap()
+            .unwrap();
+        assert_eq!(code(answer.status.as_ref()), Code::Ok);
+        let Some(telemetry_command::Command::Settings(merged)) = answer.command else {
+            panic!("no settings in {answer:?}");
+        };
+        assert_eq!(merged.backoff_policy.unwrap().max_attempts, 3);
+        let Some(proto::settings::PubSub::Publishing(publishing)) = merged.pub_sub else {
+            panic!("no publishing in the answer");
+        };
+        assert!(publishing.validate_message_type);
+        assert_eq!(publishing.max_body_size, 4 * 1024 * 1024);
+        let accepted = client
+            .heartbeat(request(heartbeat, "fresh-client"))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(code(accepted.status.as_ref()), Code::Ok);
+
+        let empty = client
+            .send_message(request(
+                proto::SendMessageRequest::default(),
+                "fresh-client",
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(code(empty.status.as_ref()), Code::MessageCorrupted);
+        drop(outbox);
+    });
+}
