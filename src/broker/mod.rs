@@ -21,7 +21,9 @@ pub mod acl;
 pub use ferromq_protocol::batch;
 pub mod codes;
 pub mod delay;
+pub mod filter;
 pub mod metrics;
+pub mod pop;
 pub mod processors;
 pub mod reply;
 pub mod retry;
@@ -450,6 +452,19 @@ async fn run_control_role(
         }
     })
     .detach();
+    let revive_state = Arc::clone(&state);
+    let revive_handle = handle.clone();
+    let revive_shutdown = shutdown.clone();
+    let revive_ready = Arc::clone(&ready);
+    let revive = glommio::spawn_local(async move {
+        // POP's checkpoints are timer messages: the revive runs where the timer does.
+        let master = revive_state.config.broker_role != BrokerRole::Slave
+            && revive_state.config.store.timer_wheel_enable;
+        if master && wait_for(&revive_ready).await.is_ok() {
+            services::revive::run_revive(revive_state, revive_handle, revive_shutdown).await;
+        }
+    })
+    .detach();
     let transaction_state = Arc::clone(&state);
     let transaction_handle = handle.clone();
     let transaction_shutdown = shutdown.clone();
@@ -478,6 +493,7 @@ async fn run_control_role(
     let _ = retention.await;
     let _ = schedule.await;
     let _ = timer.await;
+    let _ = revive.await;
     let _ = transactions.await;
 }
 

@@ -108,6 +108,8 @@ pub struct BrokerConfig {
     /// `recallMessageEnable` (false, as Java 5.x): whether RECALL_MESSAGE may cancel a
     /// timer message.
     pub recall_message_enable: bool,
+    /// The POP keys (`reviveQueueNum`, `popFromRetryProbability`, ...).
+    pub pop: super::pop::PopConfig,
     /// `clusterTopicEnable` (true): the cluster's topic is readable and writable.
     pub cluster_topic_enable: bool,
     /// `brokerTopicEnable` (true): the broker's own topic is readable and writable.
@@ -200,6 +202,7 @@ impl Default for BrokerConfig {
             long_polling_enable: true,
             store_reply_message_enable: true,
             recall_message_enable: false,
+            pop: super::pop::PopConfig::default(),
             cluster_topic_enable: true,
             broker_topic_enable: true,
             trace_topic_enable: false,
@@ -565,6 +568,7 @@ impl BrokerConfig {
                     store.timer_progress_log_interval = millis(&at, key, value)?;
                 }
                 "recallMessageEnable" => self.recall_message_enable = parse_bool(&at, key, value)?,
+                _ if self.pop.apply(&at, key, value).transpose()?.is_some() => {}
                 "deleteCommitLogFilesInterval" => {
                     let ms: u64 = parse_value(&at, key, value, "milliseconds")?;
                     store.delete_commit_log_files_interval = Duration::from_millis(ms);
