@@ -7,8 +7,8 @@
 //! the program checks what it gets itself: each message popped once with a handle naming
 //! its broker, queue and offset, exactly the unacked ones back after their invisible time
 //! with reconsume times 1, none early, acked ones never. The test then compares every
-//! figure the two runs print but the elapsed time. Raw frames check the refusals (codes of
-//! both brokers compared).
+//! figure the two runs print but the elapsed time. Raw frames check the refusals and
+//! NOTIFICATION/POLLING_INFO answers (codes, remarks and fields of both brokers compared).
 
 mod common;
 
@@ -169,12 +169,43 @@ async fn refusals(addr: &str) -> Vec<(i32, String)> {
             vec![],
             b"{\"acks\":[]}".to_vec(),
         ),
+        // Nothing to pop, and no wait: hasMsg false at once.
+        (
+            RequestCode::NOTIFICATION,
+            vec![
+                ("consumerGroup", "G_refusals".to_owned()),
+                ("topic", topic.to_owned()),
+                ("queueId", "-1".to_owned()),
+                ("pollTime", "0".to_owned()),
+                ("bornTime", now.clone()),
+            ],
+            vec![],
+        ),
+        // No pop waits.
+        (
+            RequestCode::POLLING_INFO,
+            vec![
+                ("consumerGroup", "G_refusals".to_owned()),
+                ("topic", topic.to_owned()),
+                ("queueId", "-1".to_owned()),
+            ],
+            vec![],
+        ),
     ];
     let mut codes = Vec::new();
     for (code, fields, body) in cases {
         let fields: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let response = client.request(request(code, &fields, &body)).await.unwrap();
-        codes.push((response.code, response.remark.unwrap_or_default()));
+        let field = |name: &str| {
+            let fields = response.ext_fields.as_ref();
+            fields
+                .and_then(|f| f.get(name))
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let remark = response.remark.clone().unwrap_or_default();
+        let fields = format!("{}{}", field("hasMsg"), field("pollingNum"));
+        codes.push((response.code, format!("{remark} {fields}")));
     }
     codes
 }
@@ -194,7 +225,7 @@ fn refusals_have_the_java5_brokers_codes() {
     let codes = |all: &[(i32, String)]| all.iter().map(|(code, _)| *code).collect::<Vec<_>>();
     println!("ferromq: {ours:?}\nJava 5.5.0: {javas:?}");
     assert_eq!(codes(&ours), codes(&javas));
-    assert_eq!(codes(&ours), [29, 17, 210, 208, 208, 208]);
+    assert_eq!(codes(&ours), [29, 17, 210, 208, 208, 208, 0, 0]);
     assert_eq!(ours, javas, "remarks");
     broker.stop();
     namesrv.stop();

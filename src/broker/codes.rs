@@ -50,6 +50,9 @@ pub enum Processor {
     /// POP consumption's acks and changes of invisible time (`AckMessageProcessor`,
     /// `ChangeInvisibleTimeProcessor`, 5.x).
     Ack,
+    /// Whether a pop would find messages, and the pops waiting (`NotificationProcessor`,
+    /// `PollingInfoProcessor`, 5.x).
+    Notification,
 }
 
 /// One served request code.
@@ -127,6 +130,8 @@ pub const ROUTES: &[Route] = &[
     put(C::ACK_MESSAGE, Processor::Ack, false),
     put(C::BATCH_ACK_MESSAGE, Processor::Ack, false),
     put(C::CHANGE_MESSAGE_INVISIBLETIME, Processor::Ack, false),
+    route(C::NOTIFICATION, Processor::Notification),
+    route(C::POLLING_INFO, Processor::Notification),
     route(C::HEART_BEAT, Client),
     route(C::UNREGISTER_CLIENT, Client),
     route(C::CHECK_CLIENT_CONFIG, Client),

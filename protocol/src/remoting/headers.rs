@@ -1091,6 +1091,56 @@ command_header! {
     }
 }
 
+command_header! {
+    /// NOTIFICATION (200054) request (5.x): is there a message for a pop?
+    pub struct NotificationRequestHeader {
+        /// `consumerGroup`.
+        consumer_group: String = "consumerGroup",
+        /// `topic`.
+        topic: String = "topic",
+        /// `queueId`; -1 for every queue.
+        queue_id: i32 = "queueId",
+        /// `pollTime`, ms.
+        poll_time: i64 = "pollTime",
+        /// `bornTime`, ms.
+        born_time: i64 = "bornTime",
+        /// `order`.
+        order: Option<bool> = "order",
+        /// `attemptId`.
+        attempt_id: Option<String> = "attemptId",
+    }
+}
+
+command_header! {
+    /// NOTIFICATION (200054) response (5.x).
+    pub struct NotificationResponseHeader {
+        /// `hasMsg`.
+        has_msg: bool = "hasMsg",
+        /// `pollingFull`.
+        polling_full: bool = "pollingFull",
+    }
+}
+
+command_header! {
+    /// POLLING_INFO (200055) request (5.x).
+    pub struct PollingInfoRequestHeader {
+        /// `consumerGroup`.
+        consumer_group: String = "consumerGroup",
+        /// `topic`.
+        topic: String = "topic",
+        /// `queueId`.
+        queue_id: i32 = "queueId",
+    }
+}
+
+command_header! {
+    /// POLLING_INFO (200055) response (5.x): pops waiting on the queue.
+    pub struct PollingInfoResponseHeader {
+        /// `pollingNum`.
+        polling_num: i32 = "pollingNum",
+    }
+}
+
 /// Calls `$callback!` with the path of every header type above, comma-separated, so that
 /// what covers every header (round-trip tests, the hostile sweep) needs no list of its own.
 /// `every_header_is_listed` fails when a header is added without a line here.
@@ -1173,6 +1223,10 @@ macro_rules! for_each_header {
             $crate::remoting::headers::AckMessageRequestHeader,
             $crate::remoting::headers::ChangeInvisibleTimeRequestHeader,
             $crate::remoting::headers::ChangeInvisibleTimeResponseHeader,
+            $crate::remoting::headers::NotificationRequestHeader,
+            $crate::remoting::headers::NotificationResponseHeader,
+            $crate::remoting::headers::PollingInfoRequestHeader,
+            $crate::remoting::headers::PollingInfoResponseHeader,
         }
     };
 }

@@ -11,9 +11,12 @@
 pub mod format;
 
 use super::delay::encode_properties;
+use super::reply::FAQ;
 use super::state::{now_ms, BrokerState, PERM_READ, PERM_WRITE};
 use super::timer::{handle_schedule, PROPERTY_TIMER_DELIVER_MS};
+use crate::remoting::ResponseCode;
 use crate::store::commit_log::PutMessage;
+use crate::store::config_files::TopicConfig;
 use crate::store::message_store::StoreHandle;
 use format::{AckMsg, PopCheckPoint};
 use std::net::SocketAddr;
@@ -82,6 +85,108 @@ pub async fn ensure_retry_topic(state: &BrokerState, topic: &str, group: &str) {
     if state.committed_offset(group, topic, 0).is_none() {
         state.commit_offset(group, topic, 0, 0);
     }
+}
+
+/// The checks POP_MESSAGE, NOTIFICATION and POLLING_INFO make in Java's order, from the
+/// topic on: it exists and is readable, the queue id is below its read queues, the group
+/// exists (or is made) and may consume. The topic's config, or the refusal.
+///
+/// # Errors
+/// The response code and remark of the first check that fails.
+pub async fn check_pop_target(
+    state: &BrokerState,
+    topic: &str,
+    queue_id: i32,
+    group: &str,
+    peer: SocketAddr,
+) -> Result<TopicConfig, (ResponseCode, String)> {
+    let Some(config) = state.topic(topic) else {
+        let remark = format!("topic[{topic}] not exist, apply first please! {FAQ}");
+        return Err((ResponseCode::TOPIC_NOT_EXIST, remark));
+    };
+    if config.perm & PERM_READ == 0 {
+        let remark = format!("the topic[{topic}] peeking message is forbidden");
+        return Err((ResponseCode::NO_PERMISSION, remark));
+    }
+    if queue_id >= config.read_queue_nums {
+        let remark = format!(
+            "queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{}] \
+             consumer:[/{peer}]",
+            config.read_queue_nums
+        );
+        return Err((ResponseCode::INVALID_PARAMETER, remark));
+    }
+    let Some(group_config) = state.group_or_create(group).await else {
+        let remark = format!("subscription group [{group}] does not exist, {FAQ}");
+        return Err((ResponseCode::SUBSCRIPTION_GROUP_NOT_EXIST, remark));
+    };
+    if !group_config.consume_enable {
+        let remark = format!("subscription group no permission, {group}");
+        return Err((ResponseCode::NO_PERMISSION, remark));
+    }
+    Ok(config)
+}
+
+/// Where a group's pops of a queue start (`getPopOffset`): the committed offset, else the
+/// first message for `initMode` MIN and retry topics, for MAX the last one, or the first
+/// while it is still the queue's first (`initPopOffsetByCheckMsgInMem`). Whether it is the
+/// committed one.
+#[must_use]
+pub fn pop_offset(
+    state: &BrokerState,
+    reader: &crate::store::reader::StoreReader,
+    (topic, queue_id): (&str, i32),
+    group: &str,
+    init_mode: i32,
+) -> (i64, bool) {
+    if let Some(offset) = state.committed_offset(group, topic, queue_id) {
+        if offset >= 0 {
+            return (offset, true);
+        }
+    }
+    let min = reader.min_offset_in_queue(topic, queue_id);
+    let offset = if init_mode == INIT_MODE_MIN
+        || topic.starts_with(super::state::RETRY_GROUP_TOPIC_PREFIX)
+        || min <= 0
+    {
+        min
+    } else {
+        (reader.max_offset_in_queue(topic, queue_id) - 1).max(0)
+    };
+    (offset, false)
+}
+
+/// Each queue a pop of `topic` (`queue_id`, -1 for all) by `group` may read, with its max
+/// offset now: the topic's and its retry topic's (queue 0 before the retry topic exists:
+/// the first revive makes it while a pop may wait).
+#[must_use]
+pub fn pop_queue_ends(
+    state: &BrokerState,
+    reader: &crate::store::reader::StoreReader,
+    topic: &str,
+    queue_id: i32,
+    group: &str,
+) -> Vec<(String, i32, i64)> {
+    let mut ends = Vec::new();
+    let retry = retry_topic(state, topic, group);
+    let mut add = |topic: &str, queues: std::ops::Range<i32>| {
+        for queue in queues {
+            let end = reader.max_offset_in_queue(topic, queue);
+            ends.push((topic.to_owned(), queue, end));
+        }
+    };
+    if let Some(config) = state.topic(topic) {
+        if queue_id < 0 {
+            add(topic, 0..config.read_queue_nums);
+        } else {
+            add(topic, queue_id..queue_id + 1);
+        }
+    }
+    let retry_queues = state
+        .topic(&retry)
+        .map_or(RETRY_QUEUE_NUM, |config| config.read_queue_nums);
+    add(&retry, 0..retry_queues);
+    ends
 }
 
 /// The broker's address as stored messages name it.

@@ -2,7 +2,7 @@
 //! `SendMessageProcessor`, `PullMessageProcessor`, `ClientManageProcessor`,
 //! `ConsumerManageProcessor`, `QueryMessageProcessor`, `EndTransactionProcessor`,
 //! `RecallMessageProcessor`, `PopMessageProcessor`, `AckMessageProcessor`,
-//! `ChangeInvisibleTimeProcessor`,
+//! `ChangeInvisibleTimeProcessor`, `NotificationProcessor`, `PollingInfoProcessor`,
 //! `AdminBrokerProcessor`): one [`BrokerHandler`] per net shard checks the ACL, finds the
 //! request's processor in the table of [`codes`](super::codes) and hands it the request
 //! with the shard's [`Context`].
@@ -18,6 +18,7 @@ mod calls;
 mod client;
 mod end_transaction;
 mod groups;
+mod notification;
 mod offsets;
 mod pop;
 mod pull;
@@ -153,6 +154,7 @@ impl BrokerHandler {
             Some(Processor::Pull) => pull::process(ctx, connection, &request).await,
             Some(Processor::Pop) => pop::process(ctx, connection, &request).await,
             Some(Processor::Ack) => ack::process(ctx, connection, &request).await,
+            Some(Processor::Notification) => notification::process(ctx, connection, &request).await,
             Some(Processor::Client) => client::process(ctx, connection, &request).await,
             Some(Processor::Offsets) => offsets::process(ctx, &request).await,
             Some(Processor::Query) => query::process(ctx, &request).await,
@@ -207,7 +209,7 @@ fn watermark_pool(code: RequestCode) -> usize {
         _ if code == RequestCode::HEART_BEAT => "heartbeat",
         Some(Processor::Send | Processor::SendBack) => "send",
         Some(Processor::Pull) => "pull",
-        Some(Processor::Pop) => "pull",
+        Some(Processor::Pop | Processor::Notification) => "pull",
         Some(Processor::Ack) => "ack",
         Some(Processor::Client) => "client_manager",
         Some(Processor::Offsets) => "consumer_manager",

@@ -15,12 +15,12 @@ use crate::broker::pop::format::{
     push_msg_offset_info, push_start_offset_info, retry_mark, ExtraInfo, PopCheckPoint,
 };
 use crate::broker::pop::{
-    ck_message, ensure_revive_topic, put_revive, random_percent, retry_topic, INIT_MODE_MIN,
-    POP_MSG_NUMS_MAX, PROPERTY_POP_CK, RETRY_QUEUE_NUM,
+    check_pop_target, ck_message, ensure_revive_topic, pop_offset, pop_queue_ends, put_revive,
+    random_percent, retry_topic, POP_MSG_NUMS_MAX, PROPERTY_POP_CK,
 };
-use crate::broker::reply::{error, header_refusal, Response, FAQ};
+use crate::broker::reply::{error, header_refusal, Response};
 use crate::broker::state::pop::pop_key;
-use crate::broker::state::{now_ms, PERM_READ, RETRY_GROUP_TOPIC_PREFIX};
+use crate::broker::state::{now_ms, PERM_READ};
 use crate::remoting::headers::{PopMessageRequestHeader, PopMessageResponseHeader};
 use crate::remoting::server::ConnectionInfo;
 use crate::remoting::{RemotingCommand, ResponseCode};
@@ -94,37 +94,15 @@ pub(super) async fn process(
             format!("the broker[{ip}] pop message is forbidden because timerWheelEnable is false");
         return error(request, ResponseCode::SYSTEM_ERROR, remark);
     }
-    let Some(topic) = ctx.state.topic(&header.topic) else {
-        let remark = format!(
-            "topic[{}] not exist, apply first please! {FAQ}",
-            header.topic
-        );
-        return error(request, ResponseCode::TOPIC_NOT_EXIST, remark);
-    };
-    if topic.perm & PERM_READ == 0 {
-        let remark = format!("the topic[{}] peeking message is forbidden", header.topic);
-        return error(request, ResponseCode::NO_PERMISSION, remark);
-    }
-    if header.queue_id >= topic.read_queue_nums {
-        let remark = format!(
-            "queueId[{}] is illegal, topic:[{}] topicConfig.readQueueNums:[{}] consumer:[/{}]",
-            header.queue_id, header.topic, topic.read_queue_nums, connection.peer
-        );
-        return error(request, ResponseCode::INVALID_PARAMETER, remark);
-    }
-    let Some(group) = ctx.state.group_or_create(&header.consumer_group).await else {
-        let remark = format!(
-            "subscription group [{}] does not exist, {FAQ}",
-            header.consumer_group
-        );
-        return error(request, ResponseCode::SUBSCRIPTION_GROUP_NOT_EXIST, remark);
-    };
-    if !group.consume_enable {
-        let remark = format!(
-            "subscription group no permission, {}",
-            header.consumer_group
-        );
-        return error(request, ResponseCode::NO_PERMISSION, remark);
+    let target = check_pop_target(
+        &ctx.state,
+        &header.topic,
+        header.queue_id,
+        &header.consumer_group,
+        connection.peer,
+    );
+    if let Err((code, remark)) = target.await {
+        return error(request, code, remark);
     }
     if header.order == Some(true) {
         // Not yet served: ordered POP (consumerOrderInfo.json, attemptId) is left of issue 40.
@@ -145,7 +123,13 @@ pub(super) async fn process(
     loop {
         // The queues' ends before reading: a message that comes while this pop reads wakes
         // its wait below at once.
-        let ends = queue_ends(ctx, &header);
+        let ends = pop_queue_ends(
+            &ctx.state,
+            &ctx.reader,
+            &header.topic,
+            header.queue_id,
+            &header.consumer_group,
+        );
         let pop = pop_once(ctx, &header, &filter).await;
         if pop.found > 0 {
             return Some(answer(request, &header, pop, ResponseCode::SUCCESS));
@@ -214,33 +198,6 @@ fn filter_of(header: &PopMessageRequestHeader) -> Result<Filter, String> {
         return Ok(Filter::Tags(tag_codes(expression)));
     }
     compile(kind, expression).map(Filter::Sql92)
-}
-
-/// Each queue this pop may read with its max offset now: the topic's asked queues and the
-/// retry topic's.
-fn queue_ends(ctx: &Context, header: &PopMessageRequestHeader) -> Vec<(String, i32, i64)> {
-    let mut ends = Vec::new();
-    let retry = retry_topic(&ctx.state, &header.topic, &header.consumer_group);
-    let mut add = |topic: &str, queues: std::ops::Range<i32>| {
-        for queue in queues {
-            let end = ctx.reader.max_offset_in_queue(topic, queue);
-            ends.push((topic.to_owned(), queue, end));
-        }
-    };
-    if let Some(config) = ctx.state.topic(&header.topic) {
-        if header.queue_id < 0 {
-            add(&header.topic, 0..config.read_queue_nums);
-        } else {
-            add(&header.topic, header.queue_id..header.queue_id + 1);
-        }
-    }
-    // The retry topic may come with the first revive, while this pop waits.
-    let retry_queues = ctx
-        .state
-        .topic(&retry)
-        .map_or(RETRY_QUEUE_NUM, |config| config.read_queue_nums);
-    add(&retry, 0..retry_queues);
-    ends
 }
 
 /// One pass over the queues (the body of Java's `processRequest`).
@@ -415,28 +372,14 @@ impl Pop<'_> {
         }
     }
 
-    /// The offset to pop `queue_id` of `topic` from (`getPopOffset`): the committed one,
-    /// else where a new group starts (committed when `init`).
+    /// The offset to pop `queue_id` of `topic` from (`getPopOffset`), committed when
+    /// `init` and new.
     fn offset(&self, topic: &str, queue_id: i32, init: bool) -> i64 {
         let (state, group) = (&self.ctx.state, self.header.consumer_group.as_str());
-        if let Some(offset) = state.committed_offset(group, topic, queue_id) {
-            if offset >= 0 {
-                return offset;
-            }
-        }
-        let reader = &self.ctx.reader;
-        let min = reader.min_offset_in_queue(topic, queue_id);
-        // `getInitOffset`: the first message for MIN and retry topics; for MAX, the last one,
-        // or the first while it is still the queue's first (`initPopOffsetByCheckMsgInMem`).
-        let offset = if self.header.init_mode == INIT_MODE_MIN
-            || topic.starts_with(RETRY_GROUP_TOPIC_PREFIX)
-            || min <= 0
-        {
-            min
-        } else {
-            (reader.max_offset_in_queue(topic, queue_id) - 1).max(0)
-        };
-        if init {
+        let init_mode = self.header.init_mode;
+        let (offset, committed) =
+            pop_offset(state, &self.ctx.reader, (topic, queue_id), group, init_mode);
+        if init && !committed {
             state.commit_offset(group, topic, queue_id, offset);
         }
         offset

@@ -71,6 +71,12 @@ impl PopState {
         }
     }
 
+    /// Pops waiting on `key` now (POLLING_INFO).
+    #[must_use]
+    pub fn polling(&self, key: &str) -> usize {
+        self.polling.get(key).map_or(0, |count| *count)
+    }
+
     /// Counts one more pop waiting on `key`, unless `per_key` already wait there or `total`
     /// in the broker (Java's POLLING_FULL).
     #[must_use]
