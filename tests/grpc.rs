@@ -6,7 +6,9 @@
 //! the attribute). The Java producer (`tests/java5-grpc/Java5GrpcProducer.java`) sends every
 //! kind of message through the endpoint; the messages are then read back through the
 //! broker's remoting side (PULL_MESSAGE), so what the endpoint stored is checked property by
-//! property. The Rust client checks the answers the proxy gives in words: routes, codes of
+//! property. The Java round trip (`Java5GrpcRoundTrip.java`, also run against the Java 5.x
+//! proxy in `java5_reference.rs`) sends and receives with a simple consumer (POP: receive,
+//! ack). The Rust client checks the answers the proxy gives in words: routes, codes of
 //! refusals, the Telemetry settings answer.
 
 mod common;
@@ -163,6 +165,27 @@ fn java5_producer_sends_every_kind_through_the_endpoint() {
         !stored.contains_key(sent["recalled"]),
         "a recalled message was delivered"
     );
+}
+
+#[test]
+fn java5_simple_consumer_round_trips_through_the_endpoint() {
+    let dir = TempDir::on_disk("grpc-java-round-trip");
+    let (_broker, port) = start_broker(dir.path());
+    let count = 30;
+    let output = java::run_grpc_java(
+        &java::classes5_grpc(),
+        "Java5GrpcRoundTrip",
+        &[
+            &format!("127.0.0.1:{port}"),
+            PLAIN,
+            "GrpcRoundTripGroup",
+            &count.to_string(),
+        ],
+        Duration::from_secs(150),
+    );
+    output.assert_passed("the Java 5.x gRPC producer and simple consumer against ferromq");
+    assert_eq!(output.figure("send_ok"), f64::from(count));
+    assert_eq!(output.figure("received"), f64::from(count));
 }
 
 /// A client of the endpoint at `port` and the request metadata the Java client sends.

@@ -43,6 +43,61 @@ pub const CONNECTIONS_MAX: usize = 4096;
 /// sends of 4 MiB bodies; ours matches it).
 pub const INBOUND_MESSAGE_SIZE_MAX: usize = 130 * 1024 * 1024;
 
+/// Property names users may not set (Java `MessageConst.STRING_HASH_SET`).
+pub(crate) const SYSTEM_PROPERTIES: [&str; 51] = [
+    "TRACE_ON",
+    "MSG_REGION",
+    "KEYS",
+    "TAGS",
+    "WAIT",
+    "DELAY",
+    "RETRY_TOPIC",
+    "REAL_TOPIC",
+    "REAL_QID",
+    "TRAN_MSG",
+    "PGROUP",
+    "MIN_OFFSET",
+    "MAX_OFFSET",
+    "BUYER_ID",
+    "ORIGIN_MESSAGE_ID",
+    "TRANSFER_FLAG",
+    "CORRECTION_FLAG",
+    "MQ2_FLAG",
+    "RECONSUME_TIME",
+    "UNIQ_KEY",
+    "MAX_RECONSUME_TIMES",
+    "CONSUME_START_TIME",
+    "POP_CK",
+    "POP_CK_OFFSET",
+    "1ST_POP_TIME",
+    "TRAN_PREPARED_QUEUE_OFFSET",
+    "DUP_INFO",
+    "EXTEND_UNIQ_INFO",
+    "INSTANCE_ID",
+    "CORRELATION_ID",
+    "REPLY_TO_CLIENT",
+    "TTL",
+    "ARRIVE_TIME",
+    "PUSH_REPLY_TIME",
+    "CLUSTER",
+    "MSG_TYPE",
+    "INNER_MULTI_QUEUE_OFFSET",
+    "TIMER_DELAY_MS",
+    "TIMER_DELAY_SEC",
+    "TIMER_DELIVER_MS",
+    "TIMER_ENQUEUE_MS",
+    "TIMER_DEQUEUE_MS",
+    "TIMER_ROLL_TIMES",
+    "TIMER_OUT_MS",
+    "TIMER_DEL_UNIQKEY",
+    "TIMER_DELAY_LEVEL",
+    "__BORNHOST",
+    "BORN_TIMESTAMP",
+    "DLQ_ORIGIN_TOPIC",
+    "DLQ_ORIGIN_MESSAGE_ID",
+    "__CRC32#",
+];
+
 /// A running endpoint: its address and its thread, which ends at the shutdown signal.
 #[derive(Debug)]
 pub struct GrpcEndpoint {
@@ -281,6 +336,27 @@ fn status(code: Code, message: impl Into<String>) -> proto::Status {
 /// `Status{OK, "OK"}`, as the proxy writes it.
 fn ok() -> proto::Status {
     status(Code::Ok, "OK")
+}
+
+/// The status of a response of entries (`convertToSendMessageResponse`): the entries' one
+/// code, MULTIPLE_RESULTS when they differ, `none` without entries.
+fn overall<'a>(
+    statuses: impl Iterator<Item = Option<&'a proto::Status>>,
+    none: proto::Status,
+) -> proto::Status {
+    let mut codes: Vec<i32> = statuses
+        .map(|s| s.map_or(0, |status| status.code))
+        .collect();
+    codes.sort_unstable();
+    codes.dedup();
+    match codes.as_slice() {
+        [] => none,
+        [code] => {
+            let code = Code::try_from(*code).unwrap_or(Code::InternalServerError);
+            status(code, code.as_str_name())
+        }
+        _ => status(Code::MultipleResults, "MULTIPLE_RESULTS"),
+    }
 }
 
 /// A broker response that is not SUCCESS as the proxy reports it (`ResponseBuilder`'s

@@ -46,61 +46,6 @@ const TRANSACTION_ROLLBACK: i32 = 0x3 << 2;
 /// `MessageSysFlag.TRANSACTION_NOT_TYPE`.
 const TRANSACTION_NOT_TYPE: i32 = 0;
 
-/// Property names users may not set (Java `MessageConst.STRING_HASH_SET`).
-const SYSTEM_PROPERTIES: [&str; 51] = [
-    "TRACE_ON",
-    "MSG_REGION",
-    "KEYS",
-    "TAGS",
-    "WAIT",
-    "DELAY",
-    "RETRY_TOPIC",
-    "REAL_TOPIC",
-    "REAL_QID",
-    "TRAN_MSG",
-    "PGROUP",
-    "MIN_OFFSET",
-    "MAX_OFFSET",
-    "BUYER_ID",
-    "ORIGIN_MESSAGE_ID",
-    "TRANSFER_FLAG",
-    "CORRECTION_FLAG",
-    "MQ2_FLAG",
-    "RECONSUME_TIME",
-    "UNIQ_KEY",
-    "MAX_RECONSUME_TIMES",
-    "CONSUME_START_TIME",
-    "POP_CK",
-    "POP_CK_OFFSET",
-    "1ST_POP_TIME",
-    "TRAN_PREPARED_QUEUE_OFFSET",
-    "DUP_INFO",
-    "EXTEND_UNIQ_INFO",
-    "INSTANCE_ID",
-    "CORRELATION_ID",
-    "REPLY_TO_CLIENT",
-    "TTL",
-    "ARRIVE_TIME",
-    "PUSH_REPLY_TIME",
-    "CLUSTER",
-    "MSG_TYPE",
-    "INNER_MULTI_QUEUE_OFFSET",
-    "TIMER_DELAY_MS",
-    "TIMER_DELAY_SEC",
-    "TIMER_DELIVER_MS",
-    "TIMER_ENQUEUE_MS",
-    "TIMER_DEQUEUE_MS",
-    "TIMER_ROLL_TIMES",
-    "TIMER_OUT_MS",
-    "TIMER_DEL_UNIQKEY",
-    "TIMER_DELAY_LEVEL",
-    "__BORNHOST",
-    "BORN_TIMESTAMP",
-    "DLQ_ORIGIN_TOPIC",
-    "DLQ_ORIGIN_MESSAGE_ID",
-    "__CRC32#",
-];
-
 /// Prepared transaction messages by transaction id (the proxy's `TransactionDataManager`).
 #[derive(Debug, Default)]
 pub(super) struct Transactions {
@@ -202,19 +147,11 @@ pub(super) async fn send_message(
         };
         entries.push(send_one(inner, caller, &topic.name, queue_id, built).await);
     }
-    let mut codes: Vec<i32> = entries
-        .iter()
-        .map(|entry| entry.status.as_ref().map_or(0, |status| status.code))
-        .collect();
-    codes.dedup();
-    let overall = match codes.as_slice() {
-        [] => status(Code::InternalServerError, "send status is empty"),
-        [code] => {
-            let code = Code::try_from(*code).unwrap_or(Code::InternalServerError);
-            status(code, code.as_str_name())
-        }
-        _ => status(Code::MultipleResults, "MULTIPLE_RESULTS"),
-    };
+    let codes = entries.iter().map(|entry| entry.status.as_ref());
+    let overall = super::overall(
+        codes,
+        status(Code::InternalServerError, "send status is empty"),
+    );
     SendMessageResponse {
         status: Some(overall),
         entries,
@@ -263,7 +200,7 @@ fn build(inner: &Inner, caller: &Caller, message: &Message) -> Result<Built, sup
     let mut user: Vec<(&String, &String)> = message.user_properties.iter().collect();
     user.sort();
     for (key, value) in user {
-        if SYSTEM_PROPERTIES.contains(&key.as_str()) {
+        if super::SYSTEM_PROPERTIES.contains(&key.as_str()) {
             return Err(status(
                 Code::IllegalMessagePropertyKey,
                 format!("property is used by system: {key}"),
