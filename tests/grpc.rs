@@ -352,3 +352,189 @@ fn query_route_and_refusals_answer_as_the_proxy() {
         drop(outbox);
     });
 }
+
+/// Telemetry settings of a simple consumer of `group` on `topic`, answered.
+async fn consumer_session(
+    client: &mut MessagingServiceClient<tonic::transport::Channel>,
+    client_id: &str,
+    group: &str,
+    topic: &str,
+) -> futures::channel::mpsc::Sender<TelemetryCommand> {
+    let settings = Settings {
+        client_type: Some(proto::ClientType::SimpleConsumer as i32),
+        pub_sub: Some(proto::settings::PubSub::Subscription(proto::Subscription {
+            group: resource(group),
+            subscriptions: vec![proto::SubscriptionEntry {
+                topic: resource(topic),
+                expression: Some(proto::FilterExpression {
+                    r#type: proto::FilterType::Tag as i32,
+                    expression: "*".to_owned(),
+                }),
+            }],
+            ..proto::Subscription::default()
+        })),
+        ..Settings::default()
+    };
+    let (mut outbox, commands) = futures::channel::mpsc::channel(4);
+    let command = TelemetryCommand {
+        status: None,
+        command: Some(telemetry_command::Command::Settings(settings)),
+    };
+    futures::SinkExt::send(&mut outbox, command).await.unwrap();
+    let mut answers = client
+        .telemetry(request(commands, client_id))
+        .await
+        .unwrap()
+        .into_inner();
+    let answer = tokio::time::timeout(Duration::from_secs(10), answers.message())
+        .await
+        .expect("settings answered within 10 s")
+        .unwrap()
+        .unwrap();
+    assert_eq!(code(answer.status.as_ref()), Code::Ok);
+    outbox
+}
+
+/// One ReceiveMessage of at most 16 messages; the messages.
+async fn receive(
+    client: &mut MessagingServiceClient<tonic::transport::Channel>,
+    client_id: &str,
+    group: &str,
+    topic: &str,
+    invisible: Duration,
+) -> Vec<proto::Message> {
+    let receive = proto::ReceiveMessageRequest {
+        group: resource(group),
+        message_queue: Some(proto::MessageQueue {
+            topic: resource(topic),
+            id: -1,
+            ..proto::MessageQueue::default()
+        }),
+        filter_expression: None,
+        batch_size: 16,
+        invisible_duration: Some(prost_types_duration(invisible)),
+        auto_renew: false,
+        long_polling_timeout: Some(prost_types_duration(Duration::from_secs(5))),
+        attempt_id: None,
+    };
+    let mut frames = client
+        .receive_message(request(receive, client_id))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut messages = Vec::new();
+    while let Some(frame) = frames.message().await.unwrap() {
+        match frame.content {
+            Some(proto::receive_message_response::Content::Message(message)) => {
+                messages.push(message);
+            }
+            Some(proto::receive_message_response::Content::Status(status)) => {
+                let code = code(Some(&status));
+                assert!(
+                    matches!(code, Code::Ok | Code::MessageNotFound),
+                    "{status:?}"
+                );
+            }
+            _ => {}
+        }
+    }
+    messages
+}
+
+fn prost_types_duration(duration: Duration) -> ferromq::grpc::proto::Duration {
+    ferromq::grpc::proto::Duration {
+        seconds: i64::try_from(duration.as_secs()).unwrap(),
+        nanos: 0,
+    }
+}
+
+#[test]
+fn change_invisible_duration_brings_the_message_back_with_its_attempt() {
+    let dir = TempDir::on_disk("grpc-change-invisible");
+    let (broker, port) = start_broker(dir.path());
+    let group = "GrpcInvisibleGroup";
+    let client_id = "invisible-client";
+    sched::runtime().block_on(async {
+        let mut client = client(port).await;
+        let _session = consumer_session(&mut client, client_id, group, PLAIN).await;
+        // The group's first pop starts it at the queues' ends: pop once before sending.
+        receive(
+            &mut client,
+            client_id,
+            group,
+            PLAIN,
+            Duration::from_secs(30),
+        )
+        .await;
+        let remoting = connect(broker.addr, SerializeType::Json).await;
+        let properties = sched::props(&[("UNIQ_KEY", "invisible-1")]);
+        sched::send(&remoting, PLAIN, 0, b"comes back", &properties).await;
+
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let first = loop {
+            let got = receive(
+                &mut client,
+                client_id,
+                group,
+                PLAIN,
+                Duration::from_secs(30),
+            )
+            .await;
+            if let Some(message) = got.into_iter().next() {
+                break message;
+            }
+            assert!(Instant::now() < deadline, "the message was never received");
+        };
+        let system = first.system_properties.clone().unwrap();
+        assert_eq!(system.message_id, "invisible-1");
+        assert_eq!(system.delivery_attempt, Some(1));
+        let change = proto::ChangeInvisibleDurationRequest {
+            group: resource(group),
+            topic: resource(PLAIN),
+            receipt_handle: system.receipt_handle.clone().unwrap(),
+            invisible_duration: Some(prost_types_duration(Duration::from_secs(1))),
+            message_id: system.message_id.clone(),
+        };
+        let changed = client
+            .change_invisible_duration(request(change, client_id))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(code(changed.status.as_ref()), Code::Ok, "{changed:?}");
+        assert_ne!(changed.receipt_handle, system.receipt_handle.unwrap());
+
+        let deadline = Instant::now() + Duration::from_secs(40);
+        let again = loop {
+            let got = receive(
+                &mut client,
+                client_id,
+                group,
+                PLAIN,
+                Duration::from_secs(30),
+            )
+            .await;
+            if let Some(message) = got.into_iter().next() {
+                break message;
+            }
+            assert!(Instant::now() < deadline, "the message did not come back");
+        };
+        let system = again.system_properties.unwrap();
+        assert_eq!(system.message_id, "invisible-1");
+        assert_eq!(system.delivery_attempt, Some(2));
+        assert_eq!(again.body, b"comes back");
+        let ack = proto::AckMessageRequest {
+            group: resource(group),
+            topic: resource(PLAIN),
+            entries: vec![proto::AckMessageEntry {
+                message_id: system.message_id.clone(),
+                receipt_handle: system.receipt_handle.unwrap(),
+            }],
+        };
+        let acked = client
+            .ack_message(request(ack, client_id))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(code(acked.status.as_ref()), Code::Ok, "{acked:?}");
+    });
+}
