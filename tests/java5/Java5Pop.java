@@ -7,7 +7,7 @@
 // - a group popping all queues (queueId -1) gets each message once, each with a POP_CK handle
 //   that names this broker, the message's queue and offset and the invisible time asked;
 // - it acks message i with ACK_MESSAGE when i % 4 == 0 and with BATCH_ACK_MESSAGE when
-//   i % 4 == 2, moves the invisible time of i % 4 == 3 on by 6 s, and leaves i % 4 == 1;
+//   i % 4 == 2, moves the invisible time of i % 4 == 3 on by 3 s, and leaves i % 4 == 1;
 // - exactly the unacked ones come back (reconsumeTimes 1, 1ST_POP_TIME set), none before its
 //   invisible time ends; it acks them (their handles name the retry topic);
 // - after one more invisible time nothing comes back.
@@ -46,7 +46,7 @@ import org.apache.rocketmq.remoting.protocol.route.TopicRouteData;
 
 public class Java5Pop {
     private static final List<String> failures = new ArrayList<>();
-    private static final long CHANGE_MS = 6_000;
+    private static final long CHANGE_MS = 3_000;
     /// The timer's precision, by which a checkpoint may come due early.
     private static final long EARLY_MS = 1_100;
     private static MQClientAPIImpl api;
@@ -149,7 +149,6 @@ public class Java5Pop {
         Map<String, MessageExt> first = popUntil(group, topic, null, invisibleMs, count, 30_000);
         result("first_pass", first.size());
         int handlesOk = 0;
-        int queues = 0;
         java.util.Set<Integer> queueIds = new java.util.HashSet<>();
         for (MessageExt message : first.values()) {
             String handle = message.getProperty(MessageConst.PROPERTY_POP_CK);

@@ -35,23 +35,16 @@ pub(super) async fn process(
     if header.born_time == 0 {
         header.born_time = started;
     }
-    let config = ctx.state.runtime();
-    if config.broker_permission & PERM_READ == 0 {
-        let remark = format!(
-            "the broker[{}] peeking message is forbidden",
-            config.broker_ip1
-        );
-        return error(request, ResponseCode::NO_PERMISSION, remark);
-    }
     let (topic, group) = (header.topic.as_str(), header.consumer_group.as_str());
-    let target = check_pop_target(&ctx.state, topic, header.queue_id, group, connection.peer);
-    if let Err((code, remark)) = target.await {
+    let queue_id = header.queue_id;
+    if let Err((code, remark)) = checks(ctx, connection, topic, queue_id, group).await {
         return error(request, code, remark);
     }
     if header.order == Some(true) {
         let remark = "ordered POP is not supported by this broker yet";
         return error(request, ResponseCode::SYSTEM_ERROR, remark);
     }
+    let config = ctx.state.runtime();
     let deadline = started.saturating_add(header.poll_time.max(0));
     let mut polling = None;
     let mut polling_full = false;
@@ -93,6 +86,25 @@ pub(super) async fn process(
     Some(response)
 }
 
+/// The checks both requests make: the broker readable, then those of a pop's target.
+async fn checks(
+    ctx: &Context,
+    connection: &ConnectionInfo,
+    topic: &str,
+    queue_id: i32,
+    group: &str,
+) -> Result<(), (ResponseCode, String)> {
+    let config = ctx.state.runtime();
+    if config.broker_permission & PERM_READ == 0 {
+        let ip = config.broker_ip1;
+        let remark = format!("the broker[{ip}] peeking message is forbidden");
+        return Err((ResponseCode::NO_PERMISSION, remark));
+    }
+    check_pop_target(&ctx.state, topic, queue_id, group, connection.peer)
+        .await
+        .map(|_| ())
+}
+
 /// SUCCESS with the remark Java's answer keeps from its creation.
 fn success(request: &RemotingCommand) -> RemotingCommand {
     let remark = Some("not set any response code".to_owned());
@@ -132,17 +144,9 @@ async fn polling_info(
         Ok(header) => header,
         Err(e) => return header_refusal(request, &e),
     };
-    let config = ctx.state.runtime();
-    if config.broker_permission & PERM_READ == 0 {
-        let remark = format!(
-            "the broker[{}] peeking message is forbidden",
-            config.broker_ip1
-        );
-        return error(request, ResponseCode::NO_PERMISSION, remark);
-    }
     let (topic, group) = (header.topic.as_str(), header.consumer_group.as_str());
-    let target = check_pop_target(&ctx.state, topic, header.queue_id, group, connection.peer);
-    if let Err((code, remark)) = target.await {
+    let queue_id = header.queue_id;
+    if let Err((code, remark)) = checks(ctx, connection, topic, queue_id, group).await {
         return error(request, code, remark);
     }
     let waiting = ctx

@@ -37,9 +37,10 @@ use std::time::Instant;
 const READ_BATCH: usize = 32;
 /// `ackTimeInterval + SECOND`: how far past its revive time a checkpoint must be seen.
 const DUE_AFTER_MS: i64 = 2000;
-/// Margin under the timer's read time taken as "seen" at a revive queue's end: what the
-/// timer put may still be on its way to the queue.
-const TIMER_MARGIN_MS: i64 = 1000;
+/// Margin under the timer's read time taken as "seen" at a revive queue's end: the timer
+/// moves its read time past a slot once the slot's puts are stored, and dispatch may still
+/// be putting them in the revive queue.
+const TIMER_MARGIN_MS: i64 = 200;
 
 /// Runs the revive rounds until shutdown.
 pub async fn run_revive(state: Arc<BrokerState>, store: StoreHandle, shutdown: Shutdown) {
@@ -57,12 +58,13 @@ pub async fn run_revive(state: Arc<BrokerState>, store: StoreHandle, shutdown: S
         loop {
             let pop = revive.state.runtime().pop.clone();
             glommio::timer::sleep(pop.revive_interval * slow).await;
-            let mut revived = 0;
+            let mut checkpoints = 0;
             for queue_id in 0..pop.revive_queue_num {
-                revived += revive.round(queue_id).await;
+                checkpoints += revive.round(queue_id).await;
             }
-            // An idle broker looks less often, up to `reviveMaxSlow` intervals apart.
-            slow = if revived == 0 {
+            // A broker with no checkpoint to wait for looks less often, up to
+            // `reviveMaxSlow` intervals apart (Java's `slow`).
+            slow = if checkpoints == 0 {
                 (slow + 1).min(pop.revive_max_slow.max(1))
             } else {
                 1
@@ -86,7 +88,7 @@ struct Revive {
 
 impl Revive {
     /// One round of one revive queue (`consumeReviveMessage` + `mergeAndRevive`); how many
-    /// checkpoints it revived.
+    /// checkpoints it found (revived or waiting).
     async fn round(&mut self, queue_id: i32) -> usize {
         let (state, topic) = (&self.state, self.topic.as_str());
         let broker = state.config.broker_name.clone();
@@ -203,7 +205,10 @@ impl Revive {
                 .commit_offset(REVIVE_GROUP, &self.topic, queue_id, new_offset);
         }
         self.offsets.insert(queue_id, new_offset);
-        revived
+        if revived > 0 {
+            tracing::debug!(queue_id, revived, new_offset, "checkpoints revived");
+        }
+        sorted.len()
     }
 
     /// Puts every unacked message of `ck` back (`reviveMsgFromCk`).
