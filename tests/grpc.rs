@@ -8,7 +8,9 @@
 //! broker's remoting side (PULL_MESSAGE), so what the endpoint stored is checked property by
 //! property. The Java round trip (`Java5GrpcRoundTrip.java`, also run against the Java 5.x
 //! proxy in `java5_reference.rs`) sends and receives with a simple consumer (POP: receive,
-//! ack). The Rust client checks the answers the proxy gives in words: routes, codes of
+//! ack). One test asks the Java 5.5.0 proxy (cluster mode, in front of the Java 5.5.0
+//! broker) the same QueryRoute and Heartbeat questions and compares the answers. The Rust
+//! client checks the answers the proxy gives in words: routes, codes of
 //! refusals, the Telemetry settings answer.
 
 mod common;
@@ -537,4 +539,106 @@ fn change_invisible_duration_brings_the_message_back_with_its_attempt() {
             .into_inner();
         assert_eq!(code(acked.status.as_ref()), Code::Ok, "{acked:?}");
     });
+}
+
+/// QueryRoute of `topic` and of an unknown topic, and a heartbeat before any settings, at
+/// the endpoint on `port`: (queues as (id, permission, accept types), broker name, the
+/// codes of the two refusals, the unknown topic's message).
+async fn route_facts(port: u16, topic: &str) -> (Vec<(i32, i32, Vec<i32>)>, i32, Code, Code) {
+    let mut client = client(port).await;
+    let route = |topic: &str| QueryRouteRequest {
+        topic: resource(topic),
+        endpoints: endpoints(port),
+    };
+    let known = client
+        .query_route(request(route(topic), "facts-client"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(code(known.status.as_ref()), Code::Ok, "{known:?}");
+    let queues = known
+        .message_queues
+        .iter()
+        .map(|queue| {
+            (
+                queue.id,
+                queue.permission,
+                queue.accept_message_types.clone(),
+            )
+        })
+        .collect();
+    let broker = known.message_queues[0].broker.clone().unwrap();
+    let address = &broker.endpoints.unwrap().addresses[0];
+    assert_eq!(
+        address.port,
+        i32::from(port),
+        "the route points back at the endpoint"
+    );
+    let unknown = client
+        .query_route(request(route("NoSuchTopicHere"), "facts-client"))
+        .await
+        .unwrap()
+        .into_inner();
+    let heartbeat = proto::HeartbeatRequest {
+        group: None,
+        client_type: proto::ClientType::Producer as i32,
+    };
+    let refused = client
+        .heartbeat(request(heartbeat, "facts-client"))
+        .await
+        .unwrap()
+        .into_inner();
+    (
+        queues,
+        broker.id,
+        code(unknown.status.as_ref()),
+        code(refused.status.as_ref()),
+    )
+}
+
+#[test]
+fn query_route_answers_as_the_java5_proxy() {
+    let kit = java::kit5();
+    let dir = TempDir::on_disk("grpc-java-proxy");
+    let namesrv = java::JavaServer::namesrv_on(&kit, dir.path());
+    let store = dir.path().join("java-store");
+    let java_broker =
+        java::JavaServer::try_broker_on(&kit, dir.path(), namesrv.port, &store, "", "")
+            .unwrap_or_else(|text| panic!("{text}"));
+    let namesrv_addr = format!("127.0.0.1:{}", namesrv.port);
+    let namesrv_socket = ([127, 0, 0, 1], namesrv.port).into();
+    java::wait_topic_route(namesrv_socket, "TBW102", None, Duration::from_secs(60));
+    let created = java::run_kit_on(
+        &kit,
+        "mqadmin",
+        &[
+            "updateTopic",
+            "-n",
+            &namesrv_addr,
+            "-c",
+            "DefaultCluster",
+            "-t",
+            PLAIN,
+            "-r",
+            "4",
+            "-w",
+            "4",
+        ],
+        Duration::from_secs(120),
+    );
+    created.assert_passed("mqadmin updateTopic on the 5.x broker");
+    let proxy = java::start_proxy(&kit, dir.path(), &namesrv_addr);
+    let ours_dir = TempDir::on_disk("grpc-ours-vs-proxy");
+    let (_broker, port) = start_broker(ours_dir.path());
+    let runtime = sched::runtime();
+    let java_facts = runtime.block_on(route_facts(proxy.port, PLAIN));
+    let our_facts = runtime.block_on(route_facts(port, PLAIN));
+    assert_eq!(
+        our_facts, java_facts,
+        "ferromq's answers, then the Java 5.5.0 proxy's"
+    );
+    // Killed, not stopped: nothing of theirs is checked after, and a clean stop takes 30 s.
+    for mut server in [proxy, java_broker, namesrv] {
+        let _ = server.child.kill();
+    }
 }

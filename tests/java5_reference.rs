@@ -86,7 +86,7 @@ fn java5_grpc_client_round_trips_through_the_java5_proxy() {
     );
     created.assert_passed("mqadmin updateTopic on the 5.x broker");
     assert!(created.text.contains("create topic to"), "{}", created.text);
-    let proxy = start_proxy(&kit, dir.path(), &namesrv_addr);
+    let proxy = java::start_proxy(&kit, dir.path(), &namesrv_addr);
     let count = 30;
     let output = java::run_grpc_java(
         &java::classes5_grpc(),
@@ -105,37 +105,6 @@ fn java5_grpc_client_round_trips_through_the_java5_proxy() {
     proxy.stop();
     broker.stop();
     namesrv.stop();
-}
-
-/// The kit's proxy (cluster mode) for the name server at `namesrv`, its gRPC port as the
-/// server's port.
-fn start_proxy(kit: &Path, dir: &Path, namesrv: &str) -> JavaServer {
-    let grpc_port = java::free_port();
-    let remoting_port = java::free_port();
-    let home = dir.join(format!("java-proxy-{grpc_port}"));
-    std::fs::create_dir_all(&home).unwrap();
-    let conf = home.join("rmq-proxy.json");
-    std::fs::write(
-        &conf,
-        format!(
-            "{{\"rocketMQClusterName\":\"DefaultCluster\",\"namesrvAddr\":\"{namesrv}\",\
-             \"grpcServerPort\":{grpc_port},\"remotingListenPort\":{remoting_port},\
-             \"proxyMode\":\"cluster\"}}"
-        ),
-    )
-    .unwrap();
-    let child = java::start_kit_server_on(
-        kit,
-        "proxy",
-        &[conf.to_str().unwrap(), home.to_str().unwrap()],
-        &home.with_extension("out"),
-        &[],
-    );
-    JavaServer {
-        child,
-        home,
-        port: grpc_port,
-    }
 }
 
 #[test]

@@ -1013,3 +1013,34 @@ fn spawn_background(mut command: Command, name: &str, jvm_flags: String) -> Back
         home_dir: Some(home),
     }
 }
+
+/// The kit's proxy (cluster mode) for the name server at `namesrv`, its gRPC port as the
+/// server's port.
+pub fn start_proxy(kit: &Path, dir: &Path, namesrv: &str) -> JavaServer {
+    let grpc_port = free_port();
+    let remoting_port = free_port();
+    let home = dir.join(format!("java-proxy-{grpc_port}"));
+    std::fs::create_dir_all(&home).unwrap();
+    let conf = home.join("rmq-proxy.json");
+    std::fs::write(
+        &conf,
+        format!(
+            "{{\"rocketMQClusterName\":\"DefaultCluster\",\"namesrvAddr\":\"{namesrv}\",\
+             \"grpcServerPort\":{grpc_port},\"remotingListenPort\":{remoting_port},\
+             \"proxyMode\":\"cluster\"}}"
+        ),
+    )
+    .unwrap();
+    let child = start_kit_server_on(
+        kit,
+        "proxy",
+        &[conf.to_str().unwrap(), home.to_str().unwrap()],
+        &home.with_extension("out"),
+        &[],
+    );
+    JavaServer {
+        child,
+        home,
+        port: grpc_port,
+    }
+}
