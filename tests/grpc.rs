@@ -642,3 +642,86 @@ fn query_route_answers_as_the_java5_proxy() {
         let _ = server.child.kill();
     }
 }
+
+#[test]
+fn hostile_input_on_the_grpc_port_leaves_the_endpoint_serving() {
+    let dir = TempDir::on_disk("grpc-hostile");
+    let (_broker, port) = start_broker(dir.path());
+    sched::runtime().block_on(async {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        // Not HTTP/2 at all: that connection ends, nothing else does.
+        let mut garbage = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        garbage
+            .write_all(&[0x16, 3, 1, 0, 5, 1, 2, 3, 4, 5])
+            .await
+            .unwrap();
+        garbage.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
+        let mut rest = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(10), garbage.read_to_end(&mut rest));
+        assert!(read.await.is_ok(), "a connection of garbage was left open");
+
+        let mut client = client(port).await;
+        // A method the service does not have: gRPC UNIMPLEMENTED.
+        let mut grpc = tonic::client::Grpc::new(
+            tonic::transport::Channel::from_shared(format!("http://127.0.0.1:{port}"))
+                .unwrap()
+                .connect()
+                .await
+                .unwrap(),
+        );
+        grpc.ready().await.unwrap();
+        let path = tonic::codegen::http::uri::PathAndQuery::from_static(
+            "/apache.rocketmq.v2.MessagingService/PullMessage",
+        );
+        let unknown = grpc
+            .unary::<proto::QueryRouteRequest, proto::QueryRouteResponse, _>(
+                tonic::Request::new(proto::QueryRouteRequest::default()),
+                path,
+                tonic_prost::ProstCodec::default(),
+            )
+            .await;
+        assert_eq!(unknown.unwrap_err().code(), tonic::Code::Unimplemented);
+
+        // Telemetry streams that never send settings, opened and dropped.
+        for round in 0..200 {
+            let (outbox, commands) = futures::channel::mpsc::channel::<TelemetryCommand>(1);
+            let answer = client
+                .telemetry(request(commands, &format!("silent-{round}")))
+                .await
+                .unwrap();
+            drop(answer);
+            drop(outbox);
+        }
+        // A Telemetry settings command with neither publishing nor subscription: the proxy's
+        // gRPC INVALID_ARGUMENT.
+        let (mut outbox, commands) = futures::channel::mpsc::channel(1);
+        let empty = TelemetryCommand {
+            status: None,
+            command: Some(telemetry_command::Command::Settings(Settings::default())),
+        };
+        futures::SinkExt::send(&mut outbox, empty).await.unwrap();
+        let mut answers = client
+            .telemetry(request(commands, "empty-settings"))
+            .await
+            .unwrap()
+            .into_inner();
+        let ended = tokio::time::timeout(Duration::from_secs(10), answers.message())
+            .await
+            .expect("answered within 10 s");
+        assert_eq!(ended.unwrap_err().code(), tonic::Code::InvalidArgument);
+
+        // Still serving.
+        let route = QueryRouteRequest {
+            topic: resource(PLAIN),
+            endpoints: endpoints(port),
+        };
+        let answer = client
+            .query_route(request(route, "after-hostile"))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(code(answer.status.as_ref()), Code::Ok);
+    });
+}
