@@ -9,8 +9,11 @@
 //! with reconsume times 1, none early, acked ones never. The test then compares every
 //! figure the two runs print but the elapsed time. Raw frames check the refusals and
 //! NOTIFICATION/POLLING_INFO answers (codes, remarks and fields of both brokers compared).
+//! A third test takes a message through two revives into the group's `%DLQ%` topic (a
+//! ferromq choice: the Java broker revives without end and leaves the DLQ to its clients).
 
 mod common;
+mod sched;
 
 use common::java::{self, JavaOutput, JavaServer, Serialize, Standalone};
 use common::TempDir;
@@ -22,6 +25,9 @@ const COUNT: &str = "20";
 /// The invisible time of the pops: short, to keep the test short (the 5.x brokers set no
 /// least one on remoting; the 5.x proxy's least for a gRPC receive is 10 s).
 const INVISIBLE_MS: &str = "5000";
+/// ferromq's config: puts go on while a shared test machine's disk is nearly full.
+const ROOMY: &str = "diskSpaceWarningLevelRatio=0.999\ndiskMaxUsedSpaceRatio=95";
+
 /// Figures that are times, not outcomes.
 const TIMING_KEYS: &[&str] = &["back_after_ms"];
 
@@ -40,7 +46,12 @@ fn run_pop(kit: &std::path::Path, namesrv: &str, topic: &str) -> JavaOutput {
 fn java_broker(kit: &std::path::Path, dir: &TempDir) -> (JavaServer, JavaServer) {
     let namesrv = JavaServer::namesrv_on(kit, dir.path());
     let store = dir.path().join("store");
-    let broker = JavaServer::try_broker_on(kit, dir.path(), namesrv.port, &store, "", "")
+    // The Java broker reads its disk-full level from a system property only.
+    let (conf, jvm) = (
+        "diskMaxUsedSpaceRatio=95",
+        "-Drocketmq.broker.diskSpaceWarningLevelRatio=0.999",
+    );
+    let broker = JavaServer::try_broker_on(kit, dir.path(), namesrv.port, &store, conf, jvm)
         .unwrap_or_else(|text| panic!("{text}"));
     let addr = ([127, 0, 0, 1], namesrv.port).into();
     java::wait_topic_route(addr, "TBW102", None, Duration::from_secs(60));
@@ -50,7 +61,7 @@ fn java_broker(kit: &std::path::Path, dir: &TempDir) -> (JavaServer, JavaServer)
 #[test]
 fn java5_client_pops_acks_and_gets_the_unacked_back_as_from_the_java5_broker() {
     let kit = java::kit5();
-    let ferromq = Standalone::start("");
+    let ferromq = Standalone::start(ROOMY);
     let dir = TempDir::on_disk("pop-java5");
     let started = std::time::Instant::now();
     let (namesrv, broker) = java_broker(&kit, &dir);
@@ -215,7 +226,21 @@ async fn refusals(addr: &str) -> Vec<(i32, String)> {
     ];
     let mut codes = Vec::new();
     for (code, fields, body) in cases {
-        let fields: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        // Born now: a pop born over 500 ms before its poll time ends is refused.
+        let born = sched::now_ms().to_string();
+        let fields: Vec<(&str, &str)> = fields
+            .iter()
+            .map(|(k, v)| {
+                (
+                    *k,
+                    if *k == "bornTime" {
+                        born.as_str()
+                    } else {
+                        v.as_str()
+                    },
+                )
+            })
+            .collect();
         let response = client.request(request(code, &fields, &body)).await.unwrap();
         let field = |name: &str| {
             let fields = response.ext_fields.as_ref();
@@ -234,7 +259,7 @@ async fn refusals(addr: &str) -> Vec<(i32, String)> {
 #[test]
 fn refusals_have_the_java5_brokers_codes() {
     let kit = java::kit5();
-    let ferromq = Standalone::start("");
+    let ferromq = Standalone::start(ROOMY);
     let dir = TempDir::on_disk("pop-refusals");
     let (namesrv, broker) = java_broker(&kit, &dir);
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -249,4 +274,73 @@ fn refusals_have_the_java5_brokers_codes() {
     assert_eq!(codes(&ours), [29, 17, 210, 208, 208, 208, 0, 0]);
     assert_eq!(ours, javas, "remarks");
     stop_now(broker, namesrv);
+}
+
+/// A POP_MESSAGE of one message of any queue of `topic`, waiting up to `poll_ms`.
+fn pop_request(group: &str, topic: &str, invisible_ms: i64, poll_ms: i64) -> RemotingCommand {
+    let now = sched::now_ms().to_string();
+    let (invisible, poll) = (invisible_ms.to_string(), poll_ms.to_string());
+    request(
+        RequestCode::POP_MESSAGE,
+        &[
+            ("consumerGroup", group),
+            ("topic", topic),
+            ("queueId", "-1"),
+            ("maxMsgNums", "1"),
+            ("invisibleTime", invisible.as_str()),
+            ("pollTime", poll.as_str()),
+            ("bornTime", now.as_str()),
+            ("initMode", "1"),
+        ],
+        &[],
+    )
+}
+
+#[test]
+fn a_message_never_acked_goes_to_the_dlq_after_the_groups_retry_max_times() {
+    let ferromq = Standalone::start(ROOMY);
+    sched::runtime().block_on(async {
+        let client = common::connect(ferromq.broker, SerializeType::Json).await;
+        let mut group = RemotingCommand::request(RequestCode::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP);
+        group.body = br#"{"groupName":"G_pop_dlq","retryMaxTimes":1}"#.to_vec();
+        assert_eq!(client.request(group).await.unwrap().code, 0);
+        let topic = "PopDlq";
+        let sent = client
+            .request(common::send_request(topic, 0, b"never acked", ""))
+            .await
+            .unwrap();
+        assert_eq!(sent.code, 0, "{:?}", sent.remark);
+        // Popped three times: new, then revived once (reconsume 1), never acked.
+        let started = std::time::Instant::now();
+        let mut reconsumed = Vec::new();
+        while reconsumed.len() < 2 && started.elapsed() < sched::DEADLINE {
+            let popped = client
+                .request(pop_request("G_pop_dlq", topic, 2000, 2000))
+                .await
+                .unwrap();
+            if popped.code == 0 {
+                let messages = sched::stored(&popped.body);
+                assert_eq!(messages.len(), 1);
+                assert_eq!(messages[0].body, b"never acked");
+                assert_eq!(messages[0].topic, topic);
+                assert!(messages[0].prop("POP_CK").is_some() || reconsumed.is_empty());
+                reconsumed.push(messages[0].reconsume_times);
+            } else {
+                assert_eq!(popped.code, 210, "{:?}", popped.remark);
+            }
+        }
+        assert_eq!(reconsumed, [0, 1]);
+        // The second revive sends it to %DLQ%G_pop_dlq, reconsume 2, RETRY_TOPIC the topic.
+        let dlq = sched::wait_for(&client, "dlq-reader", "%DLQ%G_pop_dlq", 0, 1).await;
+        assert_eq!(dlq.len(), 1);
+        assert_eq!(dlq[0].body, b"never acked");
+        assert_eq!(dlq[0].reconsume_times, 2);
+        assert_eq!(dlq[0].prop("RETRY_TOPIC"), Some(topic));
+        assert!(dlq[0].prop("1ST_POP_TIME").is_some());
+        let after = client
+            .request(pop_request("G_pop_dlq", topic, 2000, 500))
+            .await
+            .unwrap();
+        assert_eq!(after.code, 210, "nothing left to pop");
+    });
 }

@@ -88,12 +88,23 @@ impl LongPoll {
     /// how many it woke.
     pub fn check_held(&self, shared: &StoreShared) -> usize {
         let keys: Vec<QueueKey> = self.waiting.borrow().keys().cloned().collect();
-        let before = self.waiting();
+        // Waiters whose receiver is gone (a pull that timed out, a POP that waited on many
+        // queues and was woken by one) are dropped here too; only live ones count as woken.
+        let before = self.live();
         for key in keys {
             let max = shared.queue(&key.0, key.1).map_or(0, |q| q.max_offset());
             self.notify(&key, max);
         }
-        before.saturating_sub(self.waiting())
+        before.saturating_sub(self.live())
+    }
+
+    /// Waiters whose request still waits.
+    fn live(&self) -> usize {
+        let waiting = self.waiting.borrow();
+        let lists = waiting.values();
+        lists
+            .map(|list| list.iter().filter(|w| !w.wake.is_canceled()).count())
+            .sum()
     }
 }
 
