@@ -9,7 +9,8 @@
 //! with reconsume times 1, none early, acked ones never. The test then compares every
 //! figure the two runs print but the elapsed time. Raw frames check the refusals and
 //! NOTIFICATION/POLLING_INFO answers (codes, remarks and fields of both brokers compared).
-//! A third test takes a message through two revives into the group's `%DLQ%` topic (a
+//! Another kills the broker with SIGKILL between pops and acks: after the restart exactly the
+//! unacked messages come back, once each. A third takes a message through two revives into the group's `%DLQ%` topic (a
 //! ferromq choice: the Java broker revives without end and leaves the DLQ to its clients).
 
 mod common;
@@ -343,4 +344,123 @@ fn a_message_never_acked_goes_to_the_dlq_after_the_groups_retry_max_times() {
             .unwrap();
         assert_eq!(after.code, 210, "nothing left to pop");
     });
+}
+
+/// Each message of a POP_MESSAGE answer with the handle an ack names it by, built from
+/// the response header as Java's client builds it (`startOffsetInfo`, `popTime`, ...).
+fn popped_with_handles(response: &RemotingCommand) -> Vec<(sched::Stored, String)> {
+    use ferromq::broker::pop::format::ExtraInfo;
+    use ferromq::remoting::headers::PopMessageResponseHeader;
+    let header: PopMessageResponseHeader = response.decode_header().unwrap();
+    let starts = header.start_offset_info.unwrap_or_default();
+    sched::stored(&response.body)
+        .into_iter()
+        .map(|message| {
+            let start = starts
+                .split(';')
+                .map(|entry| entry.split(' ').collect::<Vec<_>>())
+                .find(|words| words[1] == message.queue_id.to_string())
+                .map(|words| words[2].parse::<i64>().unwrap())
+                .unwrap();
+            let handle = ExtraInfo {
+                ck_queue_offset: start,
+                pop_time: header.pop_time,
+                invisible_time: header.invisible_time,
+                revive_qid: header.revive_qid,
+                retry: "0".to_owned(),
+                broker_name: "broker-a".to_owned(),
+                queue_id: message.queue_id,
+                queue_offset: Some(message.queue_offset),
+            };
+            let handle = message
+                .prop("POP_CK")
+                .map_or_else(|| handle.build(), str::to_owned);
+            (message, handle)
+        })
+        .collect()
+}
+
+#[test]
+fn popped_unacked_messages_come_back_after_a_kill_9_and_acked_ones_do_not() {
+    let dir = TempDir::on_disk("pop-crash");
+    // Offsets persisted each second, so that the kill below loses none of the pop's.
+    let config = format!("brokerName=broker-a\nflushConsumerOffsetInterval=1000\n{ROOMY}");
+    let mut broker = common::BrokerProcess::start(dir.path(), &config);
+    let (group, topic) = ("G_pop_crash", "PopCrash");
+    let acked: Vec<String> = sched::runtime().block_on(async {
+        let client = common::connect(broker.addr, SerializeType::Json).await;
+        for i in 0..8 {
+            let body = format!("m{i}");
+            let sent = client
+                .request(common::send_request(topic, 0, body.as_bytes(), ""))
+                .await
+                .unwrap();
+            assert_eq!(sent.code, 0, "{:?}", sent.remark);
+        }
+        let mut popped = Vec::new();
+        let started = std::time::Instant::now();
+        while popped.len() < 8 && started.elapsed() < sched::DEADLINE {
+            let mut pop = pop_request(group, topic, 6000, 1000);
+            pop.ext_fields.as_mut().unwrap().insert("maxMsgNums", "8");
+            let response = client.request(pop).await.unwrap();
+            if response.code == 0 {
+                popped.extend(popped_with_handles(&response));
+            }
+        }
+        assert_eq!(popped.len(), 8);
+        let mut acked = Vec::new();
+        for (message, handle) in popped.iter().filter(|(m, _)| m.queue_offset % 2 == 0) {
+            let offset = message.queue_offset.to_string();
+            let queue = message.queue_id.to_string();
+            let fields = [
+                ("consumerGroup", group),
+                ("topic", topic),
+                ("queueId", queue.as_str()),
+                ("extraInfo", handle.as_str()),
+                ("offset", offset.as_str()),
+            ];
+            let ack = request(RequestCode::ACK_MESSAGE, &fields, &[]);
+            assert_eq!(client.request(ack).await.unwrap().code, 0);
+            acked.push(String::from_utf8(message.body.clone()).unwrap());
+        }
+        acked
+    });
+    // Past one offset flush, then SIGKILL.
+    std::thread::sleep(Duration::from_millis(1500));
+    let _ = broker.child.kill();
+    let _ = broker.child.wait();
+    let broker = common::BrokerProcess::start(dir.path(), &config);
+    let back = sched::runtime().block_on(async {
+        let client = common::connect(broker.addr, SerializeType::Json).await;
+        let mut back: Vec<sched::Stored> = Vec::new();
+        let started = std::time::Instant::now();
+        while back.len() < 4 && started.elapsed() < sched::DEADLINE {
+            let response = client
+                .request(pop_request(group, topic, 6000, 2000))
+                .await
+                .unwrap();
+            if response.code == 0 {
+                back.extend(sched::stored(&response.body));
+            }
+        }
+        // Nothing else: no acked one, no second copy.
+        let response = client
+            .request(pop_request(group, topic, 6000, 1000))
+            .await
+            .unwrap();
+        back.extend(sched::stored(&response.body));
+        back
+    });
+    let mut bodies: Vec<String> = back
+        .iter()
+        .map(|m| String::from_utf8(m.body.clone()).unwrap())
+        .collect();
+    bodies.sort();
+    println!("acked before the kill: {acked:?}; back after it: {bodies:?}");
+    assert_eq!(
+        bodies,
+        ["m1", "m3", "m5", "m7"],
+        "exactly the unacked, once each"
+    );
+    assert!(back.iter().all(|m| m.reconsume_times == 1));
 }
