@@ -78,3 +78,42 @@ impl PopConfig {
         Some(applied)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn java_keys_apply_and_bad_values_are_refused() {
+        let mut config = PopConfig::default();
+        assert_eq!(config.revive_queue_num, 8);
+        assert_eq!(config.pop_from_retry_probability, 20);
+        assert!(!config.enable_retry_topic_v2);
+        for (key, value) in [
+            ("reviveQueueNum", "4"),
+            ("popFromRetryProbability", "50"),
+            ("enableRetryTopicV2", "true"),
+            ("reviveInterval", "500"),
+            ("reviveScanTime", "2000"),
+        ] {
+            assert!(matches!(
+                config.apply("broker.conf", key, value),
+                Some(Ok(()))
+            ));
+        }
+        assert_eq!(config.revive_queue_num, 4);
+        assert_eq!(config.pop_from_retry_probability, 50);
+        assert!(config.enable_retry_topic_v2);
+        assert_eq!(config.revive_interval, Duration::from_millis(500));
+        assert_eq!(config.revive_scan_time, Duration::from_millis(2000));
+        assert!(config.apply("broker.conf", "listenPort", "1").is_none());
+        assert!(matches!(
+            config.apply("broker.conf", "reviveQueueNum", "0"),
+            Some(Err(_))
+        ));
+        assert!(matches!(
+            config.apply("broker.conf", "reviveInterval", "x"),
+            Some(Err(_))
+        ));
+    }
+}
