@@ -725,3 +725,83 @@ fn hostile_input_on_the_grpc_port_leaves_the_endpoint_serving() {
         assert_eq!(code(answer.status.as_ref()), Code::Ok);
     });
 }
+
+/// The pinned Python 5.x client, installed once per machine into a virtualenv under the
+/// target directory (built beside it and renamed into place, so that runs never see half of
+/// one).
+fn python5() -> std::path::PathBuf {
+    const PACKAGE: &str = "rocketmq-python-client==5.1.2";
+    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("py5-venv");
+    let python = venv.join("bin/python");
+    let ready = |python: &Path| {
+        std::process::Command::new(python)
+            .args(["-c", "import rocketmq"])
+            .status()
+            .is_ok_and(|status| status.success())
+    };
+    if ready(&python) {
+        return python;
+    }
+    let building = venv.with_extension(format!("building-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&building);
+    let run = |program: &str, args: &[&str]| {
+        let output = std::process::Command::new("timeout")
+            .arg("600")
+            .arg(program)
+            .args(args)
+            .output()
+            .unwrap_or_else(|error| panic!("{program}: {error}"));
+        assert!(
+            output.status.success(),
+            "{program} {args:?}: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    };
+    run("python3", &["-m", "venv", building.to_str().unwrap()]);
+    let pip = building.join("bin/pip");
+    run(pip.to_str().unwrap(), &["install", "--quiet", PACKAGE]);
+    // Another test process may have won the race: either venv works.
+    if std::fs::rename(&building, &venv).is_err() {
+        let _ = std::fs::remove_dir_all(&building);
+    }
+    assert!(
+        ready(&python),
+        "{PACKAGE} does not import from {}",
+        venv.display()
+    );
+    python
+}
+
+#[test]
+fn python5_simple_consumer_round_trips_through_the_endpoint() {
+    let python = python5();
+    let dir = TempDir::on_disk("grpc-python");
+    let (_broker, port) = start_broker(dir.path());
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python5/grpc_round_trip.py");
+    let count = 20;
+    let output = std::process::Command::new("timeout")
+        .arg("120")
+        .arg(&python)
+        .arg(&script)
+        .args([
+            &format!("127.0.0.1:{port}"),
+            PLAIN,
+            "GrpcPythonGroup",
+            &count.to_string(),
+        ])
+        .env("HOME", dir.path())
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        output.status.success(),
+        "the Python 5.x client against ferromq:\n{text}"
+    );
+    assert!(text.contains(&format!("RESULT send_ok={count}")), "{text}");
+    assert!(text.contains(&format!("RESULT received={count}")), "{text}");
+}

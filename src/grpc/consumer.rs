@@ -48,6 +48,8 @@ const RECEIVE_BATCH_MAX: i32 = 32;
 const AUTO_RENEW_INVISIBLE: Duration = Duration::from_secs(60);
 /// Longest invisible time a client may ask for (`maxInvisibleTimeMills`, 12 h).
 const INVISIBLE_MAX: Duration = Duration::from_secs(12 * 3600);
+/// What a long poll leaves of the client's deadline (`longPollingReserveTimeInMillis`).
+const LONG_POLLING_RESERVE: Duration = Duration::from_millis(100);
 /// `MessageSysFlag.COMPRESSED_FLAG`.
 const FLAG_COMPRESSED: i32 = 0x1;
 /// Java's `ConsumeInitMode.MAX`: a group new to a queue starts at its end.
@@ -58,11 +60,12 @@ pub(super) fn receive_message(
     inner: &Arc<Inner>,
     caller: Caller,
     request: ReceiveMessageRequest,
+    deadline: Option<Duration>,
 ) -> ReceiveStream {
     let (mut frames, stream) = futures::channel::mpsc::channel(4);
     let inner = Arc::clone(inner);
     tokio::spawn(async move {
-        let answer = match pop_request(&inner, &request) {
+        let answer = match pop_request(&inner, &request, deadline) {
             Ok((pop, topic)) => receive(&inner, &caller, pop, &topic).await,
             Err(problem) => vec![status_frame(problem)],
         };
@@ -80,6 +83,7 @@ pub(super) fn receive_message(
 fn pop_request(
     inner: &Inner,
     request: &ReceiveMessageRequest,
+    deadline: Option<Duration>,
 ) -> Result<(PopMessageRequestHeader, Resource), proto::Status> {
     let config = &inner.state.config.grpc;
     let group = name_of(request.group.as_ref());
@@ -88,14 +92,26 @@ fn pop_request(
     if let Some(problem) = group_problem(group) {
         return Err(problem);
     }
-    let polling = request
+    let min = config.consumer_min_long_polling_timeout;
+    let time_left = deadline.map(|deadline| deadline.saturating_sub(LONG_POLLING_RESERVE));
+    let mut polling = request
         .long_polling_timeout
         .as_ref()
-        .map_or(config.consumer_max_long_polling_timeout, duration_of)
-        .clamp(
-            config.consumer_min_long_polling_timeout,
-            config.consumer_max_long_polling_timeout,
-        );
+        .map(duration_of)
+        .or(time_left)
+        .unwrap_or(config.consumer_max_long_polling_timeout)
+        .clamp(min, config.consumer_max_long_polling_timeout);
+    // The proxy's rule: the poll ends before the client's deadline, or is refused.
+    if let Some(time_left) = time_left.filter(|left| polling > *left) {
+        if time_left < min {
+            return Err(status(
+                Code::IllegalPollingTime,
+                "The deadline time remaining is not enough for polling, please check network \
+                 condition",
+            ));
+        }
+        polling = time_left;
+    }
     let invisible = if request.auto_renew {
         AUTO_RENEW_INVISIBLE
     } else {

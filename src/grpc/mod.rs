@@ -379,6 +379,24 @@ fn broker_error(response: &RemotingCommand) -> proto::Status {
     status(code, message)
 }
 
+/// The time the client gave the call (its `grpc-timeout` header: digits and a unit of
+/// `H`, `M`, `S`, `m`, `u` or `n`), when it gave one.
+fn time_left<T>(request: &tonic::Request<T>) -> Option<Duration> {
+    let text = request.metadata().get("grpc-timeout")?.to_str().ok()?;
+    let split = text.len().checked_sub(1)?;
+    let (digits, unit) = text.split_at(split);
+    let value: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(value.saturating_mul(3600)),
+        "M" => Duration::from_secs(value.saturating_mul(60)),
+        "S" => Duration::from_secs(value),
+        "m" => Duration::from_millis(value),
+        "u" => Duration::from_micros(value),
+        "n" => Duration::from_nanos(value),
+        _ => return None,
+    })
+}
+
 /// Milliseconds since the epoch, now.
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
@@ -493,7 +511,8 @@ impl MessagingService for Endpoint {
         request: tonic::Request<proto::ReceiveMessageRequest>,
     ) -> Result<tonic::Response<Self::ReceiveMessageStream>, tonic::Status> {
         let caller = self.inner.caller(&request);
-        let stream = consumer::receive_message(&self.inner, caller, request.into_inner());
+        let deadline = time_left(&request);
+        let stream = consumer::receive_message(&self.inner, caller, request.into_inner(), deadline);
         Ok(tonic::Response::new(stream))
     }
 
