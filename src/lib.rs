@@ -25,6 +25,7 @@ pub mod logging;
 pub mod metrics;
 pub mod namesrv;
 pub mod remoting;
+pub mod status;
 pub mod store;
 
 pub use ferromq_client as client;

@@ -421,11 +421,12 @@ fn ferromq_exports_java_names_and_labels_with_values_matching_the_traffic() {
             }
         },
     );
-    // A path that is not /metrics is a 404, not a closed connection.
+    // A path that is neither /metrics nor the status page's is a 404, not a closed
+    // connection.
     let mut stream = TcpStream::connect(metrics).unwrap();
     write!(
         stream,
-        "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        "GET /nothing-here HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
     )
     .unwrap();
     let mut text = String::new();

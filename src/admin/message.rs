@@ -8,12 +8,15 @@ use super::client::{bad_body, check, route_masters};
 use super::output::{human_time, Report, Table};
 use super::{AdminClient, AdminError};
 use crate::remoting::headers::{
-    PullMessageRequestHeader, QueryMessageRequestHeader, ViewMessageRequestHeader,
+    PullMessageRequestHeader, QueryMessageRequestHeader, SendMessageRequestHeaderV2,
+    ViewMessageRequestHeader,
 };
 use crate::remoting::{ExtFields, RemotingCommand, RequestCode, ResponseCode};
 use crate::store::message::{
-    decode_offset_msg_id, decode_record, offset_msg_id, parse_properties, Record,
+    decode_offset_msg_id, decode_record, offset_msg_id, parse_properties, properties_to_string,
+    Record,
 };
+use ferromq_protocol::names::{DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX};
 use serde_json::{json, Value};
 use std::io::Read;
 
@@ -335,6 +338,65 @@ pub fn query_by_id(
     let response = client.request(&addr, RequestCode::VIEW_MESSAGE_BY_ID, &header)?;
     let found = decode_messages(&response.body).map_err(|r| bad_body(&addr, r))?;
     Ok(messages_report(&found))
+}
+
+/// Sends a message of `group`'s dead-letter queue (`%DLQ%<group>`, found by its id as
+/// `queryMsgById -t` finds it) back to the group's `%RETRY%<group>` topic on the broker
+/// that stores it, so the group's consumers receive it again: the same body, properties
+/// and message id, its reconsume count started over. rocketmq-dashboard's "resend" asks an
+/// online consumer to consume the message directly; a retry topic also reaches a group
+/// with no member online now.
+///
+/// # Errors
+/// [`AdminError::NotFound`] when the dead-letter queue has no such message; the broker's
+/// refusal of the send.
+pub fn resend_dead_letter(
+    client: &mut AdminClient,
+    group: &str,
+    msg_id: &str,
+) -> Result<Report, AdminError> {
+    let dlq = format!("{DLQ_GROUP_TOPIC_PREFIX}{group}");
+    let mut found = query_index(client, &dlq, msg_id, (0, i64::MAX), 32, true)?;
+    found.retain(|m| m.msg_id == msg_id || m.offset_msg_id == msg_id);
+    let Some(message) = found.into_iter().next() else {
+        return Err(AdminError::NotFound(format!(
+            "no message [{msg_id}] in the dead-letter queue {dlq}"
+        )));
+    };
+    let retry = format!("{RETRY_GROUP_TOPIC_PREFIX}{group}");
+    let header = SendMessageRequestHeaderV2 {
+        a: group.to_owned(),
+        b: retry.clone(),
+        c: "TBW102".to_owned(),
+        d: 1,
+        e: 0,
+        // The body is stored inflated: no compression flag.
+        f: 0,
+        g: message.born_timestamp,
+        h: 0,
+        i: Some(properties_to_string(
+            message
+                .properties
+                .iter()
+                .map(|(name, value)| (name.as_str(), value.as_str())),
+        )),
+        j: Some(0),
+        k: Some(false),
+        l: None,
+        m: Some(false),
+        n: None,
+    };
+    let mut request = RemotingCommand::request_with_header(RequestCode::SEND_MESSAGE_V2, &header);
+    request.body = message.body.clone();
+    let addr = message.store_host.clone();
+    client.call_ok(&addr, request)?;
+    Ok(Report {
+        json: json!({ "msgId": message.msg_id, "from": dlq, "to": retry, "broker": addr }),
+        text: format!(
+            "resent [{}] from {dlq} to {retry} on {addr}\n",
+            message.msg_id
+        ),
+    })
 }
 
 /// `queryMsgByKey`: QUERY_MESSAGE on every master of the topic, as a table of ids with a

@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod group;
 pub mod message;
 pub mod output;
+pub mod snapshot;
 pub mod top;
 pub mod topic;
 

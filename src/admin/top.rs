@@ -4,26 +4,16 @@
 //! Esc or Ctrl-C; otherwise (a pipe, a file) it prints the same tables as text at each
 //! refresh, as `top -b` does.
 //!
-//! Every figure comes from the admin requests mqadmin uses, so `top` watches any RocketMQ
-//! broker: GET_BROKER_RUNTIME_INFO (through `clusterList`), and on each master
-//! GET_ALL_TOPIC_CONFIG, GET_TOPIC_STATS_INFO per topic (sent together, one round trip) and
-//! GET_ALL_CONSUMER_OFFSET. Rates are the change of offsets between two refreshes; a
-//! group's lag is the sum over the queues it committed in of the queue's end minus its
-//! committed offset.
+//! Every figure comes from a [`snapshot`](super::snapshot) of the admin requests mqadmin
+//! uses, so `top` watches any RocketMQ broker.
 //!
 //! Tested through a pseudo-terminal by `tests/admin_top.rs`.
 
-use super::cluster::{self, ClusterListArgs};
-use super::output::{int, text, Table};
+use super::output::Table;
+use super::snapshot::{take_sample, Sample};
 use super::{AdminClient, AdminError};
-use crate::config::fastjson::{parse_lenient, queue_keyed_map};
-use crate::remoting::headers::GetTopicStatsInfoRequestHeader;
-use crate::remoting::{RemotingCommand, RequestCode};
-use ferromq_protocol::names::{REPLY_TOPIC_POSTFIX, SYSTEM_TOPICS, SYSTEM_TOPIC_PREFIX};
-use serde_json::Value;
-use std::collections::BTreeMap;
 use std::io::IsTerminal;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Flags of `top`.
 #[derive(Debug, clap::Args)]
@@ -46,46 +36,6 @@ pub struct TopArgs {
     /// requests a refresh makes on a broker with many topics.
     #[arg(long = "maxTopics", default_value_t = 200, value_name = "N")]
     pub max_topics: usize,
-}
-
-/// One broker's figures at a refresh.
-#[derive(Clone, Debug)]
-struct BrokerFigures {
-    cluster: String,
-    name: String,
-    id: i64,
-    addr: String,
-    role: String,
-    in_tps: f64,
-    out_tps: f64,
-    /// `putLatency99`, in ms.
-    put_p99_ms: Option<f64>,
-    /// `commitLogDiskRatio`, 0..1.
-    disk_ratio: Option<f64>,
-    max_offset: Option<i64>,
-    ha_lag: Option<i64>,
-}
-
-/// A group's figures in one topic at a refresh.
-#[derive(Clone, Copy, Debug, Default)]
-struct GroupFigures {
-    /// Sum of its committed offsets.
-    committed: i64,
-    /// Sum over its queues of the queue's end minus its committed offset.
-    lag: i64,
-}
-
-/// What one refresh read.
-#[derive(Debug)]
-struct Sample {
-    at: Instant,
-    brokers: Vec<BrokerFigures>,
-    /// Per topic, the sum of its queues' ends over the masters.
-    topics: BTreeMap<String, i64>,
-    /// Per (group, topic).
-    groups: BTreeMap<(String, String), GroupFigures>,
-    /// Requests that failed, one line each.
-    problems: Vec<String>,
 }
 
 /// A titled table of the view.
@@ -119,7 +69,7 @@ fn run_batch(
     let mut previous: Option<Sample> = None;
     let mut done = 0;
     loop {
-        let sample = take_sample(client, args)?;
+        let sample = take_sample(client, args.cluster.as_deref(), args.max_topics)?;
         let mut out = String::new();
         for panel in panels(previous.as_ref(), &sample) {
             out.push_str(&format!("== {}\n", panel.title));
@@ -146,161 +96,6 @@ fn run_batch(
         previous = Some(sample);
         std::thread::sleep(interval);
     }
-}
-
-/// Reads every figure once. Only the name server's refusal is an error; a broker that does
-/// not answer is shown with what it did answer and a line in `problems`.
-fn take_sample(client: &mut AdminClient, args: &TopArgs) -> Result<Sample, AdminError> {
-    let list = cluster::cluster_list(
-        client,
-        &ClusterListArgs {
-            cluster: args.cluster.clone(),
-        },
-    )?;
-    let brokers: Vec<BrokerFigures> = list
-        .json
-        .as_array()
-        .map(|all| all.iter().map(broker_figures).collect())
-        .unwrap_or_default();
-    let mut sample = Sample {
-        at: Instant::now(),
-        brokers,
-        topics: BTreeMap::new(),
-        groups: BTreeMap::new(),
-        problems: Vec::new(),
-    };
-    let masters: Vec<(String, String)> = sample
-        .brokers
-        .iter()
-        .filter(|b| b.id == 0)
-        .map(|b| (b.name.clone(), b.addr.clone()))
-        .collect();
-    for (name, addr) in masters {
-        if let Err(error) = read_master(client, &addr, args.max_topics, &mut sample) {
-            sample.problems.push(format!("{name} ({addr}): {error}"));
-        }
-    }
-    Ok(sample)
-}
-
-fn broker_figures(entry: &Value) -> BrokerFigures {
-    let runtime = &entry["runtime"];
-    let get = |key: &str| runtime[key].as_str().map(str::to_owned);
-    // TPS values are "10s 1min 10min"; the first is the freshest.
-    let tps = |key: &str| {
-        get(key)
-            .and_then(|v| v.split(' ').next().and_then(|n| n.parse::<f64>().ok()))
-            .unwrap_or(0.0)
-    };
-    let number = |key: &str| get(key).and_then(|v| v.parse::<f64>().ok());
-    BrokerFigures {
-        cluster: text(entry, "clusterName"),
-        name: text(entry, "brokerName"),
-        id: int(entry, "brokerId"),
-        addr: text(entry, "brokerAddr"),
-        role: text(entry, "role"),
-        in_tps: tps("putTps"),
-        out_tps: tps("getTransferedTps"),
-        put_p99_ms: number("putLatency99"),
-        disk_ratio: number("commitLogDiskRatio"),
-        max_offset: get("commitLogMaxOffset").and_then(|v| v.parse().ok()),
-        ha_lag: entry["haLagBytes"].as_i64(),
-    }
-}
-
-/// A master's topics' ends and its groups' offsets, added into `sample`.
-fn read_master(
-    client: &mut AdminClient,
-    addr: &str,
-    max_topics: usize,
-    sample: &mut Sample,
-) -> Result<(), AdminError> {
-    let offsets = body_json(client, addr, RequestCode::GET_ALL_CONSUMER_OFFSET)?;
-    let configs = body_json(client, addr, RequestCode::GET_ALL_TOPIC_CONFIG)?;
-    let own_names: Vec<&str> = sample
-        .brokers
-        .iter()
-        .flat_map(|b| [b.name.as_str(), b.cluster.as_str()])
-        .collect();
-    let mut topics: Vec<String> = configs["topicConfigTable"]
-        .as_object()
-        .map(|table| table.keys().cloned().collect())
-        .unwrap_or_default();
-    topics.retain(|topic| !is_system(topic, &own_names));
-    topics.sort();
-    topics.truncate(max_topics);
-    // Per (topic, queue), the queue's end on this master.
-    let mut ends: BTreeMap<(String, i64), i64> = BTreeMap::new();
-    // One round trip for all the topics: the requests go out together on one connection.
-    let requests = topics
-        .iter()
-        .map(|topic| {
-            let header = GetTopicStatsInfoRequestHeader {
-                topic: topic.clone(),
-            };
-            RemotingCommand::request_with_header(RequestCode::GET_TOPIC_STATS_INFO, &header)
-        })
-        .collect();
-    let answers = client.call_ok_all(addr, requests)?;
-    for (topic, response) in topics.iter().zip(answers) {
-        let queues = queue_keyed_map(&response.body, "offsetTable")
-            .map_err(|reason| super::client::bad_body(addr, reason))?;
-        let mut total = 0;
-        for (queue, offsets) in queues {
-            let end = int(&offsets, "maxOffset");
-            total += end;
-            ends.insert((topic.clone(), int(&queue, "queueId")), end);
-        }
-        *sample.topics.entry(topic.clone()).or_default() += total;
-    }
-    let table = offsets["offsetTable"]
-        .as_object()
-        .cloned()
-        .unwrap_or_default();
-    for (key, queues) in table {
-        let Some((topic, group)) = key.split_once('@') else {
-            continue;
-        };
-        if !sample.topics.contains_key(topic) {
-            continue;
-        }
-        let figures = sample
-            .groups
-            .entry((group.to_owned(), topic.to_owned()))
-            .or_default();
-        for (queue, committed) in queues.as_object().into_iter().flatten() {
-            let (Ok(queue), Some(committed)) = (queue.parse::<i64>(), committed.as_i64()) else {
-                continue;
-            };
-            figures.committed += committed;
-            if let Some(end) = ends.get(&(topic.to_owned(), queue)) {
-                figures.lag += (end - committed).max(0);
-            }
-        }
-    }
-    Ok(())
-}
-
-/// A broker's answer to `code` (no header) as JSON.
-fn body_json(client: &mut AdminClient, addr: &str, code: RequestCode) -> Result<Value, AdminError> {
-    let response = client.call_ok(addr, RemotingCommand::request(code))?;
-    parse_lenient(&response.body).map_err(|reason| super::client::bad_body(addr, reason))
-}
-
-/// Whether `topic` is one the brokers keep for themselves (not shown): the fixed system
-/// topics, `rmq_sys_*`, retry and dead-letter topics, and the topics named after a broker or
-/// cluster (`own_names`), with a cluster's reply topic.
-fn is_system(topic: &str, own_names: &[&str]) -> bool {
-    let reply_of_own = topic
-        .strip_suffix(REPLY_TOPIC_POSTFIX)
-        .and_then(|rest| rest.strip_suffix('_'))
-        .is_some_and(|cluster| own_names.contains(&cluster));
-    SYSTEM_TOPICS.contains(&topic)
-        || topic.starts_with(SYSTEM_TOPIC_PREFIX)
-        || topic.starts_with("%RETRY%")
-        || topic.starts_with("%DLQ%")
-        || own_names.contains(&topic)
-        || reply_of_own
 }
 
 /// The change of `now` against `before` per second over `seconds`.
@@ -420,7 +215,7 @@ mod screen {
         args: &TopArgs,
         interval: Duration,
     ) -> Result<(), AdminError> {
-        let first = take_sample(client, args)?;
+        let first = take_sample(client, args.cluster.as_deref(), args.max_topics)?;
         // ratatui::init restores the terminal on a panic too.
         let mut terminal = ratatui::try_init()
             .map_err(|e| AdminError::Usage(format!("cannot set up the terminal: {e}")))?;
@@ -453,7 +248,7 @@ mod screen {
             if args.iterations.is_some_and(|n| done >= n) || quit_within(interval)? {
                 return Ok(());
             }
-            match take_sample(client, args) {
+            match take_sample(client, args.cluster.as_deref(), args.max_topics) {
                 Ok(next) => previous = Some(std::mem::replace(&mut sample, next)),
                 // The name server went away: keep the last figures, say so, and show rates
                 // again from the next answer.

@@ -14,6 +14,7 @@ use crate::metrics::config::ExporterType;
 use crate::metrics::exporter::Exporter;
 use crate::metrics::rpc::PROCESSORS;
 use crate::metrics::{counter, gauge, histogram, HistogramValue, Labels};
+use crate::status::StatusPage;
 use crate::store::config_files::ConsumerOffsetTable;
 use crate::store::shared::StoreShared;
 use ferromq_shards::Shutdown;
@@ -35,6 +36,7 @@ const SYSTEM_GROUP_PREFIX: &str = "cid_rmq_sys_";
 /// An exporter type ferromq does not have, a bad host, or a port that cannot be bound.
 pub fn start(
     config: &BrokerConfig,
+    addr: std::net::SocketAddr,
     state: &Arc<BrokerState>,
     shared: &Arc<StoreShared>,
     shutdown: Shutdown,
@@ -43,15 +45,25 @@ pub fn start(
     if config.metrics.exporter_type != ExporterType::Prom {
         return Ok(None);
     }
-    let addr = config.metrics.prom_addr(config.broker_ip1)?;
+    let endpoint = config.metrics.prom_addr(config.broker_ip1)?;
+    // The page reads the cluster through the name servers; with ACL on, this broker checks
+    // a viewer's keys (at the address it registers).
+    let page = config.metrics.status_page.then(|| {
+        let own = std::net::SocketAddr::new(config.broker_ip1, addr.port()).to_string();
+        StatusPage::new(
+            (!config.namesrv_addr.is_empty()).then(|| config.namesrv_addr.join(";")),
+            config.acl_enable.then_some(own),
+            std::time::Duration::from_millis(config.metrics.status_page_interval_ms),
+        )
+    });
     let mut registry = Registry::with_labels(common_labels(config).into_iter());
     registry.register_collector(Box::new(BrokerCollector {
         state: Arc::clone(state),
         shared: Arc::clone(shared),
     }));
-    Exporter::start(addr, registry, shutdown)
+    Exporter::start(endpoint, registry, page, shutdown)
         .map(Some)
-        .map_err(|error| format!("metrics endpoint on {addr}: {error}"))
+        .map_err(|error| format!("metrics endpoint on {endpoint}: {error}"))
 }
 
 /// Adds this shard's executor statistics (busy time, tasks run) to the broker's every

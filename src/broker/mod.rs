@@ -321,7 +321,13 @@ pub fn start(config: BrokerConfig, shutdown: Shutdown) -> Result<BrokerHandle, B
         }
     };
     // The endpoint first: once the listening line is out, it answers too.
-    let metrics = match metrics::start(&config, &state, &metrics_shared, shards.shutdown.clone()) {
+    let metrics = match metrics::start(
+        &config,
+        addr,
+        &state,
+        &metrics_shared,
+        shards.shutdown.clone(),
+    ) {
         Ok(metrics) => metrics,
         Err(error) => {
             shards.shutdown.trigger();

@@ -591,11 +591,13 @@ impl BrokerConfig {
                         "Java broker key not implemented by ferromq, ignored"
                     );
                 }
-                _ if key.starts_with("metrics") => match self.metrics.set(key, value) {
-                    Ok(true) => {}
-                    Ok(false) => unknown.push(key.to_owned()),
-                    Err(expected) => return Err(bad(&at, key, value, &expected)),
-                },
+                _ if key.starts_with("metrics") || key.starts_with("statusPage") => {
+                    match self.metrics.set(key, value) {
+                        Ok(true) => {}
+                        Ok(false) => unknown.push(key.to_owned()),
+                        Err(expected) => return Err(bad(&at, key, value, &expected)),
+                    }
+                }
                 _ if crate::grpc::config::GrpcConfig::KEYS.contains(&key) => {
                     match self.grpc.set(key, value) {
                         Ok(true) => {}

@@ -165,11 +165,13 @@ impl NamesrvConfig {
                 _ if IGNORED_JAVA_KEYS.contains(&key) => {
                     tracing::debug!(key, "Java name server key has no effect in ferromq");
                 }
-                _ if key.starts_with("metrics") => match self.metrics.set(key, value) {
-                    Ok(true) => {}
-                    Ok(false) => unknown.push(key.to_owned()),
-                    Err(expected) => return Err(bad(&at, key, value, &expected)),
-                },
+                _ if key.starts_with("metrics") || key.starts_with("statusPage") => {
+                    match self.metrics.set(key, value) {
+                        Ok(true) => {}
+                        Ok(false) => unknown.push(key.to_owned()),
+                        Err(expected) => return Err(bad(&at, key, value, &expected)),
+                    }
+                }
                 _ if key.starts_with("tls.") => match self.tls.set(key, value) {
                     Ok(true) => {}
                     Ok(false) => unknown.push(key.to_owned()),

@@ -75,6 +75,12 @@ pub struct MetricsConfig {
     pub label: String,
     /// `metricsInDelta` (false): counters as deltas, marked `aggregation="delta"`.
     pub in_delta: bool,
+    /// `statusPageEnable` (true; ferromq's): the status page on the Prometheus endpoint's
+    /// port, at `/`.
+    pub status_page: bool,
+    /// `statusPageSampleIntervalMs` (5000; ferromq's): how often the status page reads the
+    /// cluster.
+    pub status_page_interval_ms: u64,
 }
 
 impl Default for MetricsConfig {
@@ -87,6 +93,8 @@ impl Default for MetricsConfig {
             grpc_exporter_header: String::new(),
             label: String::new(),
             in_delta: false,
+            status_page: true,
+            status_page_interval_ms: 5000,
         }
     }
 }
@@ -111,12 +119,14 @@ impl MetricsConfig {
             "metricsGrpcExporterTarget" => value.clone_into(&mut self.grpc_exporter_target),
             "metricsGrpcExporterHeader" => value.clone_into(&mut self.grpc_exporter_header),
             "metricsLabel" => value.clone_into(&mut self.label),
-            "metricsInDelta" => {
-                self.in_delta = match value.to_ascii_lowercase().as_str() {
-                    "true" => true,
-                    "false" => false,
-                    _ => return Err("true or false".to_owned()),
-                };
+            "metricsInDelta" => self.in_delta = boolean(value)?,
+            "statusPageEnable" => self.status_page = boolean(value)?,
+            "statusPageSampleIntervalMs" => {
+                self.status_page_interval_ms = value
+                    .parse()
+                    .ok()
+                    .filter(|ms| *ms >= 100)
+                    .ok_or_else(|| "a number of milliseconds, at least 100".to_owned())?;
             }
             _ => return Ok(false),
         }
@@ -201,6 +211,15 @@ impl MetricsConfig {
                 other.java_name()
             )),
         }
+    }
+}
+
+/// A boolean as Java's setters read it (any case).
+fn boolean(value: &str) -> Result<bool, String> {
+    match value.to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err("true or false".to_owned()),
     }
 }
 

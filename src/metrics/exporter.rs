@@ -1,5 +1,6 @@
 //! The HTTP endpoint scrapes read (`metricsExporterType=PROM`): `GET /metrics` answers the
-//! Prometheus text format (version 0.0.4, as Java 5.x's `PrometheusHttpServer`).
+//! Prometheus text format (version 0.0.4, as Java 5.x's `PrometheusHttpServer`); every
+//! other path is the [status page](crate::status) when it is on.
 //!
 //! It runs on a thread of its own with a current-thread tokio runtime and hyper's HTTP/1
 //! server, off the shards: a scrape reads the shards' counters (atomics, or tables whose
@@ -8,6 +9,7 @@
 //! port. Requests are small and read whole by hyper; anything but `GET` of a known path
 //! gets 404 or 405, never a closed connection without an answer.
 
+use crate::status::StatusPage;
 use bytes::Bytes;
 use ferromq_shards::Shutdown;
 use http_body_util::Full;
@@ -33,22 +35,27 @@ pub struct Exporter {
 
 impl Exporter {
     /// Binds `addr` now (so that a port in use fails the start, as in Java) and serves
-    /// `registry` until `shutdown`.
+    /// `registry`, and `page` on the other paths, until `shutdown`.
     ///
     /// # Errors
-    /// The port cannot be bound, or the thread cannot start.
+    /// The port cannot be bound, or the threads cannot start.
     pub fn start(
         addr: SocketAddr,
         registry: Registry,
+        page: Option<StatusPage>,
         shutdown: Shutdown,
     ) -> std::io::Result<Exporter> {
         let listener = std::net::TcpListener::bind(addr)?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
         let registry = Arc::new(registry);
+        let page = page.map(Arc::new);
+        if let Some(page) = &page {
+            page.start_sampler(shutdown.clone())?;
+        }
         let thread = std::thread::Builder::new()
             .name("metrics-http".to_owned())
-            .spawn(move || run(listener, registry, shutdown))?;
+            .spawn(move || run(listener, registry, page, shutdown))?;
         tracing::info!(endpoint = %addr, "metrics endpoint listening (Prometheus text, /metrics)");
         Ok(Exporter {
             addr,
@@ -64,7 +71,12 @@ impl Exporter {
     }
 }
 
-fn run(listener: std::net::TcpListener, registry: Arc<Registry>, shutdown: Shutdown) {
+fn run(
+    listener: std::net::TcpListener,
+    registry: Arc<Registry>,
+    page: Option<Arc<StatusPage>>,
+    shutdown: Shutdown,
+) {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .enable_time()
@@ -105,10 +117,20 @@ fn run(listener: std::net::TcpListener, registry: Arc<Registry>, shutdown: Shutd
                 continue;
             };
             let registry = Arc::clone(&registry);
+            let page = page.clone();
             tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |request| {
+                let service = hyper::service::service_fn(move |request: Request<Incoming>| {
                     let registry = Arc::clone(&registry);
-                    async move { Ok::<_, std::convert::Infallible>(route(&request, &registry)) }
+                    let page = page.clone();
+                    async move {
+                        let response = match page {
+                            Some(page) if request.uri().path() != "/metrics" => {
+                                crate::status::answer(&page, request).await
+                            }
+                            _ => route(&request, &registry),
+                        };
+                        Ok::<_, std::convert::Infallible>(response)
+                    }
                 });
                 let served = hyper::server::conn::http1::Builder::new()
                     .timer(hyper_util::rt::TokioTimer::new())

@@ -10,6 +10,7 @@ use crate::metrics::config::{ExporterType, MetricsConfig};
 use crate::metrics::exporter::Exporter;
 use crate::metrics::rpc::RpcStats;
 use crate::metrics::{gauge, Labels};
+use crate::status::StatusPage;
 use ferromq_shards::ShardsHandle;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
@@ -43,7 +44,15 @@ pub fn start(
     labels.push(("node_id".into(), addr.to_string().into()));
     let mut registry = Registry::with_labels(labels.into_iter());
     registry.register_collector(Box::new(NamesrvCollector { rpc, snapshot }));
-    Exporter::start(endpoint, registry, shards.shutdown.clone())
+    // The name server's page reads the cluster through the name server itself.
+    let page = config.status_page.then(|| {
+        StatusPage::new(
+            Some(addr.to_string()),
+            None,
+            std::time::Duration::from_millis(config.status_page_interval_ms),
+        )
+    });
+    Exporter::start(endpoint, registry, page, shards.shutdown.clone())
         .map(Some)
         .map_err(|error| format!("metrics endpoint on {endpoint}: {error}"))
 }
