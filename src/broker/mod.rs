@@ -342,7 +342,9 @@ pub fn start(config: BrokerConfig, shutdown: Shutdown) -> Result<BrokerHandle, B
             shards.shutdown.trigger();
             let _ = shards.join();
             let port = config.grpc.server_port;
-            return Err(BrokerError::Listen(format!("gRPC endpoint on port {port}: {error}")));
+            return Err(BrokerError::Listen(format!(
+                "gRPC endpoint on port {port}: {error}"
+            )));
         }
     };
     tracing::info!(%addr, broker = %config.broker_name, "broker listening");
@@ -619,11 +621,8 @@ async fn serve_net(
     ));
     // gRPC calls run through this shard's handler as its connections' requests do.
     let grpc_calls = grpc_inbox.map(|inbox| {
-        let calls = crate::grpc::bridge::serve_calls(
-            inbox,
-            Rc::clone(&handler),
-            ctx.shutdown.clone(),
-        );
+        let calls =
+            crate::grpc::bridge::serve_calls(inbox, Rc::clone(&handler), ctx.shutdown.clone());
         glommio::spawn_local(calls)
     });
     let server_config = ServerConfig {

@@ -36,7 +36,7 @@ pub enum Outcome {
 /// The whole page.
 pub fn page(page: &StatusPage) -> String {
     let reload = page.interval.as_millis().min(RELOAD_MS_MAX);
-    let mut out = head("ferromq status");
+    let mut out = head("status");
     let _ = write!(
         out,
         "<div id=\"live\">{}</div>{}<script>\
