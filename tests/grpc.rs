@@ -443,6 +443,26 @@ async fn receive(
     messages
 }
 
+/// The first message a receive of `group` on [`PLAIN`] gets within `wait`.
+async fn receive_one(
+    client: &mut MessagingServiceClient<tonic::transport::Channel>,
+    client_id: &str,
+    group: &str,
+    wait: Duration,
+) -> proto::Message {
+    let deadline = Instant::now() + wait;
+    loop {
+        let got = receive(client, client_id, group, PLAIN, Duration::from_secs(30)).await;
+        if let Some(message) = got.into_iter().next() {
+            return message;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no message for {group} within {wait:?}"
+        );
+    }
+}
+
 fn prost_types_duration(duration: Duration) -> ferromq::grpc::proto::Duration {
     ferromq::grpc::proto::Duration {
         seconds: i64::try_from(duration.as_secs()).unwrap(),
@@ -472,21 +492,7 @@ fn change_invisible_duration_brings_the_message_back_with_its_attempt() {
         let properties = sched::props(&[("UNIQ_KEY", "invisible-1")]);
         sched::send(&remoting, PLAIN, 0, b"comes back", &properties).await;
 
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let first = loop {
-            let got = receive(
-                &mut client,
-                client_id,
-                group,
-                PLAIN,
-                Duration::from_secs(30),
-            )
-            .await;
-            if let Some(message) = got.into_iter().next() {
-                break message;
-            }
-            assert!(Instant::now() < deadline, "the message was never received");
-        };
+        let first = receive_one(&mut client, client_id, group, Duration::from_secs(30)).await;
         let system = first.system_properties.clone().unwrap();
         assert_eq!(system.message_id, "invisible-1");
         assert_eq!(system.delivery_attempt, Some(1));
@@ -505,21 +511,7 @@ fn change_invisible_duration_brings_the_message_back_with_its_attempt() {
         assert_eq!(code(changed.status.as_ref()), Code::Ok, "{changed:?}");
         assert_ne!(changed.receipt_handle, system.receipt_handle.unwrap());
 
-        let deadline = Instant::now() + Duration::from_secs(40);
-        let again = loop {
-            let got = receive(
-                &mut client,
-                client_id,
-                group,
-                PLAIN,
-                Duration::from_secs(30),
-            )
-            .await;
-            if let Some(message) = got.into_iter().next() {
-                break message;
-            }
-            assert!(Instant::now() < deadline, "the message did not come back");
-        };
+        let again = receive_one(&mut client, client_id, group, Duration::from_secs(40)).await;
         let system = again.system_properties.unwrap();
         assert_eq!(system.message_id, "invisible-1");
         assert_eq!(system.delivery_attempt, Some(2));
