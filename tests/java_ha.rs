@@ -434,8 +434,17 @@ fn a_ferromq_slave_copies_a_ferromq_masters_commit_log_byte_for_byte() {
     let rt = runtime();
     rt.block_on(async {
         let client = connect(slave.addr, SerializeType::Json).await;
+        // The last offset of the topic's queue 0, which POP's acks must name to reach a put.
+        let mut request = RemotingCommand::request(RequestCode::GET_MAX_OFFSET);
+        let mut queue = ExtFields::new();
+        queue.insert("topic", TOPIC);
+        queue.insert("queueId", "0");
+        request.ext_fields = Some(queue);
+        let answer = client.request(request).await.unwrap();
+        let queue_last: i64 = answer.ext("offset").unwrap().parse::<i64>().unwrap() - 1;
         for route in ROUTES.iter().filter(|route| route.slave_refuses) {
-            let (request, code, remark) = slave_refused_request(route.code, first_record);
+            let (request, code, remark) =
+                slave_refused_request(route.code, first_record, queue_last);
             let answer = client.request(request).await.unwrap();
             let what = format!("{:?}: {:?} {:?}", route.code, answer.code, answer.remark);
             assert_eq!(answer.code, code.0, "{what}");
@@ -466,6 +475,7 @@ fn a_ferromq_slave_copies_a_ferromq_masters_commit_log_byte_for_byte() {
 fn slave_refused_request(
     code: RequestCode,
     record_offset: i64,
+    queue_last: i64,
 ) -> (RemotingCommand, ResponseCode, Option<&'static str>) {
     let record_offset = record_offset.to_string();
     let send = common::send_request(TOPIC, 0, b"to the slave", "");
@@ -484,7 +494,7 @@ fn slave_refused_request(
             let mut request = if code == RequestCode::SEND_REPLY_MESSAGE_V2 {
                 send
             } else {
-                slave_refused_request(RequestCode::SEND_MESSAGE, 0).0
+                slave_refused_request(RequestCode::SEND_MESSAGE, 0, 0).0
             };
             request.code = code.0;
             let remark = Some("reply message properties[REPLY_TO_CLIENT] is null");
@@ -551,6 +561,41 @@ fn slave_refused_request(
                 ("msgId", "0"),
             ]);
             (request, ResponseCode::SLAVE_NOT_AVAILABLE, None)
+        }
+        // POP's acks and changes of invisible time write revive messages, which the
+        // slave's store refuses (ferromq's answer: Java 4.9.8 has no POP, and a Java 5.x
+        // slave's answer is not compared yet).
+        RequestCode::ACK_MESSAGE | RequestCode::CHANGE_MESSAGE_INVISIBLETIME => {
+            let mut request = RemotingCommand::request(code);
+            let pop_time = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis()
+                .to_string();
+            let extra = format!("0 {pop_time} 60000 0 0 broker-a 0 0");
+            request.ext_fields = fields(&[
+                ("consumerGroup", "slave_refusals"),
+                ("topic", TOPIC),
+                ("queueId", "0"),
+                ("extraInfo", &extra),
+                ("offset", &queue_last.to_string()),
+                ("invisibleTime", "60000"),
+            ]);
+            (request, ResponseCode::SYSTEM_ERROR, None)
+        }
+        RequestCode::BATCH_ACK_MESSAGE => {
+            let mut request = RemotingCommand::request(code);
+            let pop_time = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis();
+            request.body = format!(
+                "{{\"brokerName\":\"broker-a\",\"acks\":[{{\"c\":\"slave_refusals\",\
+                 \"t\":\"{TOPIC}\",\"r\":\"0\",\"so\":{queue_last},\"q\":0,\"rq\":0,\
+                 \"pt\":{pop_time},\"it\":60000,\"b\":\"AQ==\"}}]}}"
+            )
+            .into_bytes();
+            (request, ResponseCode::SYSTEM_ERROR, None)
         }
         other => panic!("no request for {other:?}, which the table says a slave refuses"),
     }
