@@ -44,6 +44,42 @@ pub struct BrokerFigures {
     pub ha_lag: Option<i64>,
 }
 
+impl BrokerFigures {
+    /// Its figures as text, in the order of the brokers' tables of `top` and the status
+    /// page: name, id, address, role, in/s, out/s, put p99 ms, disk, max offset, HA lag;
+    /// `-` where it reported nothing.
+    #[must_use]
+    pub fn cells(&self) -> [String; 10] {
+        [
+            self.name.clone(),
+            self.id.to_string(),
+            self.addr.clone(),
+            self.role.clone(),
+            format!("{:.1}", self.in_tps),
+            format!("{:.1}", self.out_tps),
+            or_dash(self.put_p99_ms.map(|ms| format!("{ms:.2}"))),
+            or_dash(self.disk_ratio.map(|r| format!("{:.1}%", r * 100.0))),
+            or_dash(self.max_offset),
+            or_dash(self.ha_lag),
+        ]
+    }
+}
+
+/// The change of `now` against `before` per second over `seconds`, as text; `-` without a
+/// before or a time between.
+#[must_use]
+pub fn rate(now: i64, before: Option<i64>, seconds: f64) -> String {
+    match before {
+        #[allow(clippy::cast_precision_loss)] // offsets far below 2^52
+        Some(before) if seconds > 0.0 => format!("{:.1}", (now - before) as f64 / seconds),
+        _ => "-".to_owned(),
+    }
+}
+
+fn or_dash<T: ToString>(value: Option<T>) -> String {
+    value.map_or_else(|| "-".to_owned(), |v| v.to_string())
+}
+
 /// A group's figures in one topic at a refresh.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct GroupFigures {

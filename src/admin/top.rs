@@ -10,7 +10,7 @@
 //! Tested through a pseudo-terminal by `tests/admin_top.rs`.
 
 use super::output::Table;
-use super::snapshot::{take_sample, Sample};
+use super::snapshot::{rate, take_sample, Sample};
 use super::{AdminClient, AdminError};
 use std::io::IsTerminal;
 use std::time::Duration;
@@ -98,40 +98,10 @@ fn run_batch(
     }
 }
 
-/// The change of `now` against `before` per second over `seconds`.
-fn rate(now: i64, before: Option<i64>, seconds: f64) -> String {
-    match before {
-        #[allow(clippy::cast_precision_loss)] // offsets far below 2^52
-        Some(before) if seconds > 0.0 => format!("{:.1}", (now - before) as f64 / seconds),
-        _ => "-".to_owned(),
-    }
-}
-
-fn or_dash<T: ToString>(value: Option<T>) -> String {
-    value.map_or_else(|| "-".to_owned(), |v| v.to_string())
-}
-
 /// The view of `sample`, with rates against `previous`.
 fn panels(previous: Option<&Sample>, sample: &Sample) -> Vec<Panel> {
     let seconds = previous.map_or(0.0, |p| sample.at.duration_since(p.at).as_secs_f64());
-    let brokers = sample
-        .brokers
-        .iter()
-        .map(|b| {
-            vec![
-                b.name.clone(),
-                b.id.to_string(),
-                b.addr.clone(),
-                b.role.clone(),
-                format!("{:.1}", b.in_tps),
-                format!("{:.1}", b.out_tps),
-                or_dash(b.put_p99_ms.map(|ms| format!("{ms:.2}"))),
-                or_dash(b.disk_ratio.map(|r| format!("{:.1}%", r * 100.0))),
-                or_dash(b.max_offset),
-                or_dash(b.ha_lag),
-            ]
-        })
-        .collect();
+    let brokers = sample.brokers.iter().map(|b| b.cells().to_vec()).collect();
     let mut topics: Vec<(f64, Vec<String>)> = sample
         .topics
         .iter()

@@ -4,6 +4,7 @@
 
 use super::{lock, Snapshot, StatusPage};
 use crate::admin::output::Report;
+use crate::admin::snapshot::rate;
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write;
 
@@ -142,25 +143,14 @@ fn brokers(last: &Snapshot) -> String {
          <th>Role</th><th>In/s</th><th>Out/s</th><th>Put p99 ms</th><th>Disk</th>\
          <th>Max offset</th><th>HA lag bytes</th></tr>",
     );
+    // The cells' classes: numbers right-aligned, the role named for the test.
+    const CLASSES: [&str; 10] = ["", "n", "", "role", "n", "n", "n", "n", "n", "n"];
     for b in &last.sample.brokers {
-        let _ = write!(
-            out,
-            "<tr data-broker=\"{}\"><td>{}</td><td class=\"n\">{}</td><td>{}</td>\
-             <td class=\"role\">{}</td><td class=\"n\">{:.1}</td><td class=\"n\">{:.1}</td>\
-             <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
-             <td class=\"n\">{}</td></tr>",
-            escape(&b.name),
-            escape(&b.name),
-            b.id,
-            escape(&b.addr),
-            escape(&b.role),
-            b.in_tps,
-            b.out_tps,
-            or_dash(b.put_p99_ms.map(|ms| format!("{ms:.2}"))),
-            or_dash(b.disk_ratio.map(|r| format!("{:.1}%", r * 100.0))),
-            or_dash(b.max_offset),
-            or_dash(b.ha_lag),
-        );
+        let _ = write!(out, "<tr data-broker=\"{}\">", escape(&b.name));
+        for (cell, class) in b.cells().iter().zip(CLASSES) {
+            let _ = write!(out, "<td class=\"{class}\">{}</td>", escape(cell));
+        }
+        out.push_str("</tr>");
     }
     out.push_str("</table>");
     out
@@ -420,24 +410,12 @@ fn found_table(messages: &[serde_json::Value]) -> String {
     out
 }
 
-fn rate(now: i64, before: Option<i64>, seconds: f64) -> String {
-    match before {
-        #[allow(clippy::cast_precision_loss)] // offsets far below 2^52
-        Some(before) if seconds > 0.0 => format!("{:.1}", (now - before) as f64 / seconds),
-        _ => "-".to_owned(),
-    }
-}
-
 fn format_value(value: f64) -> String {
     if value >= 100.0 {
         format!("{value:.0}")
     } else {
         format!("{value:.2}")
     }
-}
-
-fn or_dash<T: ToString>(value: Option<T>) -> String {
-    value.map_or_else(|| "-".to_owned(), |v| v.to_string())
 }
 
 /// Text made safe inside HTML elements and quoted attributes.
