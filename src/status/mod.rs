@@ -23,10 +23,11 @@ mod render;
 use crate::admin::snapshot::{take_sample, Sample};
 use crate::admin::{AdminClient, AdminError};
 use ferromq_protocol::acl::Credentials;
+use ferromq_protocol::calendar::now_ms;
 use ferromq_shards::Shutdown;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 pub use http::answer;
 
@@ -164,10 +165,4 @@ impl StatusPage {
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // A panic while a lock was held leaves plain data behind; it is still readable.
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
