@@ -464,3 +464,53 @@ fn popped_unacked_messages_come_back_after_a_kill_9_and_acked_ones_do_not() {
     );
     assert!(back.iter().all(|m| m.reconsume_times == 1));
 }
+
+#[test]
+fn hostile_pop_fields_and_queueless_topics_are_answered() {
+    let ferromq = Standalone::start(ROOMY);
+    sched::runtime().block_on(async {
+        let client = common::connect(ferromq.broker, SerializeType::Json).await;
+        // A bornTime of i64::MIN: Java's long arithmetic wraps, the pop is too late.
+        let mut pop = pop_request("G_pop_hostile", "TBW102", 10_000, 0);
+        let min = i64::MIN.to_string();
+        pop.ext_fields.as_mut().unwrap().insert("bornTime", &min);
+        let response = client.request(pop).await.unwrap();
+        assert_eq!(response.code, 210, "{:?}", response.remark);
+        // A batch ack whose start offset plus its index passes i64::MAX acks nothing.
+        let body = format!(
+            r#"{{"acks":[{{"c":"G_pop_hostile","t":"TBW102","r":"0","so":{},"q":0,"rq":0,"#,
+            i64::MAX
+        ) + r#""pt":0,"it":0,"b":"Ag=="}]}"#;
+        let ack = request(RequestCode::BATCH_ACK_MESSAGE, &[], body.as_bytes());
+        let response = client.request(ack).await.unwrap();
+        assert_eq!(response.code, 0, "{:?}", response.remark);
+        // A topic and retry topic of no read queues: a waiting NOTIFICATION has nothing to
+        // wait on but its time, and answers.
+        for topic in ["PopNoQueues", "%RETRY%G_pop_hostile_PopNoQueues"] {
+            let fields = [
+                ("topic", topic),
+                ("defaultTopic", "TBW102"),
+                ("readQueueNums", "0"),
+                ("writeQueueNums", "1"),
+                ("perm", "6"),
+                ("topicFilterType", "SINGLE_TAG"),
+            ];
+            let create = request(RequestCode::UPDATE_AND_CREATE_TOPIC, &fields, &[]);
+            let response = client.request(create).await.unwrap();
+            assert_eq!(response.code, 0, "{topic}: {:?}", response.remark);
+        }
+        let born = sched::now_ms().to_string();
+        let fields = [
+            ("consumerGroup", "G_pop_hostile"),
+            ("topic", "PopNoQueues"),
+            ("queueId", "-1"),
+            ("pollTime", "200"),
+            ("bornTime", born.as_str()),
+        ];
+        let notification = request(RequestCode::NOTIFICATION, &fields, &[]);
+        let response = client.request(notification).await.unwrap();
+        assert_eq!(response.code, 0, "{:?}", response.remark);
+        let has_msg = response.ext_fields.as_ref().and_then(|f| f.get("hasMsg"));
+        assert_eq!(has_msg, Some("false"));
+    });
+}

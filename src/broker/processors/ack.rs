@@ -158,7 +158,8 @@ async fn append_batch(
     let offsets: Vec<i64> = indexes
         .into_iter()
         .filter_map(|index| i64::try_from(index).ok())
-        .map(|index| batch.start_offset + index)
+        // An offset past i64::MAX names no message: skipped, as one outside the queue.
+        .filter_map(|index| batch.start_offset.checked_add(index))
         .filter(|offset| (min..=max).contains(offset))
         .collect();
     if offsets.is_empty() {

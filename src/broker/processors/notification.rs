@@ -76,7 +76,13 @@ pub(super) async fn process(
             .collect();
         let left = Duration::from_millis(u64::try_from(deadline - now).unwrap_or(0));
         let timer = Box::pin(glommio::timer::sleep(left));
-        let _ = futures::future::select(futures::future::select_all(waits), timer).await;
+        // No queue to wait on (a topic and retry topic of no read queues): the time only;
+        // `select_all` of nothing panics.
+        if waits.is_empty() {
+            timer.await;
+        } else {
+            let _ = futures::future::select(futures::future::select_all(waits), timer).await;
+        }
     };
     let mut response = success(request);
     response.set_header(&NotificationResponseHeader {

@@ -77,7 +77,12 @@ pub(super) async fn process(
     }
     let config = ctx.state.runtime();
     let ip = config.broker_ip1;
-    if started - header.born_time - header.poll_time > 500 {
+    // Java's long arithmetic: a bornTime or pollTime near the limits wraps, never panics.
+    if started
+        .wrapping_sub(header.born_time)
+        .wrapping_sub(header.poll_time)
+        > 500
+    {
         let remark = format!("the broker[{ip}] pop message is timeout too much");
         return error(request, ResponseCode::POLLING_TIMEOUT, remark);
     }
