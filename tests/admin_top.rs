@@ -16,7 +16,6 @@ use portable_pty::{CommandBuilder, PtySize};
 use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::num::NonZeroU16;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -28,23 +27,6 @@ fn send_request(queue_id: i32) -> RemotingCommand {
     let mut header = common::send_header(TOPIC, queue_id, "WAIT\u{1}true\u{2}");
     header.d = 4;
     common::send_command(&header, b"top")
-}
-
-/// Sends to queue 0 about fifty times a second until `stop` (at most a minute); counts the
-/// sends answered SUCCESS.
-fn produce(broker: SocketAddr, stop: Arc<AtomicBool>, sent: Arc<AtomicU64>) {
-    let rt = common::runtime();
-    rt.block_on(async {
-        let client = connect(broker, SerializeType::Json).await;
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
-            let response = client.request(send_request(0)).await.expect("send");
-            if response.code == 0 {
-                sent.fetch_add(1, Ordering::Relaxed);
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    });
 }
 
 fn commit(broker: SocketAddr, offset: i64) {
@@ -87,16 +69,10 @@ fn top_shows_the_cluster_live_in_a_terminal_and_quits_on_q() {
         namesrv.addr.port()
     );
     let broker = BrokerProcess::start(&dir.path().join("store"), &config);
-    let stop = Arc::new(AtomicBool::new(false));
-    let sent = Arc::new(AtomicU64::new(0));
-    let producer = {
-        let (stop, sent) = (Arc::clone(&stop), Arc::clone(&sent));
-        let addr = broker.addr;
-        std::thread::spawn(move || produce(addr, stop, sent))
-    };
+    let producer = common::PacedSends::start(broker.addr, |_| send_request(0));
     // The topic exists once a send is answered; then the group commits its first message.
     let deadline = Instant::now() + Duration::from_secs(30);
-    while sent.load(Ordering::Relaxed) == 0 {
+    while producer.sent() == 0 {
         assert!(Instant::now() < deadline, "no send answered");
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -176,7 +152,7 @@ fn top_shows_the_cluster_live_in_a_terminal_and_quits_on_q() {
     assert!(row(&text, "TBW102").is_none(), "{text}");
     assert!(row(&text, "TopCluster").is_none(), "{text}");
 
-    stop.store(true, Ordering::Relaxed);
+    producer.stop();
     pty.master
         .take_writer()
         .expect("pty writer")
@@ -197,7 +173,6 @@ fn top_shows_the_cluster_live_in_a_terminal_and_quits_on_q() {
         !parser.lock().unwrap().screen().alternate_screen(),
         "top left the terminal in its alternate screen"
     );
-    producer.join().unwrap();
 }
 
 #[test]

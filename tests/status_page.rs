@@ -25,8 +25,6 @@ use sched::{props, pull_all, runtime};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const TOPIC: &str = "PageT";
@@ -120,31 +118,23 @@ fn rate(tab: &Tab) -> f64 {
         .unwrap_or(-1.0)
 }
 
-/// Sends one message with `key` and its own UNIQ_KEY; answers the UNIQ_KEY and the
-/// CommitLog offset.
-async fn send(client: &RemotingClient, topic: &str, key: &str, n: usize) -> (String, i64) {
+/// A send of message `n` with `key` and its own UNIQ_KEY (which it answers).
+fn send_request(topic: &str, key: &str, n: u64) -> (RemotingCommand, String) {
     let uniq = format!("7F000001000000000000PAGE{n:08}");
     let properties = props(&[("KEYS", key), ("UNIQ_KEY", &uniq), ("WAIT", "true")]);
     let body = format!("body-{n}");
     let request = sched::send_request(topic, 0, body.as_bytes(), &properties, None, None);
+    (request, uniq)
+}
+
+/// Sends message `n` with `key`; answers its UNIQ_KEY and its CommitLog offset.
+async fn send(client: &RemotingClient, topic: &str, key: &str, n: u64) -> (String, i64) {
+    let (request, uniq) = send_request(topic, key, n);
     let response = client.request(request).await.unwrap();
     assert_eq!(response.code, 0, "send refused: {:?}", response.remark);
     let header: SendMessageResponseHeader = response.decode_header().unwrap();
     let (_, offset) = decode_offset_msg_id(&header.msg_id).unwrap();
     (uniq, offset)
-}
-
-/// Sends to the topic about fifty times a second until `stop` (at most a minute).
-fn traffic(broker: SocketAddr, stop: Arc<AtomicBool>, sent: Arc<AtomicUsize>) {
-    runtime().block_on(async {
-        let client = connect(broker, SerializeType::Json).await;
-        let started = Instant::now();
-        while !stop.load(Ordering::Relaxed) && started.elapsed() < DEADLINE {
-            let n = 1_000 + sent.fetch_add(1, Ordering::Relaxed);
-            send(&client, TOPIC, "flow", n).await;
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    });
 }
 
 async fn committed(client: &RemotingClient, group: &str, topic: &str) -> Option<i64> {
@@ -222,20 +212,15 @@ fn the_status_page_shows_the_cluster_live_finds_messages_and_acts_in_chromium() 
     assert_eq!(rate(&tab), 0.0, "no traffic yet");
 
     // Its rate moves while messages go, and falls back after, with no reload.
-    let stop = Arc::new(AtomicBool::new(false));
-    let flowing = Arc::new(AtomicUsize::new(0));
-    let producer = {
-        let (stop, flowing, broker) = (Arc::clone(&stop), Arc::clone(&flowing), server.broker);
-        std::thread::spawn(move || traffic(broker, stop, flowing))
-    };
+    let producer =
+        common::PacedSends::start(server.broker, |n| send_request(TOPIC, "flow", 1_000 + n).0);
     let deadline = Instant::now() + DEADLINE;
     while rate(&tab) <= 0.0 {
         assert!(Instant::now() < deadline, "the rate never rose");
         std::thread::sleep(Duration::from_millis(100));
     }
-    stop.store(true, Ordering::Relaxed);
-    producer.join().unwrap();
-    assert!(flowing.load(Ordering::Relaxed) > 0);
+    let flowing = producer.stop();
+    assert!(flowing > 0);
     let deadline = Instant::now() + DEADLINE;
     while rate(&tab) != 0.0 {
         assert!(Instant::now() < deadline, "the rate never fell back");
@@ -281,7 +266,7 @@ fn the_status_page_shows_the_cluster_live_finds_messages_and_acts_in_chromium() 
     fill(&tab, "#reset-offset input[name=group]", GROUP);
     fill(&tab, "#reset-offset input[name=topic]", TOPIC);
     assert_eq!(submit(&tab, "#reset-offset"), "done");
-    let end = 5 + flowing.load(Ordering::Relaxed) as i64;
+    let end = 5 + flowing as i64;
     assert_eq!(rt.block_on(committed(&client, GROUP, TOPIC)), Some(end));
 
     // Resending the dead-lettered message puts it in the group's retry topic, same id.

@@ -482,3 +482,58 @@ pub fn send_request(
 ) -> ferromq::remoting::RemotingCommand {
     send_command(&send_header(topic, queue, properties), body)
 }
+
+/// A thread sending `request(n)` (n = 0, 1, …) to a broker about fifty times a second until
+/// stopped, for at most a minute, counting the sends answered SUCCESS: traffic whose rate a
+/// view is to show.
+pub struct PacedSends {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    sent: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl PacedSends {
+    pub fn start(
+        broker: SocketAddr,
+        request: impl Fn(u64) -> ferromq::remoting::RemotingCommand + Send + 'static,
+    ) -> PacedSends {
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let sent = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let (stopped, counted) = (stop.clone(), sent.clone());
+        let thread = std::thread::spawn(move || {
+            runtime().block_on(async {
+                let client = connect(broker, SerializeType::Json).await;
+                let deadline = std::time::Instant::now() + Duration::from_secs(60);
+                let mut n = 0;
+                while !stopped.load(Ordering::Relaxed) && std::time::Instant::now() < deadline {
+                    let response = client.request(request(n)).await.expect("send");
+                    if response.code == 0 {
+                        counted.fetch_add(1, Ordering::Relaxed);
+                    }
+                    n += 1;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            });
+        });
+        PacedSends {
+            stop,
+            sent,
+            thread: Some(thread),
+        }
+    }
+
+    /// The sends answered SUCCESS so far.
+    pub fn sent(&self) -> u64 {
+        self.sent.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Stops the thread and waits for it; the sends answered SUCCESS.
+    pub fn stop(mut self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            thread.join().expect("the sending thread");
+        }
+        self.sent()
+    }
+}
