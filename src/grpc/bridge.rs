@@ -10,16 +10,20 @@
 //! set, so it never meets a remoting connection's.
 //!
 //! Cost: one channel hop each way and one task per call on the shard; no encoding, no
-//! socket. A full channel makes the caller wait (backpressure), never grows.
+//! socket. A full channel makes the caller wait (backpressure), never grows: the channels
+//! are tokio's bounded ones, whose `send(&self)` takes one of the [`SHARD_CALLS_MAX`] slots
+//! however many callers share the sender (a `futures` channel would give each clone of the
+//! sender a slot of its own). Their receiving end is runtime-agnostic, so a glommio shard
+//! awaits it.
 
 use crate::remoting::server::{ConnectionId, ConnectionInfo, RequestHandler};
 use crate::remoting::RemotingCommand;
 use ferromq_shards::{ShardId, Shutdown};
-use futures::channel::{mpsc, oneshot};
-use futures::{SinkExt, StreamExt};
+use futures::channel::oneshot;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, PoisonError};
+use tokio::sync::mpsc;
 
 /// Calls waiting for one shard; more make the sender wait.
 pub const SHARD_CALLS_MAX: usize = 1024;
@@ -120,14 +124,17 @@ impl LocalBroker {
             .iter()
             .position(|(id, _)| *id == connection.id.shard)
             .unwrap_or(0);
-        let mut sender = self.shards[index].1.clone();
         let (reply, answer) = oneshot::channel();
         let call = ShardCall {
             connection,
             request,
             reply,
         };
-        sender.send(call).await.map_err(|_| CallError::Closed)?;
+        self.shards[index]
+            .1
+            .send(call)
+            .await
+            .map_err(|_| CallError::Closed)?;
         answer
             .await
             .map_err(|_| CallError::Closed)?
@@ -148,7 +155,7 @@ pub async fn serve_calls<H: RequestHandler>(
 ) {
     use futures::future::{select, Either};
     loop {
-        let next = select(inbox.next(), Box::pin(shutdown.wait())).await;
+        let next = select(Box::pin(inbox.recv()), Box::pin(shutdown.wait())).await;
         let call = match next {
             Either::Left((Some(call), _)) => call,
             Either::Left((None, _)) | Either::Right(_) => return,
@@ -160,5 +167,34 @@ pub async fn serve_calls<H: RequestHandler>(
             let _ = call.reply.send(response);
         })
         .detach();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::remoting::RequestCode;
+    use std::future::Future;
+    use std::task::{Context, Poll};
+
+    /// Many callers on one shard fill its channel to the bound and then wait: the bound
+    /// does not grow with the number of callers.
+    #[test]
+    fn concurrent_callers_past_the_bound_wait() {
+        let shard = ShardId::new(0);
+        let (broker, inboxes) = LocalBroker::new([shard]);
+        let inbox = inboxes.take(shard).expect("the inbox of the one shard");
+        let peer = SocketAddr::from(([127, 0, 0, 1], 1));
+        let mut calls: Vec<_> = (0..SHARD_CALLS_MAX as u64 + 10)
+            .map(|client| {
+                let request = RemotingCommand::request(RequestCode::HEART_BEAT);
+                Box::pin(broker.call(broker.connection(client, peer), request))
+            })
+            .collect();
+        let mut context = Context::from_waker(futures::task::noop_waker_ref());
+        for call in &mut calls {
+            assert!(matches!(call.as_mut().poll(&mut context), Poll::Pending));
+        }
+        assert_eq!(inbox.len(), SHARD_CALLS_MAX);
     }
 }
