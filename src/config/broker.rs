@@ -292,7 +292,8 @@ impl BrokerConfig {
     /// Applies properties read from `origin` on top of `self`; returns the unknown keys.
     ///
     /// # Errors
-    /// [`ConfigError::BadValue`] for the first value that does not parse.
+    /// [`ConfigError::BadValue`] for the first value that does not parse, or for keys whose
+    /// values cannot hold together (the gRPC long polling minimum above its maximum).
     #[allow(clippy::too_many_lines)] // one arm per key reads best as one table
     pub fn apply(
         &mut self,
@@ -613,6 +614,7 @@ impl BrokerConfig {
                 _ => unknown.push(key.to_owned()),
             }
         }
+        self.grpc.check(origin)?;
         Ok(unknown)
     }
 }

@@ -5,6 +5,7 @@
 //! a ferromq broker serves it when `grpcServerEnable=true`, so that brokers that do not ask
 //! for it (and the many a test host runs at once) do not fight over port 8081.
 
+use crate::config::ConfigError;
 use std::time::Duration;
 
 /// Java's `grpcServerPort` default.
@@ -150,5 +151,46 @@ impl GrpcConfig {
             _ => return Ok(false),
         }
         Ok(true)
+    }
+
+    /// Refuses a combination of keys no request could be served under: a minimum long
+    /// polling timeout above the maximum (the consumer clamps a poll between the two).
+    ///
+    /// # Errors
+    /// [`ConfigError::BadValue`] naming both keys.
+    pub fn check(&self, origin: &str) -> Result<(), ConfigError> {
+        let (min, max) = (
+            self.consumer_min_long_polling_timeout,
+            self.consumer_max_long_polling_timeout,
+        );
+        if min > max {
+            return Err(crate::config::bad_value(
+                origin,
+                "grpcClientConsumerMinLongPollingTimeoutMillis",
+                &min.as_millis().to_string(),
+                &format!(
+                    "at most grpcClientConsumerMaxLongPollingTimeoutMillis ({} ms)",
+                    max.as_millis()
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn min_long_polling_above_max_is_refused_naming_both_keys() {
+        let mut config = GrpcConfig::default();
+        assert!(config.check("broker.conf").is_ok());
+        config.consumer_min_long_polling_timeout = Duration::from_secs(30);
+        let refused = config.check("broker.conf").unwrap_err().to_string();
+        assert!(refused.contains("grpcClientConsumerMinLongPollingTimeoutMillis"));
+        assert!(refused.contains("grpcClientConsumerMaxLongPollingTimeoutMillis (20000 ms)"));
+        config.consumer_max_long_polling_timeout = Duration::from_secs(30);
+        assert!(config.check("broker.conf").is_ok());
     }
 }

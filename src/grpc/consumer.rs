@@ -92,6 +92,7 @@ fn pop_request(
     if let Some(problem) = group_problem(group) {
         return Err(problem);
     }
+    // `GrpcConfig::check` refused a minimum above the maximum when the config was read.
     let min = config.consumer_min_long_polling_timeout;
     let time_left = deadline.map(|deadline| deadline.saturating_sub(LONG_POLLING_RESERVE));
     let mut polling = request
