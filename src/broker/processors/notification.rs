@@ -3,6 +3,7 @@
 //! retry topic) would find a message, waiting up to `pollTime` for one; and how many pops
 //! wait on a queue now.
 
+use super::pop::wait_for_growth;
 use super::Context;
 use crate::broker::pop::{
     check_pop_target, pop_offset, pop_queue_ends, retry_topic, INIT_MODE_MIN,
@@ -16,7 +17,6 @@ use crate::remoting::headers::{
 };
 use crate::remoting::server::ConnectionInfo;
 use crate::remoting::{RemotingCommand, RequestCode, ResponseCode};
-use std::time::Duration;
 
 /// NOTIFICATION and POLLING_INFO.
 pub(super) async fn process(
@@ -44,7 +44,6 @@ pub(super) async fn process(
         let remark = "ordered POP is not supported by this broker yet";
         return error(request, ResponseCode::SYSTEM_ERROR, remark);
     }
-    let config = ctx.state.runtime();
     let deadline = started.saturating_add(header.poll_time.max(0));
     let mut polling = None;
     let mut polling_full = false;
@@ -58,30 +57,17 @@ pub(super) async fn process(
         if header.poll_time <= 0 || now >= deadline {
             break false;
         }
-        if polling.is_none() {
-            let key = pop_key(topic, group, header.queue_id);
-            polling = ctx.state.pop.start_polling(
-                key,
-                config.pop.pop_polling_size,
-                config.pop.max_pop_polling_size,
-            );
-            if polling.is_none() {
-                polling_full = true;
-                break false;
-            }
-        }
-        let waits: Vec<_> = ends
-            .into_iter()
-            .map(|(topic, queue, end)| ctx.long_poll.wait(ctx.store.shared(), &topic, queue, end))
-            .collect();
-        let left = Duration::from_millis(u64::try_from(deadline - now).unwrap_or(0));
-        let timer = Box::pin(glommio::timer::sleep(left));
-        // No queue to wait on (a topic and retry topic of no read queues): the time only;
-        // `select_all` of nothing panics.
-        if waits.is_empty() {
-            timer.await;
-        } else {
-            let _ = futures::future::select(futures::future::select_all(waits), timer).await;
+        if !wait_for_growth(
+            ctx,
+            &mut polling,
+            (topic, group, queue_id),
+            ends,
+            (now, deadline),
+        )
+        .await
+        {
+            polling_full = true;
+            break false;
         }
     };
     let mut response = success(request);

@@ -19,7 +19,7 @@ use crate::broker::pop::{
     random_percent, retry_topic, POP_MSG_NUMS_MAX, PROPERTY_POP_CK,
 };
 use crate::broker::reply::{error, header_refusal, Response};
-use crate::broker::state::pop::pop_key;
+use crate::broker::state::pop::{pop_key, PopPolling};
 use crate::broker::state::{now_ms, PERM_READ};
 use crate::remoting::headers::{PopMessageRequestHeader, PopMessageResponseHeader};
 use crate::remoting::server::ConnectionInfo;
@@ -143,29 +143,53 @@ pub(super) async fn process(
         if header.poll_time <= 0 || now >= deadline {
             return Some(answer(request, &header, pop, ResponseCode::POLLING_TIMEOUT));
         }
-        if polling.is_none() {
-            let key = pop_key(&header.topic, &header.consumer_group, header.queue_id);
-            polling = ctx.state.pop.start_polling(
-                key,
-                config.pop.pop_polling_size,
-                config.pop.max_pop_polling_size,
-            );
-            if polling.is_none() {
-                return Some(answer(request, &header, pop, ResponseCode::POLLING_FULL));
-            }
-        }
-        let waits: Vec<_> = ends
-            .into_iter()
-            .map(|(topic, queue, end)| ctx.long_poll.wait(ctx.store.shared(), &topic, queue, end))
-            .collect();
-        let left = Duration::from_millis(u64::try_from(deadline - now).unwrap_or(0));
-        let timer = Box::pin(glommio::timer::sleep(left));
-        if waits.is_empty() {
-            timer.await;
-        } else {
-            let _ = futures::future::select(futures::future::select_all(waits), timer).await;
+        let target = (
+            header.topic.as_str(),
+            header.consumer_group.as_str(),
+            header.queue_id,
+        );
+        if !wait_for_growth(ctx, &mut polling, target, ends, (now, deadline)).await {
+            return Some(answer(request, &header, pop, ResponseCode::POLLING_FULL));
         }
     }
+}
+
+/// Waits from `now` until a queue of `ends` grows past its end or `deadline` passes,
+/// counted from the first wait on as a pop waiting on `(topic, group, queue_id)` for as long
+/// as `polling` lives (POLLING_INFO). False, at once, when too many pops wait already
+/// (Java's POLLING_FULL). POP_MESSAGE and NOTIFICATION wait alike.
+pub(super) async fn wait_for_growth<'a>(
+    ctx: &'a Context,
+    polling: &mut Option<PopPolling<'a>>,
+    (topic, group, queue_id): (&str, &str, i32),
+    ends: Vec<(String, i32, i64)>,
+    (now, deadline): (i64, i64),
+) -> bool {
+    if polling.is_none() {
+        let pop = &ctx.state.runtime().pop;
+        let key = pop_key(topic, group, queue_id);
+        *polling = ctx
+            .state
+            .pop
+            .start_polling(key, pop.pop_polling_size, pop.max_pop_polling_size);
+        if polling.is_none() {
+            return false;
+        }
+    }
+    let waits: Vec<_> = ends
+        .into_iter()
+        .map(|(topic, queue, end)| ctx.long_poll.wait(ctx.store.shared(), &topic, queue, end))
+        .collect();
+    let left = Duration::from_millis(u64::try_from(deadline - now).unwrap_or(0));
+    let timer = Box::pin(glommio::timer::sleep(left));
+    // No queue to wait on (a topic and retry topic of no read queues): the time only;
+    // `select_all` of nothing panics.
+    if waits.is_empty() {
+        timer.await;
+    } else {
+        let _ = futures::future::select(futures::future::select_all(waits), timer).await;
+    }
+    true
 }
 
 /// The response: `code`, the handle fields, and the records found.
