@@ -39,7 +39,7 @@ use super::msg_id::create_uniq_id;
 use super::ClientConfig;
 use ferromq_protocol::batch::BatchEntry;
 use ferromq_protocol::calendar::now_ms;
-use ferromq_protocol::names::{topic_name_problem, RETRY_GROUP_TOPIC_PREFIX};
+use ferromq_protocol::names::{group_name_problem, topic_name_problem, RETRY_GROUP_TOPIC_PREFIX};
 use ferromq_protocol::remoting::headers::{SendMessageRequestHeaderV2, SendMessageResponseHeader};
 use ferromq_protocol::remoting::{RemotingCommand, RequestCode, ResponseCode};
 use std::collections::HashMap;
@@ -812,24 +812,6 @@ fn properties_string(properties: &std::collections::BTreeMap<String, String>) ->
         )));
     }
     Ok(text)
-}
-
-/// Why a group name is refused (Java `Validators.checkGroup`).
-fn group_name_problem(group: &str) -> Option<String> {
-    if group.trim().is_empty() {
-        return Some("the specified group is blank".to_owned());
-    }
-    if group.len() > 255 {
-        return Some("the specified group is longer than group max length 255.".to_owned());
-    }
-    let legal = |c: char| c.is_ascii_alphanumeric() || matches!(c, '%' | '|' | '_' | '-');
-    if !group.chars().all(legal) {
-        return Some(format!(
-            "the specified group[{group}] contains illegal characters, allowing only {}",
-            "^[%|a-zA-Z0-9_-]+$"
-        ));
-    }
-    None
 }
 
 /// A start for a topic's round robin that differs between producers (Java starts its

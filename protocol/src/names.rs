@@ -38,6 +38,10 @@ pub const RETRY_GROUP_TOPIC_PREFIX: &str = "%RETRY%";
 pub const DLQ_GROUP_TOPIC_PREFIX: &str = "%DLQ%";
 /// Longest topic name (`TOPIC_MAX_LENGTH`).
 pub const TOPIC_MAX_LENGTH: usize = 127;
+/// Longest group name (`Validators.CHARACTER_MAX_LENGTH`).
+pub const GROUP_MAX_LENGTH: usize = 255;
+/// Prefix of the broker's own consumer groups (`MixAll.CID_RMQ_SYS_PREFIX`), in any case.
+pub const SYSTEM_GROUP_PREFIX: &str = "CID_RMQ_SYS_";
 /// Permission bits (`PermName`).
 pub const PERM_READ: i32 = 4;
 /// Write permission.
@@ -66,6 +70,36 @@ pub fn topic_name_problem(topic: &str) -> Option<String> {
     None
 }
 
+/// Why a client refuses a group name (`Validators.checkGroup` of the Java client), with its
+/// message.
+#[must_use]
+pub fn group_name_problem(group: &str) -> Option<String> {
+    if group.trim().is_empty() {
+        return Some("the specified group is blank".to_owned());
+    }
+    if group.len() > GROUP_MAX_LENGTH {
+        return Some(format!(
+            "the specified group is longer than group max length {GROUP_MAX_LENGTH}."
+        ));
+    }
+    if !is_legal_name(group) {
+        return Some(format!(
+            "the specified group[{group}] contains illegal characters, allowing only \
+             ^[%|a-zA-Z0-9_-]+$"
+        ));
+    }
+    None
+}
+
+/// Whether `group` is one of the broker's own consumer groups ([`SYSTEM_GROUP_PREFIX`],
+/// ignoring case).
+#[must_use]
+pub fn is_system_group(group: &str) -> bool {
+    group
+        .get(..SYSTEM_GROUP_PREFIX.len())
+        .is_some_and(|prefix| prefix.eq_ignore_ascii_case(SYSTEM_GROUP_PREFIX))
+}
+
 /// Why the broker refuses a topic name (`TopicValidator.validateTopic`), with its remark as
 /// 5.x words it (naming the topic; 4.9.8 did not); a missing topic is blank, as Java reads
 /// the null it decodes.
@@ -92,4 +126,32 @@ pub fn invalid_topic_remark(topic: &str) -> Option<String> {
 fn is_legal_name(name: &str) -> bool {
     name.bytes()
         .all(|b| b.is_ascii_alphanumeric() || b == b'%' || b == b'|' || b == b'_' || b == b'-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn group_names_are_refused_with_the_java_client_messages() {
+        assert!(group_name_problem("ok_group-1").is_none());
+        assert_eq!(
+            group_name_problem(" ").as_deref(),
+            Some("the specified group is blank")
+        );
+        assert_eq!(
+            group_name_problem(&"g".repeat(256)).as_deref(),
+            Some("the specified group is longer than group max length 255.")
+        );
+        assert_eq!(
+            group_name_problem("no spaces").as_deref(),
+            Some(
+                "the specified group[no spaces] contains illegal characters, allowing only \
+                 ^[%|a-zA-Z0-9_-]+$"
+            )
+        );
+        assert!(is_system_group("cid_rmq_sys_trans"));
+        assert!(!is_system_group("CID_RMQ"));
+        assert!(!is_system_group("é"));
+    }
 }

@@ -14,6 +14,7 @@ use crate::metrics::config::ExporterType;
 use crate::metrics::exporter::Exporter;
 use crate::metrics::rpc::PROCESSORS;
 use crate::metrics::{counter, gauge, histogram, HistogramValue, Labels};
+use crate::protocol::names::is_system_group;
 use crate::status::StatusPage;
 use crate::store::config_files::ConsumerOffsetTable;
 use crate::store::shared::StoreShared;
@@ -26,8 +27,6 @@ use std::sync::Arc;
 
 /// The `%RETRY%` prefix: Java leaves retry topics out of the lag figures.
 const RETRY_PREFIX: &str = "%RETRY%";
-/// Java's system consumer groups start so (`MixAll.CID_RMQ_SYS_PREFIX`, any case).
-const SYSTEM_GROUP_PREFIX: &str = "cid_rmq_sys_";
 
 /// Starts the Prometheus endpoint when `metricsExporterType=PROM`; `None` when metrics are
 /// off.
@@ -132,10 +131,6 @@ fn message_type(stored_topic: &str) -> &'static str {
         "RMQ_SYS_TRANS_HALF_TOPIC" => "transaction",
         _ => "normal",
     }
-}
-
-fn is_system_group(group: &str) -> bool {
-    group.to_ascii_lowercase().starts_with(SYSTEM_GROUP_PREFIX)
 }
 
 impl BrokerCollector {
