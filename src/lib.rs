@@ -25,6 +25,7 @@ pub mod logging;
 pub mod metrics;
 pub mod namesrv;
 pub mod remoting;
+pub mod serve;
 pub mod status;
 pub mod store;
 

@@ -22,10 +22,9 @@ use super::proto::{
     Encoding, ForwardMessageToDeadLetterQueueRequest, ForwardMessageToDeadLetterQueueResponse,
     MessageType, ReceiveMessageRequest, ReceiveMessageResponse, Resource, SystemProperties,
 };
-use super::{
-    broker_error, existing_topic, group_problem, name_of, now_ms, ok, status, Caller, Inner,
-};
+use super::{broker_error, existing_topic, group_problem, name_of, ok, status, Caller, Inner};
 use crate::broker::pop::format::{real_topic, retry_mark, ExtraInfo};
+use crate::calendar::now_ms;
 use crate::protocol::message::{decode_record, parse_properties, MessageRecord, Record};
 use crate::remoting::headers::{
     AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader, ChangeInvisibleTimeResponseHeader,

@@ -37,7 +37,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Connections served at once; more wait in the kernel's accept queue.
+/// Connections served at once; a connection past it is dropped at once.
 pub const CONNECTIONS_MAX: usize = 4096;
 /// Largest gRPC message decoded (Java's `grpcMaxInboundMessageSize`, 130 MiB, is for batch
 /// sends of 4 MiB bodies; ours matches it).
@@ -164,44 +164,14 @@ fn run(listener: std::net::TcpListener, service: Endpoint, shutdown: Shutdown) {
 }
 
 async fn serve(listener: std::net::TcpListener, service: Endpoint, shutdown: Shutdown) {
-    let listener = match tokio::net::TcpListener::from_std(listener) {
-        Ok(listener) => listener,
-        Err(error) => {
-            tracing::error!(%error, "gRPC endpoint: cannot use its socket");
-            return;
-        }
-    };
     let server = MessagingServiceServer::new(service)
         .max_decoding_message_size(INBOUND_MESSAGE_SIZE_MAX)
         .max_encoding_message_size(INBOUND_MESSAGE_SIZE_MAX);
-    let permits = Arc::new(tokio::sync::Semaphore::new(CONNECTIONS_MAX));
-    let stop = shutdown.wait();
-    tokio::pin!(stop);
-    loop {
-        let accepted = tokio::select! {
-            () = &mut stop => break,
-            accepted = listener.accept() => accepted,
-        };
-        let (stream, peer) = match accepted {
-            Ok(accepted) => accepted,
-            Err(error) => {
-                tracing::warn!(%error, "gRPC endpoint: accept failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
-            tracing::warn!(%peer, max = CONNECTIONS_MAX, "gRPC endpoint: too many connections");
-            continue;
-        };
+    let serve = |stream: tokio::net::TcpStream, peer: SocketAddr| {
         let _ = stream.set_nodelay(true);
-        let server = server.clone();
-        let shutdown = shutdown.clone();
-        tokio::spawn(async move {
-            serve_connection(stream, peer, server, shutdown).await;
-            drop(permit);
-        });
-    }
+        serve_connection(stream, peer, server.clone(), shutdown.clone())
+    };
+    crate::serve::accept_loop(listener, "gRPC endpoint", CONNECTIONS_MAX, &shutdown, serve).await;
 }
 
 /// One HTTP/2 connection; each request learns the peer's address (as tonic's own server
@@ -397,15 +367,6 @@ fn time_left<T>(request: &tonic::Request<T>) -> Option<Duration> {
     })
 }
 
-/// Milliseconds since the epoch, now.
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| {
-            i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX)
-        })
-}
-
 /// Why a topic name is refused (`GrpcValidator.validateTopic`): the client's name rules,
 /// then no system topic.
 fn topic_problem(state: &BrokerState, topic: &str) -> Option<proto::Status> {
@@ -437,25 +398,12 @@ fn existing_topic(
     })
 }
 
-/// Why a consumer group name is refused (`GrpcValidator.validateConsumerGroup`).
+/// Why a consumer group name is refused (`GrpcValidator.validateConsumerGroup`): the
+/// client's name rules, then no system group.
 fn group_problem(group: &str) -> Option<proto::Status> {
-    let problem = if group.trim().is_empty() {
-        Some("the specified group is blank".to_owned())
-    } else if group.len() > 255 {
-        Some("the specified group is longer than group max length 255.".to_owned())
-    } else if !group
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '%' | '|' | '_' | '-'))
-    {
-        Some(format!(
-            "the specified group[{group}] contains illegal characters, allowing only \
-             ^[%|a-zA-Z0-9_-]+$"
-        ))
-    } else if group.to_ascii_lowercase().starts_with("cid_rmq_sys_") {
-        Some("cannot use system consumer group".to_owned())
-    } else {
-        None
-    };
+    use crate::protocol::names::{group_name_problem, is_system_group};
+    let problem = group_name_problem(group)
+        .or_else(|| is_system_group(group).then(|| "cannot use system consumer group".to_owned()));
     problem.map(|problem| status(Code::IllegalConsumerGroup, problem))
 }
 

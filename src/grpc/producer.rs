@@ -20,8 +20,9 @@ use super::proto::{
     RecallMessageRequest, RecallMessageResponse, SendMessageRequest, SendMessageResponse,
     SendResultEntry, TransactionResolution,
 };
-use super::{broker_error, now_ms, ok, status, topic_problem, Caller, Inner};
-use crate::protocol::message::{java_string_hash, properties_to_string};
+use super::{broker_error, name_of, ok, status, topic_problem, Caller, Inner};
+use crate::calendar::now_ms;
+use crate::protocol::message::{decode_offset_msg_id, java_string_hash, properties_to_string};
 use crate::protocol::names::PERM_WRITE;
 use crate::remoting::headers::{
     EndTransactionRequestHeader, RecallMessageRequestHeader, RecallMessageResponseHeader,
@@ -295,10 +296,7 @@ fn build(inner: &Inner, caller: &Caller, message: &Message) -> Result<Built, sup
         }
     }
     if let Some(delivery) = &system.delivery_timestamp {
-        let deliver_ms = delivery
-            .seconds
-            .saturating_mul(1000)
-            .saturating_add(i64::from(delivery.nanos / 1_000_000));
+        let deliver_ms = millis_of(delivery);
         let max_delay_ms = i64::try_from(config.max_delay_time.as_millis()).unwrap_or(i64::MAX);
         if max_delay_ms > 0 && deliver_ms.saturating_sub(now_ms()) > max_delay_ms {
             return Err(status(
@@ -310,10 +308,7 @@ fn build(inner: &Inner, caller: &Caller, message: &Message) -> Result<Built, sup
     }
     let reconsume_times = system.delivery_attempt.unwrap_or(0);
     properties.push(("RECONSUME_TIME".to_owned(), reconsume_times.to_string()));
-    let topic = message
-        .topic
-        .as_ref()
-        .map_or("", |topic| topic.name.as_str());
+    let topic = name_of(message.topic.as_ref());
     properties.push(("PGROUP".to_owned(), topic.to_owned()));
     if let Some(group) = system.message_group.as_deref().filter(|g| !g.is_empty()) {
         if group.trim().is_empty() {
@@ -347,11 +342,7 @@ fn build(inner: &Inner, caller: &Caller, message: &Message) -> Result<Built, sup
     };
     properties.push(("__BORNHOST".to_owned(), born_host));
     if let Some(born) = &system.born_timestamp {
-        let born_ms = born
-            .seconds
-            .saturating_mul(1000)
-            .saturating_add(i64::from(born.nanos / 1_000_000));
-        properties.push(("BORN_TIMESTAMP".to_owned(), born_ms.to_string()));
+        properties.push(("BORN_TIMESTAMP".to_owned(), millis_of(born).to_string()));
     }
     let mut sys_flag = 0;
     if system.body_encoding() == super::proto::Encoding::Gzip {
@@ -435,7 +426,8 @@ async fn send_one(
             transaction_id.clone(),
             Prepared {
                 producer_group: topic.to_owned(),
-                commit_log_offset: commit_log_offset_of(&header.msg_id).unwrap_or(-1),
+                commit_log_offset: decode_offset_msg_id(&header.msg_id)
+                    .map_or(-1, |(_, offset)| offset),
                 offset_msg_id: header.msg_id.clone(),
                 queue_offset: header.queue_offset,
             },
@@ -459,10 +451,7 @@ pub(super) async fn end_transaction(
     let answer = |status| EndTransactionResponse {
         status: Some(status),
     };
-    let topic = request
-        .topic
-        .as_ref()
-        .map_or("", |topic| topic.name.as_str());
+    let topic = name_of(request.topic.as_ref());
     if let Some(problem) = topic_problem(&inner.state, topic) {
         return answer(problem);
     }
@@ -522,10 +511,7 @@ pub(super) async fn recall_message(
         status: Some(status),
         message_id,
     };
-    let topic = request
-        .topic
-        .as_ref()
-        .map_or("", |topic| topic.name.as_str());
+    let topic = name_of(request.topic.as_ref());
     if let Some(problem) = topic_problem(&inner.state, topic) {
         return answer(problem, String::new());
     }
@@ -553,14 +539,12 @@ fn has_control(text: &str) -> bool {
     text.chars().any(char::is_control)
 }
 
-/// The CommitLog offset in an offset message id (hex of the store host, then the 8-byte
-/// offset: the last 16 hex digits).
-fn commit_log_offset_of(offset_msg_id: &str) -> Option<i64> {
-    let start = offset_msg_id.len().checked_sub(16)?;
-    let digits = offset_msg_id.get(start..)?;
-    u64::from_str_radix(digits, 16)
-        .ok()
-        .and_then(|offset| i64::try_from(offset).ok())
+/// A protobuf timestamp in milliseconds since the epoch.
+fn millis_of(timestamp: &super::proto::Timestamp) -> i64 {
+    timestamp
+        .seconds
+        .saturating_mul(1000)
+        .saturating_add(i64::from(timestamp.nanos / 1_000_000))
 }
 
 /// Guava's `Hashing.consistentHash(input, buckets)`: the bucket a key keeps as buckets are
@@ -603,12 +587,5 @@ mod tests {
             assert!((0..8).contains(&bucket));
             assert_eq!(bucket, consistent_hash(input, 8));
         }
-    }
-
-    #[test]
-    fn commit_log_offset_of_reads_the_last_sixteen_digits() {
-        let id = "7F00000100002A9F0000000000001234";
-        assert_eq!(commit_log_offset_of(id), Some(0x1234));
-        assert_eq!(commit_log_offset_of("12"), None);
     }
 }

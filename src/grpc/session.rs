@@ -333,7 +333,7 @@ fn subscription_data(topic: &str, expression: &proto::FilterExpression) -> Subsc
         SubscriptionData {
             topic: topic.to_owned(),
             sub_string: expression.expression.clone(),
-            sub_version: super::now_ms(),
+            sub_version: crate::calendar::now_ms(),
             expression_type: Some(EXPRESSION_TYPE_SQL92.to_owned()),
             ..SubscriptionData::default()
         }

@@ -20,7 +20,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Scrapes served at the same time; more wait in the kernel's accept queue.
+/// Scrapes served at the same time; a connection past it is dropped at once.
 const CONNECTIONS_MAX: usize = 64;
 /// How long a connection may take to send its request head (slow clients are dropped).
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -88,63 +88,41 @@ fn run(
             return;
         }
     };
-    runtime.block_on(async move {
-        let listener = match tokio::net::TcpListener::from_std(listener) {
-            Ok(listener) => listener,
-            Err(error) => {
-                tracing::error!(%error, "metrics endpoint: cannot use its socket");
-                return;
-            }
-        };
-        let permits = Arc::new(tokio::sync::Semaphore::new(CONNECTIONS_MAX));
-        let stop = shutdown.wait();
-        tokio::pin!(stop);
-        loop {
-            let accepted = tokio::select! {
-                () = &mut stop => break,
-                accepted = listener.accept() => accepted,
-            };
-            let (stream, peer) = match accepted {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    tracing::warn!(%error, "metrics endpoint: accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
+    let serve = |stream: tokio::net::TcpStream, peer: SocketAddr| {
+        let registry = Arc::clone(&registry);
+        let page = page.clone();
+        async move {
+            let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+                let registry = Arc::clone(&registry);
+                let page = page.clone();
+                async move {
+                    let response = match page {
+                        Some(page) if request.uri().path() != "/metrics" => {
+                            crate::status::answer(&page, request).await
+                        }
+                        _ => route(&request, &registry),
+                    };
+                    Ok::<_, std::convert::Infallible>(response)
                 }
-            };
-            let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
-                tracing::warn!(%peer, max = CONNECTIONS_MAX, "metrics endpoint: too many scrapes");
-                continue;
-            };
-            let registry = Arc::clone(&registry);
-            let page = page.clone();
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-                    let registry = Arc::clone(&registry);
-                    let page = page.clone();
-                    async move {
-                        let response = match page {
-                            Some(page) if request.uri().path() != "/metrics" => {
-                                crate::status::answer(&page, request).await
-                            }
-                            _ => route(&request, &registry),
-                        };
-                        Ok::<_, std::convert::Infallible>(response)
-                    }
-                });
-                let served = hyper::server::conn::http1::Builder::new()
-                    .timer(hyper_util::rt::TokioTimer::new())
-                    .header_read_timeout(HEADER_READ_TIMEOUT)
-                    .keep_alive(true)
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                    .await;
-                if let Err(error) = served {
-                    tracing::debug!(%peer, %error, "metrics endpoint: connection ended");
-                }
-                drop(permit);
             });
+            let served = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .keep_alive(true)
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                .await;
+            if let Err(error) = served {
+                tracing::debug!(%peer, %error, "metrics endpoint: connection ended");
+            }
         }
-    });
+    };
+    runtime.block_on(crate::serve::accept_loop(
+        listener,
+        "metrics endpoint",
+        CONNECTIONS_MAX,
+        &shutdown,
+        serve,
+    ));
 }
 
 /// Answers one request: `GET /metrics` the exposition, other paths 404, other methods 405.
