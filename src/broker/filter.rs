@@ -3,8 +3,52 @@
 
 use crate::store::consume_queue::tags_code;
 use crate::store::message::{decode_record, Record};
+use crate::store::reader::{PullFilter, RecordFilter};
 use ferromq_protocol::filter::sql92::{Selector, StoredProperties};
 use ferromq_protocol::filter::EXPRESSION_TYPE_SQL92;
+use std::sync::Arc;
+
+/// How a pull or a pop filters (Java's `MessageFilter`).
+pub(crate) enum Filter {
+    /// By the tags codes of the ConsumeQueue units; `None` takes all.
+    Tags(Option<Vec<i64>>),
+    /// By an SQL92 selector over each record's properties.
+    Sql92(Arc<Selector>),
+}
+
+impl Filter {
+    /// Whether a ConsumeQueue unit of tags code `code` passes.
+    pub(crate) fn accepts_code(&self, code: i64) -> bool {
+        match self {
+            Filter::Tags(Some(codes)) => codes.contains(&code),
+            Filter::Tags(None) | Filter::Sql92(_) => true,
+        }
+    }
+
+    /// Whether a whole stored record passes (a record that is no message fails a selector).
+    pub(crate) fn accepts_record(&self, record: &[u8]) -> bool {
+        match self {
+            Filter::Sql92(selector) => {
+                stored_properties(record).is_some_and(|p| selector.matches(&p))
+            }
+            Filter::Tags(_) => true,
+        }
+    }
+
+    /// The store's view of this filter, through `accepts` and `by_selector`, closures over
+    /// [`Filter::accepts_code`] and [`Filter::accepts_record`] (the store takes `dyn Fn`s):
+    /// each is left out when it takes everything.
+    pub(crate) fn pull_filter<'a>(
+        &self,
+        accepts: &'a dyn Fn(i64) -> bool,
+        by_selector: RecordFilter<'a>,
+    ) -> PullFilter<'a> {
+        PullFilter {
+            tags_codes: matches!(self, Filter::Tags(Some(_))).then_some(accepts),
+            records: matches!(self, Filter::Sql92(_)).then_some(by_selector),
+        }
+    }
+}
 
 /// Whether an `expressionType` is a tag one (`ExpressionType.isTagType`): unset, empty or
 /// `TAG`.

@@ -10,7 +10,7 @@
 //! under the topic asked for, with its `POP_CK` set, as Java does.
 
 use super::Context;
-use crate::broker::filter::{compile, is_tag_type, stored_properties, tag_codes};
+use crate::broker::filter::{compile, is_tag_type, tag_codes, Filter};
 use crate::broker::pop::format::{
     push_msg_offset_info, push_start_offset_info, retry_mark, ExtraInfo, PopCheckPoint,
 };
@@ -29,26 +29,18 @@ use crate::store::message::{
 };
 use crate::store::reader::{GetMessageStatus, PullFilter};
 use bytes::Bytes;
-use ferromq_protocol::filter::sql92::Selector;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Checkpoints written so far, for the round robin over revive queues (`ckMessageNumber`).
 static CK_NUMBER: AtomicU64 = AtomicU64::new(0);
 
-/// How a pop filters (the request's `expType`/`exp`).
-enum Filter {
-    /// Tag hash codes; `None` takes all.
-    Tags(Option<Vec<i64>>),
-    /// An SQL92 selector over the record's properties.
-    Sql92(Selector),
-}
-
 /// One pop in progress: what it asked and what it has found so far.
 struct Pop<'a> {
     ctx: &'a Context,
     header: &'a PopMessageRequestHeader,
-    filter: &'a Filter,
+    filter: &'a PullFilter<'a>,
     pop_time: i64,
     revive_qid: i32,
     max: usize,
@@ -122,6 +114,9 @@ pub(super) async fn process(
             return error(request, ResponseCode::SUBSCRIPTION_PARSE_FAILED, remark);
         }
     };
+    let accepts = |code: i64| filter.accepts_code(code);
+    let by_selector = |record: &[u8]| filter.accepts_record(record);
+    let filter = filter.pull_filter(&accepts, &by_selector);
     ensure_revive_topic(&ctx.state).await;
     let deadline = started.saturating_add(header.poll_time.max(0));
     let mut polling = None;
@@ -226,14 +221,14 @@ fn filter_of(header: &PopMessageRequestHeader) -> Result<Filter, String> {
     if expression.is_empty() || is_tag_type(kind) {
         return Ok(Filter::Tags(tag_codes(expression)));
     }
-    compile(kind, expression).map(Filter::Sql92)
+    compile(kind, expression).map(|selector| Filter::Sql92(Arc::new(selector)))
 }
 
 /// One pass over the queues (the body of Java's `processRequest`).
 async fn pop_once<'a>(
     ctx: &'a Context,
     header: &'a PopMessageRequestHeader,
-    filter: &'a Filter,
+    filter: &'a PullFilter<'a>,
 ) -> Pop<'a> {
     let revive_queues = u64::try_from(ctx.state.runtime().pop.revive_queue_num.max(1)).unwrap_or(1);
     let revive_qid =
@@ -294,28 +289,10 @@ impl Pop<'_> {
             self.rest += ctx.reader.max_offset_in_queue(topic, queue_id) - offset;
             return;
         }
-        let codes = match self.filter {
-            Filter::Tags(codes) => codes.as_deref(),
-            Filter::Sql92(_) => None,
-        };
-        let accepts = |code: i64| codes.is_none_or(|codes| codes.contains(&code));
-        let by_selector = |record: &[u8]| match self.filter {
-            Filter::Sql92(selector) => {
-                stored_properties(record).is_some_and(|p| selector.matches(&p))
-            }
-            Filter::Tags(_) => true,
-        };
-        let pull_filter = PullFilter {
-            tags_codes: codes.map(|_| &accepts as &dyn Fn(i64) -> bool),
-            records: match self.filter {
-                Filter::Sql92(_) => Some(&by_selector),
-                Filter::Tags(_) => None,
-            },
-        };
         let want = self.max - self.found;
         let read = |offset| {
             ctx.reader
-                .get_message(topic, queue_id, offset, want, &pull_filter)
+                .get_message(topic, queue_id, offset, want, self.filter)
         };
         let mut result = match read(offset).await {
             Ok(result) => result,

@@ -3,7 +3,7 @@
 //! is there.
 
 use super::Context;
-use crate::broker::filter::{compile, is_tag_type, stored_properties, tag_codes};
+use crate::broker::filter::{compile, is_tag_type, stored_properties, tag_codes, Filter};
 use crate::broker::reply::{error, Response, FAQ};
 use crate::broker::retry::PROPERTY_RETRY_TOPIC;
 use crate::broker::state::PERM_READ;
@@ -12,8 +12,8 @@ use crate::remoting::headers::{PullMessageRequestHeader, PullMessageResponseHead
 use crate::remoting::heartbeat::SubscriptionData;
 use crate::remoting::server::ConnectionInfo;
 use crate::remoting::{ExtFields, RemotingCommand, ResponseCode};
-use crate::store::reader::{GetMessageStatus, PullFilter, RecordFilter};
-use ferromq_protocol::filter::sql92::{Properties, Selector};
+use crate::store::reader::GetMessageStatus;
+use ferromq_protocol::filter::sql92::Properties;
 use futures::future::select;
 use std::sync::Arc;
 use std::time::Duration;
@@ -205,14 +205,6 @@ struct Route {
     topic_sys_flag: i32,
 }
 
-/// How a pull filters (Java's `MessageFilter` of the pull).
-enum Filter {
-    /// By the tags codes of the ConsumeQueue units; `None` takes all.
-    Tags(Option<Vec<i64>>),
-    /// By an SQL92 selector over each record's properties.
-    Sql92(Arc<Selector>),
-}
-
 /// One pull; `route` says which broker the answer suggests.
 async fn pull_once(
     ctx: &Context,
@@ -222,15 +214,8 @@ async fn pull_once(
     filter: &Filter,
     route: &Route,
 ) -> Response {
-    let codes = match filter {
-        Filter::Tags(codes) => codes.as_deref(),
-        Filter::Sql92(_) => None,
-    };
-    let accepts = |code: i64| codes.is_none_or(|codes| codes.contains(&code));
-    let by_selector = |record: &[u8]| match filter {
-        Filter::Sql92(selector) => stored_properties(record).is_some_and(|p| selector.matches(&p)),
-        Filter::Tags(_) => true,
-    };
+    let accepts = |code: i64| filter.accepts_code(code);
+    let by_selector = |record: &[u8]| filter.accepts_record(record);
     // `filterSupportRetry`: a retry topic's message is filtered by the selector its group
     // registered for the message's original topic (`ExpressionForRetryMessageFilter`).
     let retry_group = header
@@ -247,15 +232,10 @@ async fn pull_once(
             .and_then(|(topic, group)| ctx.state.consumer_filter(topic, group));
         registered.is_none_or(|data| data.selector.matches(&properties))
     };
-    let records: Option<RecordFilter<'_>> = match filter {
-        _ if retry_group.is_some() => Some(&by_original_topic),
-        Filter::Sql92(_) => Some(&by_selector),
-        Filter::Tags(_) => None,
-    };
-    let filter = PullFilter {
-        tags_codes: codes.map(|_| &accepts as &dyn Fn(i64) -> bool),
-        records,
-    };
+    let mut filter = filter.pull_filter(&accepts, &by_selector);
+    if retry_group.is_some() {
+        filter.records = Some(&by_original_topic);
+    }
     let started = std::time::Instant::now();
     let result = match ctx
         .reader
