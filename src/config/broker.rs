@@ -570,6 +570,7 @@ impl BrokerConfig {
                 }
                 "recallMessageEnable" => self.recall_message_enable = parse_bool(&at, key, value)?,
                 _ if self.pop.apply(&at, key, value).transpose()?.is_some() => {}
+                _ if self.grpc.apply(&at, key, value).transpose()?.is_some() => {}
                 "deleteCommitLogFilesInterval" => {
                     let ms: u64 = parse_value(&at, key, value, "milliseconds")?;
                     store.delete_commit_log_files_interval = Duration::from_millis(ms);
@@ -594,13 +595,6 @@ impl BrokerConfig {
                 }
                 _ if key.starts_with("metrics") || key.starts_with("statusPage") => {
                     match self.metrics.set(key, value) {
-                        Ok(true) => {}
-                        Ok(false) => unknown.push(key.to_owned()),
-                        Err(expected) => return Err(bad(&at, key, value, &expected)),
-                    }
-                }
-                _ if crate::grpc::config::GrpcConfig::KEYS.contains(&key) => {
-                    match self.grpc.set(key, value) {
                         Ok(true) => {}
                         Ok(false) => unknown.push(key.to_owned()),
                         Err(expected) => return Err(bad(&at, key, value, &expected)),

@@ -5,7 +5,7 @@
 //! a ferromq broker serves it when `grpcServerEnable=true`, so that brokers that do not ask
 //! for it (and the many a test host runs at once) do not fight over port 8081.
 
-use crate::config::ConfigError;
+use crate::config::{parse_bool, parse_value, ConfigError};
 use std::time::Duration;
 
 /// Java's `grpcServerPort` default.
@@ -75,82 +75,64 @@ impl Default for GrpcConfig {
 }
 
 impl GrpcConfig {
-    /// The keys [`GrpcConfig::set`] reads. `maxMessageSize`, the proxy's body limit, is the
-    /// broker's own key of the same name and default (`MessageStoreConfig`), read there.
-    pub const KEYS: [&'static str; 17] = [
-        "grpcServerEnable",
-        "grpcServerPort",
-        "enableMessageBodyEmptyCheck",
-        "maxUserPropertySize",
-        "userPropertyMaxNum",
-        "maxMessageGroupSize",
-        "maxDelayTimeMills",
-        "maxTransactionRecoverySecond",
-        "enableTopicMessageTypeCheck",
-        "grpcClientProducerMaxAttempts",
-        "grpcClientProducerBackoffInitialMillis",
-        "grpcClientProducerBackoffMaxMillis",
-        "grpcClientProducerBackoffMultiplier",
-        "grpcClientConsumerMaxLongPollingTimeoutMillis",
-        "grpcClientConsumerMinLongPollingTimeoutMillis",
-        "grpcClientConsumerLongPollingBatchSize",
-        "minInvisibleTimeMillsForRecv",
-    ];
-
-    /// Applies one key; `Ok(false)` when the key is not one of ours, `Err` with what the
-    /// value should be when it does not parse.
+    /// Applies `key` if it is a gRPC key: `None` when it is not one. `maxMessageSize`, the
+    /// proxy's body limit, is the broker's own key of the same name and default
+    /// (`MessageStoreConfig`), read there.
     ///
     /// # Errors
-    /// The value does not parse as the key's type.
-    pub fn set(&mut self, key: &str, value: &str) -> Result<bool, String> {
-        fn number<T: std::str::FromStr>(value: &str, what: &str) -> Result<T, String> {
-            value.trim().parse().map_err(|_| what.to_owned())
-        }
-        fn flag(value: &str) -> Result<bool, String> {
-            match value.trim() {
-                "true" => Ok(true),
-                "false" => Ok(false),
-                _ => Err("true or false".to_owned()),
+    /// [`ConfigError::BadValue`] when the value does not parse as the key's type.
+    pub fn apply(&mut self, at: &str, key: &str, value: &str) -> Option<Result<(), ConfigError>> {
+        let millis = |value: &str| -> Result<Duration, ConfigError> {
+            parse_value::<u64>(at, key, value, "milliseconds").map(Duration::from_millis)
+        };
+        let flag = |value: &str| parse_bool(at, key, value);
+        let applied = match key {
+            "grpcServerEnable" => flag(value).map(|b| self.enable = b),
+            "grpcServerPort" => {
+                parse_value(at, key, value, "a port number").map(|p| self.server_port = p)
             }
-        }
-        let millis = |value: &str| number::<u64>(value, "milliseconds").map(Duration::from_millis);
-        match key {
-            "grpcServerEnable" => self.enable = flag(value)?,
-            "grpcServerPort" => self.server_port = number(value, "a port number")?,
-            "enableMessageBodyEmptyCheck" => self.enable_message_body_empty_check = flag(value)?,
-            "maxUserPropertySize" => {
-                self.max_user_property_size = number(value, "a size in bytes")?;
+            "enableMessageBodyEmptyCheck" => {
+                flag(value).map(|b| self.enable_message_body_empty_check = b)
             }
-            "userPropertyMaxNum" => self.user_property_max_num = number(value, "a count")?,
-            "maxMessageGroupSize" => self.max_message_group_size = number(value, "a size")?,
-            "maxDelayTimeMills" => self.max_delay_time = millis(value)?,
-            "maxTransactionRecoverySecond" => {
-                self.max_transaction_recovery_second = number(value, "seconds")?;
+            "maxUserPropertySize" => parse_value(at, key, value, "a size in bytes")
+                .map(|n| self.max_user_property_size = n),
+            "userPropertyMaxNum" => {
+                parse_value(at, key, value, "a count").map(|n| self.user_property_max_num = n)
             }
-            "enableTopicMessageTypeCheck" => self.enable_topic_message_type_check = flag(value)?,
+            "maxMessageGroupSize" => {
+                parse_value(at, key, value, "a size").map(|n| self.max_message_group_size = n)
+            }
+            "maxDelayTimeMills" => millis(value).map(|d| self.max_delay_time = d),
+            "maxTransactionRecoverySecond" => parse_value(at, key, value, "seconds")
+                .map(|n| self.max_transaction_recovery_second = n),
+            "enableTopicMessageTypeCheck" => {
+                flag(value).map(|b| self.enable_topic_message_type_check = b)
+            }
             "grpcClientProducerMaxAttempts" => {
-                self.producer_max_attempts = number(value, "a count")?;
+                parse_value(at, key, value, "a count").map(|n| self.producer_max_attempts = n)
             }
             "grpcClientProducerBackoffInitialMillis" => {
-                self.producer_backoff_initial = millis(value)?;
+                millis(value).map(|d| self.producer_backoff_initial = d)
             }
-            "grpcClientProducerBackoffMaxMillis" => self.producer_backoff_max = millis(value)?,
-            "grpcClientProducerBackoffMultiplier" => {
-                self.producer_backoff_multiplier = number(value, "an integer")?;
+            "grpcClientProducerBackoffMaxMillis" => {
+                millis(value).map(|d| self.producer_backoff_max = d)
             }
+            "grpcClientProducerBackoffMultiplier" => parse_value(at, key, value, "an integer")
+                .map(|n| self.producer_backoff_multiplier = n),
             "grpcClientConsumerMaxLongPollingTimeoutMillis" => {
-                self.consumer_max_long_polling_timeout = millis(value)?;
+                millis(value).map(|d| self.consumer_max_long_polling_timeout = d)
             }
             "grpcClientConsumerMinLongPollingTimeoutMillis" => {
-                self.consumer_min_long_polling_timeout = millis(value)?;
+                millis(value).map(|d| self.consumer_min_long_polling_timeout = d)
             }
-            "grpcClientConsumerLongPollingBatchSize" => {
-                self.consumer_long_polling_batch_size = number(value, "a count")?;
+            "grpcClientConsumerLongPollingBatchSize" => parse_value(at, key, value, "a count")
+                .map(|n| self.consumer_long_polling_batch_size = n),
+            "minInvisibleTimeMillsForRecv" => {
+                millis(value).map(|d| self.min_invisible_time_for_recv = d)
             }
-            "minInvisibleTimeMillsForRecv" => self.min_invisible_time_for_recv = millis(value)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
+            _ => return None,
+        };
+        Some(applied)
     }
 
     /// Refuses a combination of keys no request could be served under: a minimum long
@@ -181,6 +163,31 @@ impl GrpcConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_are_read_with_java_parsing_and_others_are_left_alone() {
+        let mut config = GrpcConfig::default();
+        assert!(config.apply("broker.conf", "listenPort", "1").is_none());
+        assert!(matches!(
+            config.apply("broker.conf", "grpcServerEnable", "TRUE"),
+            Some(Ok(()))
+        ));
+        assert!(config.enable);
+        assert!(matches!(
+            config.apply("b", "grpcServerPort", " 9081 "),
+            Some(Ok(()))
+        ));
+        assert_eq!(config.server_port, 9081);
+        assert!(matches!(
+            config.apply("b", "maxDelayTimeMills", "5"),
+            Some(Ok(()))
+        ));
+        assert_eq!(config.max_delay_time, Duration::from_millis(5));
+        let refused = config
+            .apply("broker.conf", "grpcServerPort", "http")
+            .map(|r| r.is_err());
+        assert_eq!(refused, Some(true));
+    }
 
     #[test]
     fn min_long_polling_above_max_is_refused_naming_both_keys() {

@@ -197,23 +197,27 @@ async fn receive(
     };
     let starts = start_offsets(header.start_offset_info.as_deref().unwrap_or(""));
     let broker_name = &inner.state.config.broker_name;
-    // Records may come as slices of the CommitLog beside the body (`body_parts`), as a
-    // connection writes them without copying.
-    let mut body = response.body.clone();
-    for part in &response.body_parts {
-        body.extend_from_slice(part);
+    // Records may come as slices of the CommitLog beside the body (`body_parts`, each
+    // whole records), as a connection writes them without copying; they are read in place.
+    let chunks =
+        std::iter::once(&response.body[..]).chain(response.body_parts.iter().map(|p| &p[..]));
+    let mut records = Vec::new();
+    for chunk in chunks {
+        let mut at = 0;
+        while at < chunk.len() {
+            let Ok(Record::Message { record, size }) = decode_record(&chunk[at..], false) else {
+                tracing::warn!(
+                    group = pop.consumer_group,
+                    "a popped record does not decode"
+                );
+                break;
+            };
+            at += size;
+            records.push(record);
+        }
     }
     let mut messages = Vec::new();
-    let mut at = 0;
-    while at < body.len() {
-        let Ok(Record::Message { record, size }) = decode_record(&body[at..], false) else {
-            tracing::warn!(
-                group = pop.consumer_group,
-                "a popped record does not decode"
-            );
-            break;
-        };
-        at += size;
+    for record in records {
         let properties = parse_properties(record.properties);
         let handle = properties
             .iter()

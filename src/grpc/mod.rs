@@ -390,6 +390,14 @@ fn existing_topic(
     if let Some(problem) = topic_problem(state, name) {
         return Err(problem);
     }
+    topic_config(state, name)
+}
+
+/// The config of a topic whose name is already checked, or TOPIC_NOT_FOUND.
+fn topic_config(
+    state: &BrokerState,
+    name: &str,
+) -> Result<crate::protocol::topic::TopicConfig, proto::Status> {
     state.topic(name).ok_or_else(|| {
         status(
             Code::TopicNotFound,

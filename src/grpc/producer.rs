@@ -117,7 +117,7 @@ pub(super) async fn send_message(
             Err(problem) => return refused(problem),
         }
     }
-    let config = match super::existing_topic(&inner.state, Some(&topic)) {
+    let config = match super::topic_config(&inner.state, &topic.name) {
         Ok(config) => config,
         Err(problem) => return refused(problem),
     };
@@ -484,10 +484,9 @@ pub(super) async fn end_transaction(
         transaction_id: Some(request.transaction_id.clone()),
         topic: Some(topic.to_owned()),
     };
-    let mut end = RemotingCommand::request_with_header(RequestCode::END_TRANSACTION, &header);
     // Java's producer sends END_TRANSACTION oneway; here the broker's answer is awaited (a
     // oneway call would give the bridge no answer to wait for).
-    end.remark = None;
+    let end = RemotingCommand::request_with_header(RequestCode::END_TRANSACTION, &header);
     match inner.call(caller, end).await {
         Ok(response) if response.response_code() == ResponseCode::SUCCESS => answer(ok()),
         Ok(response) => {

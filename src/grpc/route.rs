@@ -13,7 +13,9 @@ use super::proto::{
     Permission, QueryAssignmentRequest, QueryAssignmentResponse, QueryRouteRequest,
     QueryRouteResponse, Resource,
 };
-use super::{existing_topic, group_problem, name_of, ok, status, topic_problem, Inner};
+use super::{
+    existing_topic, group_problem, name_of, ok, status, topic_config, topic_problem, Inner,
+};
 use crate::protocol::names::{PERM_READ, PERM_WRITE};
 use crate::protocol::topic::TopicConfig;
 
@@ -56,7 +58,7 @@ pub(super) fn query_assignment(
     if let Some(problem) = group_problem(name_of(request.group.as_ref())) {
         return refused(problem);
     }
-    let config = match existing_topic(&inner.state, request.topic.as_ref()) {
+    let config = match topic_config(&inner.state, name_of(request.topic.as_ref())) {
         Ok(config) => config,
         Err(problem) => return refused(problem),
     };

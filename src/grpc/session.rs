@@ -237,30 +237,36 @@ pub(super) async fn notify_termination(
     request: &NotifyClientTerminationRequest,
 ) -> NotifyClientTerminationResponse {
     let settings = inner.sessions.remove(&caller.client_id);
-    let mut header = UnregisterClientRequestHeader {
-        client_id: caller.client_id.clone(),
-        producer_group: None,
-        consumer_group: None,
-    };
-    match settings.as_ref().map(|settings| &settings.pub_sub) {
-        Some(Some(PubSub::Publishing(publishing))) => {
-            for topic in &publishing.topics {
-                header.producer_group = Some(topic.name.clone());
-                let unregister =
-                    RemotingCommand::request_with_header(RequestCode::UNREGISTER_CLIENT, &header);
-                // A failure leaves a registration that expires with its heartbeats.
-                let _ = inner.call(caller, unregister).await;
+    // A producer is registered under each topic it publishes to (its group), a consumer
+    // under its group.
+    let unregistrations: Vec<UnregisterClientRequestHeader> =
+        match settings.as_ref().map(|settings| &settings.pub_sub) {
+            Some(Some(PubSub::Publishing(publishing))) => publishing
+                .topics
+                .iter()
+                .map(|topic| UnregisterClientRequestHeader {
+                    client_id: caller.client_id.clone(),
+                    producer_group: Some(topic.name.clone()),
+                    consumer_group: None,
+                })
+                .collect(),
+            Some(Some(PubSub::Subscription(_)) | None) | None => {
+                let group = name_of(request.group.as_ref());
+                (!group.is_empty())
+                    .then(|| UnregisterClientRequestHeader {
+                        client_id: caller.client_id.clone(),
+                        producer_group: None,
+                        consumer_group: Some(group.to_owned()),
+                    })
+                    .into_iter()
+                    .collect()
             }
-        }
-        Some(Some(PubSub::Subscription(_))) | Some(None) | None => {
-            let group = name_of(request.group.as_ref());
-            if !group.is_empty() {
-                header.consumer_group = Some(group.to_owned());
-                let unregister =
-                    RemotingCommand::request_with_header(RequestCode::UNREGISTER_CLIENT, &header);
-                let _ = inner.call(caller, unregister).await;
-            }
-        }
+        };
+    for header in &unregistrations {
+        let unregister =
+            RemotingCommand::request_with_header(RequestCode::UNREGISTER_CLIENT, header);
+        // A failure leaves a registration that expires with its heartbeats.
+        let _ = inner.call(caller, unregister).await;
     }
     NotifyClientTerminationResponse { status: Some(ok()) }
 }
@@ -369,14 +375,7 @@ fn merged(inner: &Inner, mut settings: Settings) -> Settings {
             });
         }
         Some(PubSub::Subscription(subscription)) => {
-            let group = name_of(subscription.group.as_ref()).to_owned();
-            let group_config = inner
-                .state
-                .groups()
-                .1
-                .into_iter()
-                .find(|(name, _)| *name == group)
-                .map(|(_, config)| config);
+            let group_config = inner.state.group(name_of(subscription.group.as_ref()));
             // TODO(grpc): `fifo` from the group's `consumeMessageOrderly`, once the group
             // table keeps it.
             let (retry_max_times, fifo) = group_config

@@ -27,6 +27,11 @@ impl Groups {
         Ok(Groups { table })
     }
 
+    /// A group's config, if the table has it.
+    pub(super) fn get(&self, group: &str) -> Option<SubscriptionGroupConfig> {
+        self.table.get(group)
+    }
+
     /// A group's config, created with Java's defaults when `auto_create` (the runtime
     /// `autoCreateSubscriptionGroup`).
     pub(super) async fn get_or_create(
@@ -34,7 +39,7 @@ impl Groups {
         group: &str,
         auto_create: bool,
     ) -> Option<SubscriptionGroupConfig> {
-        if let Some(config) = self.table.get(group) {
+        if let Some(config) = self.get(group) {
             return Some(config);
         }
         if !auto_create {

@@ -311,6 +311,12 @@ impl BrokerState {
         self.topics.entries()
     }
 
+    /// A subscription group's config, if the table has it (never created here).
+    #[must_use]
+    pub fn group(&self, group: &str) -> Option<SubscriptionGroupConfig> {
+        self.groups.get(group)
+    }
+
     /// A subscription group's config, creating it with Java's defaults when
     /// `autoCreateSubscriptionGroup` allows.
     pub async fn group_or_create(&self, group: &str) -> Option<SubscriptionGroupConfig> {
