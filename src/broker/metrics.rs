@@ -14,7 +14,7 @@ use crate::metrics::config::ExporterType;
 use crate::metrics::exporter::Exporter;
 use crate::metrics::rpc::PROCESSORS;
 use crate::metrics::{counter, gauge, histogram, HistogramValue, Labels};
-use crate::protocol::names::is_system_group;
+use crate::protocol::names::{is_system_group, RETRY_GROUP_TOPIC_PREFIX};
 use crate::status::StatusPage;
 use crate::store::config_files::ConsumerOffsetTable;
 use crate::store::shared::StoreShared;
@@ -24,9 +24,6 @@ use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::registry::Registry;
 use std::borrow::Cow;
 use std::sync::Arc;
-
-/// The `%RETRY%` prefix: Java leaves retry topics out of the lag figures.
-const RETRY_PREFIX: &str = "%RETRY%";
 
 /// Starts the Prometheus endpoint when `metricsExporterType=PROM`; `None` when metrics are
 /// off.
@@ -340,7 +337,8 @@ impl BrokerCollector {
             let Some((topic, group)) = key.split_once('@') else {
                 continue;
             };
-            if topic.starts_with(RETRY_PREFIX) {
+            // Java leaves retry topics out of the lag figures.
+            if topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) {
                 continue;
             }
             let behind: i64 = queues

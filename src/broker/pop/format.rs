@@ -6,6 +6,7 @@
 //! The JSON bodies are fastjson2's output of the 5.5.0 classes: short names, sorted, the
 //! derived `reviveTime` of a checkpoint included, absent values left out.
 
+use crate::protocol::names::RETRY_GROUP_TOPIC_PREFIX;
 use serde::{Deserialize, Serialize};
 
 /// `ExtraInfoUtil`'s retry marks: the first word of each info entry.
@@ -13,15 +14,12 @@ const NORMAL_TOPIC: &str = "0";
 const RETRY_TOPIC_V1: &str = "1";
 const RETRY_TOPIC_V2: &str = "2";
 
-/// `MixAll.RETRY_GROUP_TOPIC_PREFIX`.
-const RETRY_PREFIX: &str = "%RETRY%";
-
 /// The retry mark of `topic` (`ExtraInfoUtil.getRetry`).
 #[must_use]
 pub fn retry_mark(topic: &str) -> &'static str {
     if is_retry_topic_v2(topic) {
         RETRY_TOPIC_V2
-    } else if topic.starts_with(RETRY_PREFIX) {
+    } else if topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) {
         RETRY_TOPIC_V1
     } else {
         NORMAL_TOPIC
@@ -31,25 +29,25 @@ pub fn retry_mark(topic: &str) -> &'static str {
 /// `KeyBuilder.isPopRetryTopicV2`: a `%RETRY%` topic with a `+` in it.
 #[must_use]
 pub fn is_retry_topic_v2(topic: &str) -> bool {
-    topic.starts_with(RETRY_PREFIX) && topic.contains('+')
+    topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) && topic.contains('+')
 }
 
 /// `KeyBuilder.buildPopRetryTopicV1`: `%RETRY%<group>_<topic>`.
 #[must_use]
 pub fn retry_topic_v1(topic: &str, group: &str) -> String {
-    format!("{RETRY_PREFIX}{group}_{topic}")
+    format!("{RETRY_GROUP_TOPIC_PREFIX}{group}_{topic}")
 }
 
 /// `KeyBuilder.buildPopRetryTopicV2`: `%RETRY%<group>+<topic>`.
 #[must_use]
 pub fn retry_topic_v2(topic: &str, group: &str) -> String {
-    format!("{RETRY_PREFIX}{group}+{topic}")
+    format!("{RETRY_GROUP_TOPIC_PREFIX}{group}+{topic}")
 }
 
 /// `KeyBuilder.parseNormalTopic`: the topic a POP retry topic of `group` stands for.
 #[must_use]
 pub fn normal_topic<'a>(topic: &'a str, group: &str) -> &'a str {
-    let Some(rest) = topic.strip_prefix(RETRY_PREFIX) else {
+    let Some(rest) = topic.strip_prefix(RETRY_GROUP_TOPIC_PREFIX) else {
         return topic;
     };
     let Some(rest) = rest.strip_prefix(group) else {
@@ -454,20 +452,15 @@ pub struct BatchAckBody {
 
 /// Standard base64 (with or without padding), as fastjson writes a `byte[]`.
 fn base64_decode(text: &str) -> Option<Vec<u8>> {
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let text = text.trim_end_matches('=');
-    let mut out = Vec::with_capacity(text.len() * 3 / 4);
-    let (mut acc, mut bits) = (0u32, 0);
-    for c in text.bytes() {
-        let value = ALPHABET.iter().position(|&a| a == c)?;
-        acc = (acc << 6) | u32::try_from(value).ok()?;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push(u8::try_from((acc >> bits) & 0xff).ok()?);
-        }
-    }
-    Some(out)
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    use base64::Engine as _;
+    const LENIENT: GeneralPurpose = GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        GeneralPurposeConfig::new()
+            .with_decode_padding_mode(DecodePaddingMode::Indifferent)
+            .with_decode_allow_trailing_bits(true),
+    );
+    LENIENT.decode(text).ok()
 }
 
 #[cfg(test)]
@@ -544,6 +537,16 @@ mod tests {
         let acks = body.acks.unwrap();
         assert_eq!(acks[0].indexes(), Some(vec![0, 3, 9]));
         assert_eq!(acks[0].revive_queue_id, 2);
+        let unpadded = BatchAck {
+            bit_set: Some("CQI".to_owned()),
+            ..acks[0].clone()
+        };
+        assert_eq!(unpadded.indexes(), Some(vec![0, 3, 9]));
+        let garbled = BatchAck {
+            bit_set: Some("C*I=".to_owned()),
+            ..acks[0].clone()
+        };
+        assert_eq!(garbled.indexes(), None);
     }
 
     #[test]

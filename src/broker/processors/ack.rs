@@ -56,9 +56,16 @@ fn checked_queue(
     Ok((min, max))
 }
 
-/// The ack of the message at `offset` popped with `handle` (`AckMsg`).
-fn single_ack(group: &str, topic: &str, queue_id: i32, offset: i64, handle: &ExtraInfo) -> AckMsg {
-    AckMsg {
+/// Stores the ack (`AckMsg`) of the message at `offset` popped with `handle`, on the
+/// handle's revive queue, due when its checkpoint is.
+async fn put_ack(
+    ctx: &Context,
+    group: &str,
+    (topic, queue_id): (&str, i32),
+    offset: i64,
+    handle: &ExtraInfo,
+) -> Result<(), String> {
+    let ack = AckMsg {
         ack_offset: offset,
         ack_offset_list: None,
         broker_name: Some(handle.broker_name.clone()),
@@ -67,13 +74,22 @@ fn single_ack(group: &str, topic: &str, queue_id: i32, offset: i64, handle: &Ext
         queue_id,
         start_offset: handle.ck_queue_offset,
         topic: topic.to_owned(),
-    }
+    };
+    let message = ack_message(&ctx.state, &ack, handle.revive_qid, handle.invisible_time);
+    put_revive(&ctx.state, &ctx.store, message).await
 }
 
-/// A handle that does not parse: Java's `ExtraInfoUtil` throws, answered as SYSTEM_ERROR.
-fn bad_handle(request: &RemotingCommand, handle: &str) -> Response {
-    let remark = format!("extraInfo is illegal: {handle}");
-    error(request, ResponseCode::SYSTEM_ERROR, remark)
+/// The handle (`extraInfo`) of a single request, or the remark of its refusal (always
+/// SYSTEM_ERROR): one that does not parse (Java's `ExtraInfoUtil` throws), or an ordered
+/// pop's.
+fn handle_of(extra_info: &str) -> Result<ExtraInfo, String> {
+    let Some(handle) = ExtraInfo::parse(extra_info) else {
+        return Err(format!("extraInfo is illegal: {extra_info}"));
+    };
+    if handle.revive_qid == POP_ORDER_REVIVE_QUEUE {
+        return Err(ORDER_UNSUPPORTED.to_owned());
+    }
+    Ok(handle)
 }
 
 async fn ack(ctx: &Context, connection: &ConnectionInfo, request: &RemotingCommand) -> Response {
@@ -93,21 +109,12 @@ async fn ack(ctx: &Context, connection: &ConnectionInfo, request: &RemotingComma
         );
         return error(request, ResponseCode::NO_MESSAGE, remark);
     }
-    let Some(handle) = ExtraInfo::parse(&header.extra_info) else {
-        return bad_handle(request, &header.extra_info);
+    let handle = match handle_of(&header.extra_info) {
+        Ok(handle) => handle,
+        Err(remark) => return error(request, ResponseCode::SYSTEM_ERROR, remark),
     };
-    if handle.revive_qid == POP_ORDER_REVIVE_QUEUE {
-        return error(request, ResponseCode::SYSTEM_ERROR, ORDER_UNSUPPORTED);
-    }
-    let ack = single_ack(
-        &header.consumer_group,
-        topic,
-        queue_id,
-        header.offset,
-        &handle,
-    );
-    let message = ack_message(&ctx.state, &ack, handle.revive_qid, handle.invisible_time);
-    match put_revive(&ctx.state, &ctx.store, message).await {
+    let queue = (topic.as_str(), queue_id);
+    match put_ack(ctx, &header.consumer_group, queue, header.offset, &handle).await {
         Ok(()) => Some(RemotingCommand::success_to(request)),
         Err(failure) => {
             tracing::warn!(failure, topic, queue_id, "ack not stored");
@@ -203,12 +210,10 @@ async fn change_invisible_time(
         let remark = "not set any response code";
         return error(request, ResponseCode::NO_MESSAGE, remark);
     }
-    let Some(handle) = ExtraInfo::parse(&header.extra_info) else {
-        return bad_handle(request, &header.extra_info);
+    let handle = match handle_of(&header.extra_info) {
+        Ok(handle) => handle,
+        Err(remark) => return error(request, ResponseCode::SYSTEM_ERROR, remark),
     };
-    if handle.revive_qid == POP_ORDER_REVIVE_QUEUE {
-        return error(request, ResponseCode::SYSTEM_ERROR, ORDER_UNSUPPORTED);
-    }
     let now = now_ms();
     let ck = PopCheckPoint::new(
         topic,
@@ -231,15 +236,9 @@ async fn change_invisible_time(
     }
     // The old handle's ack: should it be lost, the message comes back at the old time too
     // (Java answers success all the same).
-    let ack = single_ack(
-        &header.consumer_group,
-        topic,
-        queue_id,
-        header.offset,
-        &handle,
-    );
-    let message = ack_message(state, &ack, handle.revive_qid, handle.invisible_time);
-    if let Err(failure) = put_revive(state, &ctx.store, message).await {
+    let queue = (topic.as_str(), queue_id);
+    if let Err(failure) = put_ack(ctx, &header.consumer_group, queue, header.offset, &handle).await
+    {
         tracing::warn!(failure, topic, queue_id, "ack of the old handle not stored");
     }
     let mut response = RemotingCommand::success_to(request);

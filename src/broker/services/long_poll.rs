@@ -57,16 +57,19 @@ impl LongPoll {
         woken
     }
 
-    /// Wakes the pulls of `key` whose offset is below `max`.
-    pub fn notify(&self, key: &QueueKey, max: i64) {
+    /// Wakes the pulls of `key` whose offset is below `max`; how many of them still
+    /// waited (a waiter whose request is gone, a pull that timed out or a POP woken by
+    /// another queue, is dropped without counting).
+    pub fn notify(&self, key: &QueueKey, max: i64) -> usize {
         let mut waiting = self.waiting.borrow_mut();
         let Some(list) = waiting.get_mut(key) else {
-            return;
+            return 0;
         };
+        let mut woken = 0;
         let mut kept = Vec::with_capacity(list.len());
         for waiter in list.drain(..) {
             if waiter.offset < max {
-                let _ = waiter.wake.send(());
+                woken += usize::from(waiter.wake.send(()).is_ok());
             } else if !waiter.wake.is_canceled() {
                 kept.push(waiter);
             }
@@ -76,6 +79,7 @@ impl LongPoll {
         } else {
             *list = kept;
         }
+        woken
     }
 
     /// Pulls waiting now.
@@ -88,22 +92,11 @@ impl LongPoll {
     /// how many it woke.
     pub fn check_held(&self, shared: &StoreShared) -> usize {
         let keys: Vec<QueueKey> = self.waiting.borrow().keys().cloned().collect();
-        // Waiters whose receiver is gone (a pull that timed out, a POP that waited on many
-        // queues and was woken by one) are dropped here too; only live ones count as woken.
-        let before = self.live();
-        for key in keys {
-            let max = shared.queue(&key.0, key.1).map_or(0, |q| q.max_offset());
-            self.notify(&key, max);
-        }
-        before.saturating_sub(self.live())
-    }
-
-    /// Waiters whose request still waits.
-    fn live(&self) -> usize {
-        let waiting = self.waiting.borrow();
-        let lists = waiting.values();
-        lists
-            .map(|list| list.iter().filter(|w| !w.wake.is_canceled()).count())
+        keys.iter()
+            .map(|key| {
+                let max = shared.queue(&key.0, key.1).map_or(0, |q| q.max_offset());
+                self.notify(key, max)
+            })
             .sum()
     }
 }
