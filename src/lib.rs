@@ -8,6 +8,8 @@
 //! - [`client`] (the `ferromq-client` crate): the client library on tokio — producers,
 //!   consumers and the shared client instance.
 //! - [`namesrv`]: the name server — route tables, KV store, liveness, request processing.
+//! - [`controller`]: the controller of 5.x controller mode — broker ids, SyncStateSets,
+//!   master election — as an event-fed state machine.
 //! - [`admin`]: `ferromq admin`, mqadmin's operator commands over the remoting protocol.
 //! - [`config`]: Java-compatible configuration files and keys.
 //! - [`grpc`]: the broker's gRPC endpoint (RocketMQ 5.x's `MessagingService`), on a tokio
@@ -20,6 +22,7 @@
 pub mod admin;
 pub mod broker;
 pub mod config;
+pub mod controller;
 pub mod grpc;
 pub mod logging;
 pub mod metrics;

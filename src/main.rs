@@ -4,6 +4,7 @@
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use ferromq::config::broker::{split_addresses, BrokerConfig};
+use ferromq::config::controller::ControllerConfig;
 use ferromq::config::namesrv::NamesrvConfig;
 use ferromq::config::properties;
 use ferromq::config::ConfigError;
@@ -63,6 +64,12 @@ enum Command {
     ///
     /// Stops cleanly on SIGINT (Ctrl-C) or SIGTERM.
     Standalone(StandaloneArgs),
+    /// Run a controller (RocketMQ 5.x controller mode): brokers with
+    /// `enableControllerMode=true` and `controllerAddr` pointing here get their ids, roles and
+    /// SyncStateSets from it, and a new master when theirs dies. One replica, state in memory.
+    ///
+    /// Stops cleanly on SIGINT (Ctrl-C) or SIGTERM.
+    Controller(ControllerArgs),
     /// Operator commands with mqadmin's names and flags: topics, groups, offsets, messages,
     /// brokers (`ferromq admin -n 127.0.0.1:9876 topicList`).
     Admin(ferromq::admin::AdminArgs),
@@ -118,6 +125,20 @@ struct StandaloneArgs {
 }
 
 #[derive(Debug, clap::Args)]
+struct ControllerArgs {
+    /// Controller config file in Java properties format (`controller.conf` keys such as
+    /// `listenPort`, `controllerDLegerPeers`, `controllerDLegerSelfId`,
+    /// `scanNotActiveBrokerInterval`, `enableElectUncleanMaster`, `notifyBrokerRoleChanged`).
+    #[arg(short = 'c', long = "config", value_name = "FILE")]
+    config: Option<PathBuf>,
+
+    /// Address to listen on, e.g. `0.0.0.0:9878` or `127.0.0.1:0` for any free port.
+    /// Overrides `bindAddress` and `listenPort` from the config file.
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<SocketAddr>,
+}
+
+#[derive(Debug, clap::Args)]
 struct NamesrvArgs {
     /// Name server config file in Java properties format (`namesrv.conf` keys such as
     /// `listenPort`, `kvConfigPath`, `orderMessageEnable`, `scanNotActiveBrokerInterval`,
@@ -160,6 +181,7 @@ fn main() -> anyhow::Result<()> {
         Command::Namesrv(args) => run_namesrv(args),
         Command::Broker(args) => run_broker(args),
         Command::Standalone(args) => run_standalone(args),
+        Command::Controller(args) => run_controller(args),
     }
 }
 
@@ -228,6 +250,22 @@ fn run_namesrv(args: NamesrvArgs) -> anyhow::Result<()> {
     let namesrv = ferromq::namesrv::start(config, shutdown)?;
     namesrv.wait()?;
     tracing::info!("name server stopped");
+    Ok(())
+}
+
+fn run_controller(args: ControllerArgs) -> anyhow::Result<()> {
+    let mut config = ControllerConfig::default();
+    apply_config_file(args.config.as_ref(), "controller", |origin, properties| {
+        config.apply(origin, properties)
+    })?;
+    if let Some(addr) = args.listen {
+        config.bind_address = addr.ip();
+        config.listen_port = addr.port();
+    }
+    let shutdown = signal_shutdown()?;
+    let controller = ferromq::controller::start(config, shutdown)?;
+    controller.wait()?;
+    tracing::info!("controller stopped");
     Ok(())
 }
 

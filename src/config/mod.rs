@@ -5,6 +5,7 @@
 //! file, line, key and what would be valid.
 
 pub mod broker;
+pub mod controller;
 pub use ferromq_protocol::fastjson;
 pub mod namesrv;
 pub mod persist;

@@ -216,13 +216,7 @@ pub fn start(config: NamesrvConfig, shutdown: Shutdown) -> Result<NamesrvHandle,
             }
         },
     )?;
-    let addr = loop {
-        if let Some(outcome) = bound.get() {
-            break outcome.clone();
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    };
-    match addr {
+    match server::wait_bound(&bound) {
         Ok(addr) => {
             // The endpoint first: once the listening line is out, it answers too.
             let metrics = metrics::start(&metrics_config, addr, rpc, metrics_snapshot, &shards);

@@ -603,6 +603,20 @@ async fn write_responses<W: ResponseWriter>(
 /// or why it could not; the other net shards wait for it at start-up.
 pub type BoundAddr = std::sync::OnceLock<Result<SocketAddr, String>>;
 
+/// Waits, on the thread that started a server, until its first net shard has published what
+/// it bound in `bound`.
+///
+/// # Errors
+/// Why the bind failed.
+pub fn wait_bound(bound: &BoundAddr) -> Result<SocketAddr, String> {
+    loop {
+        if let Some(outcome) = bound.get() {
+            return outcome.clone();
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// Binds a server's listener on one of its net shards: the `first` binds `addr` and
 /// publishes what it got in `bound`; the others wait for that and bind the same address
 /// (`SO_REUSEPORT`), so every shard accepts on one port. `None` when binding failed.

@@ -1141,6 +1141,207 @@ command_header! {
     }
 }
 
+command_header! {
+    /// CONTROLLER_ALTER_SYNC_STATE_SET (1001) request; the body is a `SyncStateSet`.
+    pub struct AlterSyncStateSetRequestHeader {
+        /// `brokerName`.
+        broker_name: String = "brokerName",
+        /// `masterBrokerId`.
+        master_broker_id: Option<i64> = "masterBrokerId",
+        /// `masterEpoch`.
+        master_epoch: Option<i32> = "masterEpoch",
+        /// `invokeTime`.
+        invoke_time: Option<i64> = "invokeTime",
+    }
+}
+
+command_header! {
+    /// CONTROLLER_ALTER_SYNC_STATE_SET (1001) response.
+    pub struct AlterSyncStateSetResponseHeader {
+        /// `newSyncStateSetEpoch`.
+        new_sync_state_set_epoch: i32 = "newSyncStateSetEpoch",
+    }
+}
+
+command_header! {
+    /// CONTROLLER_ELECT_MASTER (1002) request: from a broker (its own id), from an operator
+    /// (`designateElect`) or from the controller itself (`brokerId` -1).
+    pub struct ElectMasterRequestHeader {
+        /// `clusterName`.
+        cluster_name: Option<String> = "clusterName",
+        /// `brokerName`.
+        broker_name: String = "brokerName",
+        /// `brokerId` (-1: none).
+        broker_id: Option<i64> = "brokerId",
+        /// `designateElect`.
+        designate_elect: Option<bool> = "designateElect",
+        /// `invokeTime`.
+        invoke_time: Option<i64> = "invokeTime",
+    }
+}
+
+command_header! {
+    /// CONTROLLER_ELECT_MASTER (1002) response; the body is an `ElectMasterResponseBody`.
+    pub struct ElectMasterResponseHeader {
+        /// `masterBrokerId`.
+        master_broker_id: Option<i64> = "masterBrokerId",
+        /// `masterAddress`.
+        master_address: Option<String> = "masterAddress",
+        /// `masterEpoch`.
+        master_epoch: Option<i32> = "masterEpoch",
+        /// `syncStateSetEpoch`.
+        sync_state_set_epoch: Option<i32> = "syncStateSetEpoch",
+    }
+}
+
+command_header! {
+    /// CONTROLLER_REGISTER_BROKER (1003) request.
+    pub struct RegisterBrokerToControllerRequestHeader {
+        /// `clusterName`.
+        cluster_name: String = "clusterName",
+        /// `brokerName`.
+        broker_name: String = "brokerName",
+        /// `brokerId`.
+        broker_id: Option<i64> = "brokerId",
+        /// `brokerAddress`.
+        broker_address: String = "brokerAddress",
+        /// `invokeTime`.
+        invoke_time: Option<i64> = "invokeTime",
+    }
+}
+
+command_header! {
+    /// CONTROLLER_REGISTER_BROKER (1003) response; the body is a `SyncStateSet`.
+    pub struct RegisterBrokerToControllerResponseHeader {
+        /// `clusterName`.
+        cluster_name: Option<String> = "clusterName",
+        /// `brokerName`.
+        broker_name: Option<String> = "brokerName",
+        /// `masterBrokerId`.
+        master_broker_id: Option<i64> = "masterBrokerId",
+        /// `masterAddress`.
+        master_address: Option<String> = "masterAddress",
+        /// `masterEpoch`.
+        master_epoch: Option<i32> = "masterEpoch",
+        /// `syncStateSetEpoch`.
+        sync_state_set_epoch: Option<i32> = "syncStateSetEpoch",
+    }
+}
+
+command_header! {
+    /// CONTROLLER_GET_REPLICA_INFO (1004) request.
+    pub struct GetReplicaInfoRequestHeader {
+        /// `brokerName`.
+        broker_name: String = "brokerName",
+    }
+}
+
+command_header! {
+    /// CONTROLLER_GET_REPLICA_INFO (1004) response; the body is a `SyncStateSet`.
+    pub struct GetReplicaInfoResponseHeader {
+        /// `masterBrokerId`.
+        master_broker_id: Option<i64> = "masterBrokerId",
+        /// `masterAddress`.
+        master_address: Option<String> = "masterAddress",
+        /// `masterEpoch`.
+        master_epoch: Option<i32> = "masterEpoch",
+    }
+}
+
+command_header! {
+    /// CONTROLLER_GET_METADATA_INFO (1005) response: the controller group and its leader.
+    #[doc(alias = "GetMetaDataResponseHeader")]
+    pub struct GetMetadataResponseHeader {
+        /// `group`.
+        group: Option<String> = "group",
+        /// `controllerLeaderId`.
+        controller_leader_id: Option<String> = "controllerLeaderId",
+        /// `controllerLeaderAddress`.
+        controller_leader_address: Option<String> = "controllerLeaderAddress",
+        /// `isLeader`.
+        is_leader: bool = "isLeader",
+        /// `peers`: `id:address;` per controller.
+        peers: Option<String> = "peers",
+    }
+}
+
+command_header! {
+    /// NOTIFY_BROKER_ROLE_CHANGED (1008) request, controller to broker; the body is a
+    /// `SyncStateSet`.
+    pub struct NotifyBrokerRoleChangedRequestHeader {
+        /// `masterAddress`.
+        master_address: Option<String> = "masterAddress",
+        /// `masterEpoch`.
+        master_epoch: Option<i32> = "masterEpoch",
+        /// `syncStateSetEpoch`.
+        sync_state_set_epoch: Option<i32> = "syncStateSetEpoch",
+        /// `masterBrokerId`.
+        master_broker_id: Option<i64> = "masterBrokerId",
+    }
+}
+
+command_header! {
+    /// CLEAN_BROKER_DATA (1011) request.
+    pub struct CleanControllerBrokerDataRequestHeader {
+        /// `clusterName`.
+        cluster_name: Option<String> = "clusterName",
+        /// `brokerName`.
+        broker_name: String = "brokerName",
+        /// `brokerControllerIdsToClean`: `;`-separated ids.
+        broker_controller_ids_to_clean: Option<String> = "brokerControllerIdsToClean",
+        /// `isCleanLivingBroker`.
+        is_clean_living_broker: Option<bool> = "isCleanLivingBroker",
+        /// `invokeTime`.
+        invoke_time: Option<i64> = "invokeTime",
+    }
+}
+
+command_header! {
+    /// CONTROLLER_GET_NEXT_BROKER_ID (1012) request.
+    pub struct GetNextBrokerIdRequestHeader {
+        /// `clusterName`.
+        cluster_name: String = "clusterName",
+        /// `brokerName`.
+        broker_name: String = "brokerName",
+    }
+}
+
+command_header! {
+    /// CONTROLLER_GET_NEXT_BROKER_ID (1012) response.
+    pub struct GetNextBrokerIdResponseHeader {
+        /// `clusterName`.
+        cluster_name: Option<String> = "clusterName",
+        /// `brokerName`.
+        broker_name: Option<String> = "brokerName",
+        /// `nextBrokerId`.
+        next_broker_id: Option<i64> = "nextBrokerId",
+    }
+}
+
+command_header! {
+    /// CONTROLLER_APPLY_BROKER_ID (1013) request.
+    pub struct ApplyBrokerIdRequestHeader {
+        /// `clusterName`.
+        cluster_name: String = "clusterName",
+        /// `brokerName`.
+        broker_name: String = "brokerName",
+        /// `appliedBrokerId`.
+        applied_broker_id: i64 = "appliedBrokerId",
+        /// `registerCheckCode`: `brokerAddress;timestamp`.
+        register_check_code: String = "registerCheckCode",
+    }
+}
+
+command_header! {
+    /// CONTROLLER_APPLY_BROKER_ID (1013) response.
+    pub struct ApplyBrokerIdResponseHeader {
+        /// `clusterName`.
+        cluster_name: Option<String> = "clusterName",
+        /// `brokerName`.
+        broker_name: Option<String> = "brokerName",
+    }
+}
+
 /// Calls `$callback!` with the path of every header type above, comma-separated, so that
 /// what covers every header (round-trip tests, the hostile sweep) needs no list of its own.
 /// `every_header_is_listed` fails when a header is added without a line here.
@@ -1227,6 +1428,21 @@ macro_rules! for_each_header {
             $crate::remoting::headers::NotificationResponseHeader,
             $crate::remoting::headers::PollingInfoRequestHeader,
             $crate::remoting::headers::PollingInfoResponseHeader,
+            $crate::remoting::headers::AlterSyncStateSetRequestHeader,
+            $crate::remoting::headers::AlterSyncStateSetResponseHeader,
+            $crate::remoting::headers::ElectMasterRequestHeader,
+            $crate::remoting::headers::ElectMasterResponseHeader,
+            $crate::remoting::headers::RegisterBrokerToControllerRequestHeader,
+            $crate::remoting::headers::RegisterBrokerToControllerResponseHeader,
+            $crate::remoting::headers::GetReplicaInfoRequestHeader,
+            $crate::remoting::headers::GetReplicaInfoResponseHeader,
+            $crate::remoting::headers::GetMetadataResponseHeader,
+            $crate::remoting::headers::NotifyBrokerRoleChangedRequestHeader,
+            $crate::remoting::headers::CleanControllerBrokerDataRequestHeader,
+            $crate::remoting::headers::GetNextBrokerIdRequestHeader,
+            $crate::remoting::headers::GetNextBrokerIdResponseHeader,
+            $crate::remoting::headers::ApplyBrokerIdRequestHeader,
+            $crate::remoting::headers::ApplyBrokerIdResponseHeader,
         }
     };
 }

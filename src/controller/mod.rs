@@ -1,0 +1,268 @@
+//! The controller of RocketMQ 5.x controller mode (`ControllerManager` and `ControllerStartup`
+//! in Java's `controller/`): brokers of a group report to it, it hands out broker ids, keeps
+//! each group's master, master epoch and SyncStateSet, and elects a new master from the
+//! SyncStateSet when the master stops heartbeating or its connection closes.
+//!
+//! Served codes (Java's numbers, headers, JSON bodies and CONTROLLER_* response codes):
+//! CONTROLLER_ALTER_SYNC_STATE_SET 1001, CONTROLLER_ELECT_MASTER 1002,
+//! CONTROLLER_REGISTER_BROKER 1003, CONTROLLER_GET_REPLICA_INFO 1004,
+//! CONTROLLER_GET_METADATA_INFO 1005, CONTROLLER_GET_SYNC_STATE_DATA 1006,
+//! UPDATE_CONTROLLER_CONFIG 1009, GET_CONTROLLER_CONFIG 1010, CLEAN_BROKER_DATA 1011,
+//! CONTROLLER_GET_NEXT_BROKER_ID 1012, CONTROLLER_APPLY_BROKER_ID 1013 and BROKER_HEARTBEAT
+//! 904. After an election it sends NOTIFY_BROKER_ROLE_CHANGED 1008 to the group's live
+//! brokers (`notifyBrokerRoleChanged`); brokers also poll GET_REPLICA_INFO.
+//!
+//! One replica: the state machine ([`replicas_info`]) is fed events in order on one shard
+//! and kept in memory, so a restarted controller starts empty (brokers re-register with the
+//! ids of their `brokerIdentity` files). GET_METADATA_INFO always says this controller leads.
+//! Replicating the events (openraft) goes under [`processor::Controller::commit`].
+//!
+//! Shards: one, with the net and control roles: the load is a heartbeat per broker a second.
+//! Notices go out from a thread with a small tokio runtime (the remoting client is tokio's),
+//! over a bounded channel; a full channel drops the notice, which brokers' polling covers.
+
+pub mod body;
+pub mod heartbeat;
+pub mod processor;
+pub mod replicas_info;
+#[cfg(test)]
+mod tests;
+
+use crate::config::controller::ControllerConfig;
+use crate::namesrv::now_ms;
+use crate::remoting::server::{self, ConnectionInfo, RequestHandler, ServerConfig};
+use crate::remoting::RemotingCommand;
+use ferromq_shards::{spawn_shards, Placement, RuntimeConfig, ShardsHandle, Shutdown};
+use futures::future::{select, Either};
+use processor::{Controller, Notice};
+use std::cell::RefCell;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+/// Notices waiting for the sender thread at most.
+const NOTICES_QUEUED_MAX: usize = 1024;
+/// How long one notice may take to connect and send (Java's `invokeOneway` 3 s).
+const NOTICE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Why the controller did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    /// The shards did not start.
+    #[error(transparent)]
+    Shards(#[from] ferromq_shards::ShardError),
+    /// Listening failed.
+    #[error("{0}")]
+    Listen(String),
+    /// The notice thread did not start.
+    #[error("cannot start the notice thread: {0}")]
+    Thread(std::io::Error),
+}
+
+/// A running controller.
+#[derive(Debug)]
+pub struct ControllerHandle {
+    /// The address it listens on (the real port when 0 was asked for).
+    pub addr: SocketAddr,
+    shards: ShardsHandle<()>,
+}
+
+impl ControllerHandle {
+    /// Waits until the controller has stopped (after its shutdown signal).
+    ///
+    /// # Errors
+    /// A shard that died.
+    pub fn wait(self) -> Result<(), ControllerError> {
+        // The notice thread is left to end with the process: a notice to a broker that
+        // stopped answering must not hold up the shutdown.
+        self.shards.join()?;
+        Ok(())
+    }
+}
+
+/// Starts the controller and returns once it listens.
+///
+/// # Errors
+/// [`ControllerError`] when the shard or thread cannot start or the address cannot be bound.
+pub fn start(
+    config: ControllerConfig,
+    shutdown: Shutdown,
+) -> Result<ControllerHandle, ControllerError> {
+    let placement: Placement = "1"
+        .parse()
+        .map_err(|e| ControllerError::Listen(format!("one shard: {e}")))?;
+    let (notices, receiver) = tokio::sync::mpsc::channel(NOTICES_QUEUED_MAX);
+    std::thread::Builder::new()
+        .name("controller-notify".to_owned())
+        .spawn(move || run_notifier(receiver))
+        .map_err(ControllerError::Thread)?;
+    let bound: Arc<server::BoundAddr> = Arc::new(OnceLock::new());
+    let shard_bound = bound.clone();
+    let config = Arc::new(config);
+    let shards = spawn_shards(
+        placement,
+        RuntimeConfig::default(),
+        shutdown,
+        move |ctx: ferromq_shards::ShardContext<()>| {
+            let config = config.clone();
+            let bound = shard_bound.clone();
+            let notices = notices.clone();
+            async move {
+                let listener =
+                    server::bind_shared(ctx.id, true, config.listen_addr(), &bound).await;
+                let Some(listener) = listener else {
+                    ctx.shutdown.trigger();
+                    return;
+                };
+                let addr = match bound.get() {
+                    Some(Ok(addr)) => *addr,
+                    _ => config.listen_addr(),
+                };
+                let advertised = config.advertised_addr(addr);
+                let controller = Controller::new((*config).clone(), advertised);
+                let handler = Rc::new(Handler {
+                    controller: RefCell::new(controller),
+                    notices,
+                });
+                let scan = ctx.task_queues.spawn_background(run_housekeeping(
+                    handler.clone(),
+                    config.scan_not_active_broker_interval,
+                    ctx.shutdown.clone(),
+                ));
+                server::serve(
+                    ctx.id,
+                    listener,
+                    handler,
+                    ServerConfig::default(),
+                    ctx.shutdown.clone(),
+                )
+                .await;
+                scan.await;
+            }
+        },
+    )?;
+    match server::wait_bound(&bound) {
+        Ok(addr) => {
+            tracing::info!(%addr, "controller listening");
+            Ok(ControllerHandle { addr, shards })
+        }
+        Err(error) => {
+            shards.shutdown.trigger();
+            let _ = shards.join();
+            Err(ControllerError::Listen(error))
+        }
+    }
+}
+
+/// Serves requests on the controller's shard; owns the state (single-threaded, in a
+/// `RefCell` never borrowed across an await).
+struct Handler {
+    controller: RefCell<Controller>,
+    notices: tokio::sync::mpsc::Sender<Notice>,
+}
+
+impl Handler {
+    fn send(&self, notices: Vec<Notice>) {
+        for notice in notices {
+            if self.notices.try_send(notice).is_err() {
+                tracing::warn!("role-change notice dropped: the notice queue is full");
+            }
+        }
+    }
+}
+
+impl RequestHandler for Handler {
+    async fn handle(
+        &self,
+        connection: ConnectionInfo,
+        request: RemotingCommand,
+    ) -> Option<RemotingCommand> {
+        let (response, notices) =
+            self.controller
+                .borrow_mut()
+                .process(connection.id, &request, now_ms());
+        self.send(notices);
+        Some(response)
+    }
+
+    async fn connection_closed(&self, connection: ConnectionInfo) {
+        let notices = self
+            .controller
+            .borrow_mut()
+            .on_connection_closed(connection.id, now_ms());
+        self.send(notices);
+    }
+}
+
+/// Drops silent brokers and re-elects for groups whose master is gone, every `interval`
+/// (Java runs the two scans on `scanNotActiveBrokerInterval` and
+/// `scanInactiveMasterInterval`; both default to 5 s, and one loop does both here).
+async fn run_housekeeping(handler: Rc<Handler>, interval: Duration, shutdown: Shutdown) {
+    loop {
+        let tick = glommio::timer::sleep(interval);
+        if let Either::Right(_) = select(Box::pin(tick), shutdown.wait()).await {
+            return;
+        }
+        let notices = handler.controller.borrow_mut().scan(now_ms());
+        handler.send(notices);
+    }
+}
+
+/// Sends notices, oneway, each on a connection kept per broker address.
+fn run_notifier(mut receiver: tokio::sync::mpsc::Receiver<Notice>) {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            tracing::error!(%error, "no runtime for role-change notices; none will be sent");
+            return;
+        }
+    };
+    runtime.block_on(async move {
+        let mut clients = std::collections::HashMap::new();
+        while let Some(notice) = receiver.recv().await {
+            let sent = tokio::time::timeout(NOTICE_TIMEOUT, notify(&mut clients, &notice)).await;
+            let broker = &notice.broker_addr;
+            let error = match sent {
+                Ok(Ok(())) => {
+                    tracing::info!(%broker, "role change notified");
+                    continue;
+                }
+                Ok(Err(error)) => error,
+                Err(_) => "timed out".to_owned(),
+            };
+            clients.remove(broker);
+            tracing::warn!(%broker, %error, "role-change notice failed");
+        }
+    });
+}
+
+async fn notify(
+    clients: &mut std::collections::HashMap<String, crate::remoting::client::RemotingClient>,
+    notice: &Notice,
+) -> Result<(), String> {
+    use crate::remoting::client::{connect_tokio, ClientConfig};
+    if clients
+        .get(&notice.broker_addr)
+        .is_none_or(crate::remoting::client::RemotingClient::is_closed)
+    {
+        let addr: SocketAddr = notice
+            .broker_addr
+            .parse()
+            .map_err(|e| format!("bad broker address: {e}"))?;
+        let (client, _inbound) = connect_tokio(addr, ClientConfig::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        clients.insert(notice.broker_addr.clone(), client);
+    }
+    let client = clients
+        .get(&notice.broker_addr)
+        .ok_or("no connection to the broker")?;
+    client
+        .oneway(notice.request.clone())
+        .await
+        .map_err(|e| e.to_string())
+}
