@@ -82,6 +82,12 @@ pub fn enters_consume_queue(sys_flag: i32) -> bool {
 pub const NAME_VALUE_SEPARATOR: char = '\u{1}';
 /// Separator after each property.
 pub const PROPERTY_SEPARATOR: char = '\u{2}';
+/// `MessageConst.PROPERTY_TAGS`: the message's tag.
+pub const PROPERTY_TAGS: &str = "TAGS";
+/// `MessageConst.PROPERTY_KEYS`: the message's keys, separated by spaces.
+pub const PROPERTY_KEYS: &str = "KEYS";
+/// `MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX`: the message id clients see.
+pub const PROPERTY_UNIQ_KEY: &str = "UNIQ_KEY";
 
 /// Which record layout a magic code selects (`MessageVersion`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -16,6 +16,7 @@ use crate::store::message::{
     decode_offset_msg_id, decode_record, offset_msg_id, parse_properties, properties_to_string,
     Record,
 };
+use ferromq_protocol::message::{PROPERTY_TAGS, PROPERTY_UNIQ_KEY};
 use ferromq_protocol::names::{DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX};
 use serde_json::{json, Value};
 use std::io::Read;
@@ -146,7 +147,7 @@ impl MessageView {
             "msgId": self.msg_id,
             "offsetMsgId": self.offset_msg_id,
             "topic": self.topic,
-            "tags": self.property("TAGS"),
+            "tags": self.property(PROPERTY_TAGS),
             "keys": self.property("KEYS"),
             "queueId": self.queue_id,
             "queueOffset": self.queue_offset,
@@ -177,7 +178,7 @@ impl MessageView {
             ("Topic:", self.topic.clone()),
             (
                 "Tags:",
-                format!("[{}]", self.property("TAGS").unwrap_or("null")),
+                format!("[{}]", self.property(PROPERTY_TAGS).unwrap_or("null")),
             ),
             (
                 "Keys:",
@@ -219,7 +220,7 @@ pub fn decode_messages(body: &[u8]) -> Result<Vec<MessageView>, String> {
         let offset_id = offset_msg_id(record.store_host, record.physical_offset);
         let msg_id = properties
             .iter()
-            .find(|(k, _)| k == "UNIQ_KEY")
+            .find(|(k, _)| k == PROPERTY_UNIQ_KEY)
             .map_or_else(|| offset_id.clone(), |(_, v)| v.clone());
         let body = if record.sys_flag & COMPRESSED_FLAG != 0 {
             let mut inflated = Vec::new();

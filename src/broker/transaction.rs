@@ -24,7 +24,7 @@ use crate::store::commit_log::PutMessage;
 pub(crate) use crate::store::message::TRANSACTION_TYPE_MASK;
 use crate::store::message::{
     decode_record, parse_properties, properties_to_string, rewrite_properties, MessageRecord,
-    Record,
+    Record, PROPERTY_TAGS,
 };
 use crate::store::message_store::StoreHandle;
 
@@ -51,8 +51,6 @@ pub(crate) const TRAN_MSG: &str = "TRAN_MSG";
 pub(crate) const PGROUP: &str = "PGROUP";
 pub(crate) const REAL_TOPIC: &str = "REAL_TOPIC";
 pub(crate) const REAL_QID: &str = "REAL_QID";
-pub(crate) const UNIQ_KEY: &str = "UNIQ_KEY";
-pub(crate) const TAGS: &str = "TAGS";
 pub(crate) const CHECK_TIMES: &str = "TRANSACTION_CHECK_TIMES";
 pub(crate) const CHECK_IMMUNITY: &str = "CHECK_IMMUNITY_TIME_IN_SECONDS";
 pub(crate) const PREPARED_QUEUE_OFFSET: &str = "TRAN_PREPARED_QUEUE_OFFSET";
@@ -160,7 +158,7 @@ pub(crate) async fn put_op(
         reconsume_times: 0,
         prepared_transaction_offset: 0,
         body: half_offset.to_string().into_bytes(),
-        properties: properties_to_string([(TAGS, REMOVE_TAG)]).into_bytes(),
+        properties: properties_to_string([(PROPERTY_TAGS, REMOVE_TAG)]).into_bytes(),
     };
     if let Err(error) = store.put(op).await {
         // The half stays open: the check asks its producer again, which at worst delivers

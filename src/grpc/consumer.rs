@@ -24,8 +24,10 @@ use super::proto::{
 };
 use super::{broker_error, existing_topic, group_problem, name_of, ok, status, Caller, Inner};
 use crate::broker::pop::format::{real_topic, retry_mark, ExtraInfo};
+use crate::broker::pop::PROPERTY_POP_CK;
 use crate::calendar::now_ms;
 use crate::protocol::message::{decode_record, parse_properties, MessageRecord, Record};
+use crate::protocol::message::{PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY};
 use crate::remoting::headers::{
     AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader, ChangeInvisibleTimeResponseHeader,
     ConsumerSendMsgBackRequestHeader, PopMessageRequestHeader, PopMessageResponseHeader,
@@ -221,7 +223,7 @@ async fn receive(
         let properties = parse_properties(record.properties);
         let handle = properties
             .iter()
-            .find(|(name, _)| name == "POP_CK")
+            .find(|(name, _)| name == PROPERTY_POP_CK)
             .map(|(_, handle)| handle.clone())
             .unwrap_or_else(|| {
                 let mark = retry_mark(record.topic);
@@ -299,7 +301,7 @@ fn message_of(
         MessageType::Normal
     };
     let delivery = property("TIMER_DELIVER_MS").and_then(|ms| ms.parse::<i64>().ok());
-    let keys = property("KEYS")
+    let keys = property(PROPERTY_KEYS)
         .map(|keys| {
             keys.split(' ')
                 .filter(|key| !key.is_empty())
@@ -321,9 +323,9 @@ fn message_of(
         Encoding::Identity
     };
     let system = SystemProperties {
-        tag: property("TAGS"),
+        tag: property(PROPERTY_TAGS),
         keys,
-        message_id: property("UNIQ_KEY").unwrap_or_default(),
+        message_id: property(PROPERTY_UNIQ_KEY).unwrap_or_default(),
         body_digest: Some(Digest {
             r#type: DigestType::Crc32 as i32,
             checksum: format!("{:X}", crc32fast::hash(record.body)),

@@ -23,6 +23,7 @@ use super::proto::{
 use super::{broker_error, name_of, ok, status, topic_problem, Caller, Inner};
 use crate::calendar::now_ms;
 use crate::protocol::message::{decode_offset_msg_id, java_string_hash, properties_to_string};
+use crate::protocol::message::{PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY};
 use crate::protocol::names::PERM_WRITE;
 use crate::remoting::headers::{
     EndTransactionRequestHeader, RecallMessageRequestHeader, RecallMessageResponseHeader,
@@ -240,7 +241,7 @@ fn build(inner: &Inner, caller: &Caller, message: &Message) -> Result<Built, sup
             ));
         }
         user_size += tag.len();
-        properties.push(("TAGS".to_owned(), tag));
+        properties.push((PROPERTY_TAGS.to_owned(), tag));
     }
     for key in &system.keys {
         if !key.is_empty() && key.trim().is_empty() {
@@ -258,7 +259,7 @@ fn build(inner: &Inner, caller: &Caller, message: &Message) -> Result<Built, sup
         user_size += key.len();
     }
     if !system.keys.is_empty() {
-        properties.push(("KEYS".to_owned(), system.keys.join(" ")));
+        properties.push((PROPERTY_KEYS.to_owned(), system.keys.join(" ")));
     }
     if user_size > config.max_user_property_size {
         return Err(status(
@@ -272,7 +273,7 @@ fn build(inner: &Inner, caller: &Caller, message: &Message) -> Result<Built, sup
     if system.message_id.trim().is_empty() {
         return Err(status(Code::IllegalMessageId, "message id cannot be empty"));
     }
-    properties.push(("UNIQ_KEY".to_owned(), system.message_id.clone()));
+    properties.push((PROPERTY_UNIQ_KEY.to_owned(), system.message_id.clone()));
     let transaction = system.message_type() == MessageType::Transaction;
     if transaction {
         properties.push(("TRAN_MSG".to_owned(), "true".to_owned()));

@@ -16,6 +16,7 @@ use super::handle::StoreHandle;
 use super::message::{decode_record, parse_properties, Record, MAGIC_CODE_V1, MAGIC_CODE_V2};
 use super::segment::{segment_name, segment_start};
 use super::shared::StoreShared;
+use crate::store::message::PROPERTY_UNIQ_KEY;
 use bytes::Bytes;
 use ferromq_uring::file::PageCacheFile;
 use ferromq_uring::mapped::ReadWindow;
@@ -522,7 +523,7 @@ impl StoreReader {
             let properties = parse_properties(record.properties);
             let matches = record.topic == topic
                 && properties.iter().any(|(name, value)| {
-                    (name == "UNIQ_KEY" && value == key)
+                    (name == PROPERTY_UNIQ_KEY && value == key)
                         || (name == "KEYS" && value.split(' ').any(|k| k == key))
                 });
             if matches {

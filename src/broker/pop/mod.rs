@@ -17,6 +17,7 @@ use super::timer::{handle_schedule, PROPERTY_TIMER_DELIVER_MS};
 use crate::remoting::ResponseCode;
 use crate::store::commit_log::PutMessage;
 use crate::store::config_files::TopicConfig;
+use crate::store::message::{PROPERTY_TAGS, PROPERTY_UNIQ_KEY};
 use crate::store::message_store::StoreHandle;
 use format::{AckMsg, PopCheckPoint};
 use std::net::SocketAddr;
@@ -207,8 +208,8 @@ fn revive_message(
 ) -> PutMessage {
     let host = store_host(state);
     let properties = [
-        ("TAGS".to_owned(), tag.to_owned()),
-        ("UNIQ_KEY".to_owned(), uniq_key),
+        (PROPERTY_TAGS.to_owned(), tag.to_owned()),
+        (PROPERTY_UNIQ_KEY.to_owned(), uniq_key),
         (PROPERTY_TIMER_DELIVER_MS.to_owned(), deliver_ms.to_string()),
     ];
     PutMessage {

@@ -17,6 +17,7 @@ use crate::remoting::headers::{RecallMessageRequestHeader, RecallMessageResponse
 use crate::remoting::server::ConnectionInfo;
 use crate::remoting::{RemotingCommand, ResponseCode};
 use crate::store::commit_log::PutMessage;
+use crate::store::message::{PROPERTY_TAGS, PROPERTY_UNIQ_KEY};
 use crate::store::segment_writer::StoreError;
 
 /// `RecallMessageProcessor.RECALL_MESSAGE_TAG`.
@@ -101,12 +102,12 @@ fn recall_message(
     now: i64,
 ) -> PutMessage {
     let mut properties = vec![
-        ("TAGS".to_owned(), RECALL_MESSAGE_TAG.to_owned()),
+        (PROPERTY_TAGS.to_owned(), RECALL_MESSAGE_TAG.to_owned()),
         (
             PROPERTY_TIMER_DEL_UNIQKEY.to_owned(),
             delete_key(&handle.topic, &handle.message_id),
         ),
-        ("UNIQ_KEY".to_owned(), handle.message_id.clone()),
+        (PROPERTY_UNIQ_KEY.to_owned(), handle.message_id.clone()),
         (
             PROPERTY_TIMER_DELIVER_MS.to_owned(),
             handle.timestamp.clone(),

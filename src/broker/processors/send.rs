@@ -28,6 +28,7 @@ use crate::remoting::{
 };
 use crate::store::commit_log::{Appended, PutMessage};
 use crate::store::config_files::TopicConfig;
+use crate::store::message::PROPERTY_UNIQ_KEY;
 use crate::store::message::{java_string_hash, offset_msg_id, rewrite_properties};
 use crate::store::segment_writer::StoreError;
 use crate::store::timer::TIMER_TOPIC;
@@ -40,9 +41,6 @@ const PROPERTY_CLUSTER: &str = "CLUSTER";
 
 /// `MessageConst.PROPERTY_WAIT_STORE_MSG_OK`: the client's flush wish, not stored.
 const PROPERTY_WAIT_STORE_MSG_OK: &str = "WAIT";
-
-/// `MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX`: the message id the client made.
-const PROPERTY_UNIQ_KEY: &str = "UNIQ_KEY";
 
 /// `MessageConst.PROPERTY_MESSAGE_REPLY_TO_CLIENT`: the client id of a reply's requester.
 const PROPERTY_REPLY_TO_CLIENT: &str = "REPLY_TO_CLIENT";

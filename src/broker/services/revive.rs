@@ -24,7 +24,9 @@ use crate::broker::pop::{
 };
 use crate::broker::retry::{ensure_dlq, PROPERTY_RETRY_TOPIC};
 use crate::broker::state::{now_ms, BrokerState, RETRY_GROUP_TOPIC_PREFIX};
+use crate::broker::timer::PROPERTY_TIMER_DELIVER_MS;
 use crate::store::commit_log::PutMessage;
+use crate::store::message::PROPERTY_TAGS;
 use crate::store::message::{decode_record, parse_properties, Record};
 use crate::store::message_store::StoreHandle;
 use crate::store::reader::{PullFilter, StoreReader};
@@ -133,11 +135,11 @@ impl Revive {
                     continue;
                 };
                 let properties = parse_properties(record.properties);
-                let deliver = property(&properties, "TIMER_DELIVER_MS")
+                let deliver = property(&properties, PROPERTY_TIMER_DELIVER_MS)
                     .and_then(|t| t.parse::<i64>().ok())
                     .unwrap_or(0);
                 end_time = end_time.max(deliver);
-                match property(&properties, "TAGS") {
+                match property(&properties, PROPERTY_TAGS) {
                     Some(CK_TAG) => {
                         let Ok(mut ck) = serde_json::from_slice::<PopCheckPoint>(record.body)
                         else {

@@ -9,7 +9,7 @@ use crate::remoting::headers::CheckTransactionStateRequestHeader;
 use crate::remoting::{RemotingCommand, RequestCode};
 use crate::store::message::{
     decode_record, encode_record, offset_msg_id, parse_properties, MessageRecord, MessageVersion,
-    Record,
+    Record, PROPERTY_TAGS, PROPERTY_UNIQ_KEY,
 };
 use crate::store::message_store::StoreHandle;
 use crate::store::reader::{PullFilter, StoreReader};
@@ -187,7 +187,7 @@ impl<'a> Check<'a> {
                 };
                 let tag = parse_properties(record.properties)
                     .into_iter()
-                    .find(|(k, _)| k == TAGS)
+                    .find(|(k, _)| k == PROPERTY_TAGS)
                     .map(|(_, v)| v);
                 let half = std::str::from_utf8(record.body)
                     .ok()
@@ -296,7 +296,7 @@ impl<'a> Check<'a> {
             );
             return;
         };
-        let uniq = half.property(UNIQ_KEY).map(str::to_owned);
+        let uniq = half.property(PROPERTY_UNIQ_KEY).map(str::to_owned);
         let header = CheckTransactionStateRequestHeader {
             tran_state_table_offset: stored.queue_offset,
             commit_log_offset: stored.physical_offset,
@@ -332,7 +332,7 @@ impl<'a> Check<'a> {
     async fn discard(&self, half: &Stored, record: &MessageRecord<'_>) {
         tracing::warn!(
             offset = record.queue_offset,
-            uniq_key = half.property(UNIQ_KEY).unwrap_or(""),
+            uniq_key = half.property(PROPERTY_UNIQ_KEY).unwrap_or(""),
             "half message checked too many times, discarded to {CHECK_MAX_TIME_TOPIC}"
         );
         self.state

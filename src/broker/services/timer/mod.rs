@@ -29,6 +29,7 @@
 mod delivery;
 mod progress;
 
+use crate::store::message::PROPERTY_UNIQ_KEY;
 use delivery::{convert, put_with_retries};
 
 use crate::broker::delay::{property, set_property, PROPERTY_REAL_TOPIC};
@@ -56,8 +57,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// `UNIQ_KEY`.
-const PROPERTY_UNIQ_KEY: &str = "UNIQ_KEY";
 /// Timer-topic records one read of its queue takes (a consumer's pull size).
 const ENQUEUE_BATCH: usize = 32;
 /// Timer-topic messages one enqueue round takes at most before the dequeue gets a turn.
