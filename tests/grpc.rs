@@ -592,14 +592,8 @@ async fn route_facts(port: u16, topic: &str) -> (Vec<(i32, i32, Vec<i32>)>, i32,
 fn query_route_answers_as_the_java5_proxy() {
     let kit = java::kit5();
     let dir = TempDir::on_disk("grpc-java-proxy");
-    let namesrv = java::JavaServer::namesrv_on(&kit, dir.path());
-    let store = dir.path().join("java-store");
-    let java_broker =
-        java::JavaServer::try_broker_on(&kit, dir.path(), namesrv.port, &store, "", "")
-            .unwrap_or_else(|text| panic!("{text}"));
-    let namesrv_addr = format!("127.0.0.1:{}", namesrv.port);
-    let namesrv_socket = ([127, 0, 0, 1], namesrv.port).into();
-    java::wait_topic_route(namesrv_socket, "TBW102", None, Duration::from_secs(60));
+    let java5 = java::JavaCluster::start(&kit, dir.path(), "", "");
+    let namesrv_addr = java5.namesrv_addr();
     let created = java::run_kit_on(
         &kit,
         "mqadmin",
@@ -630,9 +624,9 @@ fn query_route_answers_as_the_java5_proxy() {
         "ferromq's answers, then the Java 5.5.0 proxy's"
     );
     // Killed, not stopped: nothing of theirs is checked after, and a clean stop takes 30 s.
-    for mut server in [proxy, java_broker, namesrv] {
-        let _ = server.child.kill();
-    }
+    let mut proxy = proxy;
+    common::kill(&mut proxy.child);
+    java5.stop_now();
 }
 
 #[test]

@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::java::{self, JavaServer, Serialize};
+use common::java::{self, JavaCluster, Serialize};
 use common::TempDir;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -21,13 +21,8 @@ use std::time::Duration;
 fn java5_remoting_client_round_trips_through_the_java5_broker() {
     let kit = java::kit5();
     let dir = TempDir::on_disk("java5");
-    let namesrv = JavaServer::namesrv_on(&kit, dir.path());
+    let JavaCluster { broker, namesrv } = JavaCluster::start(&kit, dir.path(), "", "");
     let store = dir.path().join("store");
-    let broker = JavaServer::try_broker_on(&kit, dir.path(), namesrv.port, &store, "", "")
-        .unwrap_or_else(|text| panic!("{text}"));
-    // The boot line may come before the name server has the broker's routes.
-    let namesrv_addr = ([127, 0, 0, 1], namesrv.port).into();
-    java::wait_topic_route(namesrv_addr, "TBW102", None, Duration::from_secs(60));
     let count = 30;
     let output = java::run_java_on(
         &kit,
@@ -58,14 +53,9 @@ fn java5_remoting_client_round_trips_through_the_java5_broker() {
 fn java5_grpc_client_round_trips_through_the_java5_proxy() {
     let kit = java::kit5();
     let dir = TempDir::on_disk("java5-proxy");
-    let namesrv = JavaServer::namesrv_on(&kit, dir.path());
-    let store = dir.path().join("store");
-    let broker = JavaServer::try_broker_on(&kit, dir.path(), namesrv.port, &store, "", "")
-        .unwrap_or_else(|text| panic!("{text}"));
-    let namesrv_addr = format!("127.0.0.1:{}", namesrv.port);
-    // The boot line may come before the name server has the broker's routes.
-    let namesrv_socket = ([127, 0, 0, 1], namesrv.port).into();
-    java::wait_topic_route(namesrv_socket, "TBW102", None, Duration::from_secs(60));
+    let java5 = JavaCluster::start(&kit, dir.path(), "", "");
+    let namesrv_addr = java5.namesrv_addr();
+    let JavaCluster { broker, namesrv } = java5;
     // The gRPC producer needs its topic to exist, typed NORMAL for the proxy's check.
     let topic = "Java5GrpcTopic";
     let created = java::run_kit_on(
@@ -111,10 +101,7 @@ fn java5_grpc_client_round_trips_through_the_java5_proxy() {
 fn java_kit_servers_listen_on_loopback_only() {
     for kit in [java::kit(), java::kit5()] {
         let dir = TempDir::on_disk("java-kit-bind");
-        let namesrv = JavaServer::namesrv_on(&kit, dir.path());
-        let store = dir.path().join("store");
-        let broker = JavaServer::try_broker_on(&kit, dir.path(), namesrv.port, &store, "", "")
-            .unwrap_or_else(|text| panic!("{text}"));
+        let JavaCluster { broker, namesrv } = JavaCluster::start(&kit, dir.path(), "", "");
         let listening = listeners();
         // The name server's port, and the broker's listenPort, VIP port (P-2) and HA port
         // (P+1): each has a listener, and every listener on them is on 127.0.0.1.

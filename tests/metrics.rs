@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::java::{self, JavaServer, Serialize, Standalone};
+use common::java::{self, Serialize, Standalone};
 use common::TempDir;
 use prometheus_parse::{Sample, Scrape, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -440,24 +440,9 @@ fn ferromq_exports_the_rocketmq_families_the_java5_broker_exports() {
     // The Java 5.5.0 broker, its exporter on a free port.
     let kit = java::kit5();
     let dir = TempDir::on_disk("metrics-java5");
-    let namesrv = JavaServer::namesrv_on(&kit, dir.path());
     let java_port = java::free_port();
-    let broker = JavaServer::try_broker_on(
-        &kit,
-        dir.path(),
-        namesrv.port,
-        &dir.path().join("store"),
-        &metrics_conf(java_port),
-        "",
-    )
-    .unwrap_or_else(|text| panic!("{text}"));
-    let namesrv_addr = format!("127.0.0.1:{}", namesrv.port);
-    java::wait_topic_route(
-        ([127, 0, 0, 1], namesrv.port).into(),
-        "TBW102",
-        None,
-        Duration::from_secs(60),
-    );
+    let java5 = java::JavaCluster::start(&kit, dir.path(), &metrics_conf(java_port), "");
+    let namesrv_addr = java5.namesrv_addr();
     let java_metrics = SocketAddr::from(([127, 0, 0, 1], java_port));
     let java = std::cell::RefCell::new(BTreeMap::new());
     let keep = |scraped: Scrape| java.borrow_mut().extend(families(&scraped));
@@ -467,8 +452,8 @@ fn ferromq_exports_the_rocketmq_families_the_java5_broker_exports() {
         |m| keep(scrape(m).unwrap()),
         |m| keep(scrape(m).unwrap()),
     );
-    broker.stop();
-    namesrv.stop();
+    java5.broker.stop();
+    java5.namesrv.stop();
 
     let port = java::free_port();
     let server = Standalone::start(&metrics_conf(port));

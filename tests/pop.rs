@@ -16,7 +16,7 @@
 mod common;
 mod sched;
 
-use common::java::{self, JavaOutput, JavaServer, Serialize, Standalone};
+use common::java::{self, JavaCluster, JavaOutput, Serialize, Standalone};
 use common::TempDir;
 use ferromq::remoting::{RemotingCommand, RequestCode, SerializeType};
 use std::time::Duration;
@@ -44,19 +44,14 @@ fn run_pop(kit: &std::path::Path, namesrv: &str, topic: &str) -> JavaOutput {
     )
 }
 
-fn java_broker(kit: &std::path::Path, dir: &TempDir) -> (JavaServer, JavaServer) {
-    let namesrv = JavaServer::namesrv_on(kit, dir.path());
-    let store = dir.path().join("store");
+/// The kit's name server and broker, with room on a full test disk.
+fn java_broker(kit: &std::path::Path, dir: &TempDir) -> JavaCluster {
     // The Java broker reads its disk-full level from a system property only.
     let (conf, jvm) = (
         "diskMaxUsedSpaceRatio=95",
         "-Drocketmq.broker.diskSpaceWarningLevelRatio=0.999",
     );
-    let broker = JavaServer::try_broker_on(kit, dir.path(), namesrv.port, &store, conf, jvm)
-        .unwrap_or_else(|text| panic!("{text}"));
-    let addr = ([127, 0, 0, 1], namesrv.port).into();
-    java::wait_topic_route(addr, "TBW102", None, Duration::from_secs(60));
-    (namesrv, broker)
+    JavaCluster::start(kit, dir.path(), conf, jvm)
 }
 
 #[test]
@@ -65,9 +60,9 @@ fn java5_client_pops_acks_and_gets_the_unacked_back_as_from_the_java5_broker() {
     let ferromq = Standalone::start(ROOMY);
     let dir = TempDir::on_disk("pop-java5");
     let started = std::time::Instant::now();
-    let (namesrv, broker) = java_broker(&kit, &dir);
+    let java5 = java_broker(&kit, &dir);
     println!("Java 5.5.0 broker up in {:?}", started.elapsed());
-    let java_namesrv = format!("127.0.0.1:{}", namesrv.port);
+    let java_namesrv = java5.namesrv_addr();
     let ferromq_namesrv = ferromq.namesrv_addr();
     let (ours, javas) = std::thread::scope(|scope| {
         let timed = |namesrv: &str, topic: &str| {
@@ -101,16 +96,7 @@ fn java5_client_pops_acks_and_gets_the_unacked_back_as_from_the_java5_broker() {
         "unacked back after {} ms (ferromq) and {} ms (Java 5.5.0) from the first pop",
         ours.results["back_after_ms"], javas.results["back_after_ms"]
     );
-    stop_now(broker, namesrv);
-}
-
-/// Stops the Java broker and name server with SIGKILL: their clean stop takes half a minute,
-/// and nothing of theirs is read after.
-fn stop_now(mut broker: JavaServer, mut namesrv: JavaServer) {
-    for server in [&mut broker, &mut namesrv] {
-        let _ = server.child.kill();
-        let _ = server.child.wait();
-    }
+    java5.stop_now();
 }
 
 /// A request of `code` with `fields` and `body`.
@@ -131,11 +117,7 @@ type Case = (RequestCode, Vec<(&'static str, String)>, Vec<u8>);
 /// The response codes (and remarks) of the refusals, from one broker.
 async fn refusals(addr: &str) -> Vec<(i32, String)> {
     let client = common::connect(addr.parse().unwrap(), SerializeType::Json).await;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis()
-        .to_string();
+    let now = sched::now_ms().to_string();
     let pop = |topic: &str, max: &str, poll: &str| {
         vec![
             ("consumerGroup", "G_refusals".to_owned()),
@@ -262,19 +244,19 @@ fn refusals_have_the_java5_brokers_codes() {
     let kit = java::kit5();
     let ferromq = Standalone::start(ROOMY);
     let dir = TempDir::on_disk("pop-refusals");
-    let (namesrv, broker) = java_broker(&kit, &dir);
+    let java5 = java_broker(&kit, &dir);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     let ours = runtime.block_on(refusals(&ferromq.broker_addr()));
-    let javas = runtime.block_on(refusals(&broker.addr()));
+    let javas = runtime.block_on(refusals(&java5.broker.addr()));
     let codes = |all: &[(i32, String)]| all.iter().map(|(code, _)| *code).collect::<Vec<_>>();
     println!("ferromq: {ours:?}\nJava 5.5.0: {javas:?}");
     assert_eq!(codes(&ours), codes(&javas));
     assert_eq!(codes(&ours), [29, 17, 210, 208, 208, 208, 0, 0]);
     assert_eq!(ours, javas, "remarks");
-    stop_now(broker, namesrv);
+    java5.stop_now();
 }
 
 /// A POP_MESSAGE of one message of any queue of `topic`, waiting up to `poll_ms`.
@@ -425,10 +407,18 @@ fn popped_unacked_messages_come_back_after_a_kill_9_and_acked_ones_do_not() {
         }
         acked
     });
-    // Past one offset flush, then SIGKILL.
-    std::thread::sleep(Duration::from_millis(1500));
-    let _ = broker.child.kill();
-    let _ = broker.child.wait();
+    // Once an offset flush has written the group's offsets (moved at pop time), SIGKILL.
+    let offsets = dir.path().join("config").join("consumerOffset.json");
+    let key = format!("{topic}@{group}");
+    let started = std::time::Instant::now();
+    while !std::fs::read_to_string(&offsets).is_ok_and(|json| json.contains(&key)) {
+        assert!(
+            started.elapsed() < sched::DEADLINE,
+            "no offset flush of {key}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    common::kill(&mut broker.child);
     let broker = common::BrokerProcess::start(dir.path(), &config);
     let back = sched::runtime().block_on(async {
         let client = common::connect(broker.addr, SerializeType::Json).await;

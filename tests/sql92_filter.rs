@@ -14,7 +14,7 @@
 
 mod common;
 
-use common::java::{self, JavaServer, Serialize, Standalone};
+use common::java::{self, JavaCluster, Serialize, Standalone};
 use common::TempDir;
 use ferromq::client::consumer::{
     ConsumeConcurrentlyStatus, ConsumeFromWhere, LitePullConsumer, LitePullConsumerConfig,
@@ -243,28 +243,17 @@ fn java_clients_receive_exactly_what_the_java5_broker_delivers() {
     assert_matches_table("ferromq, 5.x client", &ours5, &expected);
     drop(ours);
 
-    let namesrv = JavaServer::namesrv_on(&kit5, dir.path());
-    let store = dir.path().join("java-store");
-    let broker = JavaServer::try_broker_on(
+    let java5 = JavaCluster::start(
         &kit5,
         dir.path(),
-        namesrv.port,
-        &store,
         "enablePropertyFilter=true",
         "-Drocketmq.broker.diskSpaceWarningLevelRatio=0.999",
-    )
-    .unwrap_or_else(|text| panic!("{text}"));
-    java::wait_topic_route(
-        ([127, 0, 0, 1], namesrv.port).into(),
-        "TBW102",
-        None,
-        Duration::from_secs(60),
     );
-    let addr = format!("127.0.0.1:{}", namesrv.port);
+    let addr = java5.namesrv_addr();
     let theirs = run(&kit5, &classes5, &addr, "Sql92T5", "j5", &file);
     assert_eq!(theirs, ours5, "the Java 5.x broker delivered otherwise");
-    broker.stop();
-    namesrv.stop();
+    java5.broker.stop();
+    java5.namesrv.stop();
 }
 
 /// A tokio runtime for the tests that drive ferromq's own client.

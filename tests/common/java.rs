@@ -799,6 +799,55 @@ impl JavaServer {
     }
 }
 
+/// A kit's name server and one broker registered with it, the usual Java reference of a
+/// test. The broker is dropped (stopped) before its name server.
+pub struct JavaCluster {
+    /// The broker.
+    pub broker: JavaServer,
+    /// Its name server.
+    pub namesrv: JavaServer,
+}
+
+impl JavaCluster {
+    /// Starts `kit`'s name server and a broker with `conf` and `jvm_extra` (as
+    /// [`JavaServer::try_broker_on`] takes them), its store at `dir/store`, and returns once
+    /// the name server routes `TBW102` (the broker has registered). Panics with the broker's
+    /// output when it does not start.
+    pub fn start(kit: &Path, dir: &Path, conf: &str, jvm_extra: &str) -> JavaCluster {
+        let namesrv = JavaServer::namesrv_on(kit, dir);
+        let store = dir.join("store");
+        let broker = JavaServer::try_broker_on(kit, dir, namesrv.port, &store, conf, jvm_extra)
+            .unwrap_or_else(|text| panic!("{text}"));
+        let cluster = JavaCluster { broker, namesrv };
+        wait_topic_route(
+            cluster.namesrv_socket(),
+            "TBW102",
+            None,
+            Duration::from_secs(60),
+        );
+        cluster
+    }
+
+    /// The name server's address.
+    pub fn namesrv_socket(&self) -> SocketAddr {
+        ([127, 0, 0, 1], self.namesrv.port).into()
+    }
+
+    /// The name server's address as clients are given it.
+    pub fn namesrv_addr(&self) -> String {
+        self.namesrv_socket().to_string()
+    }
+
+    /// Stops both with SIGKILL, for a test that reads nothing of theirs after: their clean
+    /// stop takes half a minute.
+    pub fn stop_now(mut self) {
+        for server in [&mut self.broker, &mut self.namesrv] {
+            let _ = server.child.kill();
+            let _ = server.child.wait();
+        }
+    }
+}
+
 impl Drop for JavaServer {
     fn drop(&mut self) {
         term_and_wait(&mut self.child);
