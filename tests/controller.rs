@@ -1,0 +1,304 @@
+//! Java 5.5.0 brokers fail over under a ferromq controller.
+//!
+//! Story: a Java 5.5.0 name server, `ferromq controller`, and two Java 5.5.0 brokers of one
+//! group (`broker-a`) in controller mode (`enableControllerMode=true`, `controllerAddr` the
+//! ferromq controller, `allAckInSyncStateSet=true`). The first broker gets id 1 from the
+//! controller and is elected master; the second gets id 2, follows it and joins the
+//! SyncStateSet. The Java 5.x client sends and reads back messages through the name server.
+//! Then the master is killed with SIGKILL: the controller sees its connection close (and,
+//! at the latest, its heartbeat time out), elects broker 2 from the SyncStateSet, tells it so
+//! (NOTIFY_BROKER_ROLE_CHANGED), and broker 2 registers with the name server as master
+//! (brokerId 0), where the Java client sends and reads again. Upstream mqadmin's
+//! getControllerMetaData and getSyncStateSet are pointed at the ferromq controller, and
+//! getBrokerEpoch at the new master, and their output is checked.
+//!
+//! Method: real processes (the kit's `bin/namesrv`, `bin/broker`, `bin/mqadmin` and the
+//! `ferromq` binary) on loopback; state is read over the remoting protocol
+//! (CONTROLLER_GET_REPLICA_INFO from the controller, GET_BROKER_CLUSTER_INFO from the name
+//! server) in bounded polling loops. Election time is measured from the kill to the
+//! controller's new master, and to the name server's route.
+
+mod common;
+
+use common::java::{self, JavaServer, Serialize};
+use common::TempDir;
+use ferromq::remoting::client::{connect_tokio, ClientConfig};
+use ferromq::remoting::headers::{GetReplicaInfoRequestHeader, GetReplicaInfoResponseHeader};
+use ferromq::remoting::{RemotingCommand, RequestCode};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+/// The brokers' `controllerHeartBeatTimeoutMills`: a silent broker counts as gone after it.
+const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(6);
+/// What an election may take beyond the heartbeat timeout: the controller's scan period
+/// (`scanNotActiveBrokerInterval`, 5 s), plus the notice or the slave's next
+/// GET_REPLICA_INFO (`syncBrokerMetadataPeriod`, 5 s) for the route.
+const ELECTION_BOUND: Duration = Duration::from_secs(10);
+
+/// `ferromq controller`; killed on drop.
+struct ControllerProcess {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Drop for ControllerProcess {
+    fn drop(&mut self) {
+        common::kill(&mut self.child);
+    }
+}
+
+/// A name server, the ferromq controller and a group of two Java 5.5.0 brokers in controller
+/// mode: broker 1 elected master, broker 2 in its SyncStateSet, both in the route.
+struct Group {
+    kit: std::path::PathBuf,
+    namesrv: JavaServer,
+    controller: ControllerProcess,
+    /// The controller's log lines.
+    log: std::sync::mpsc::Receiver<String>,
+    first: JavaServer,
+    second: JavaServer,
+    _dir: TempDir,
+}
+
+impl Group {
+    fn start(name: &str) -> Group {
+        let kit = java::kit5();
+        let dir = TempDir::on_disk(name);
+        let namesrv = JavaServer::namesrv_on(&kit, dir.path());
+        let namesrv_addr: SocketAddr = ([127, 0, 0, 1], namesrv.port).into();
+        let listen = ["--listen", "127.0.0.1:0"];
+        let (child, addr, log, _) = common::spawn_server("controller", &listen);
+        let controller = ControllerProcess { child, addr };
+        let conf = format!(
+            "enableControllerMode=true\ncontrollerAddr={addr}\nbrokerId=-1\nbrokerRole=SLAVE\n\
+             fetchNamesrvAddrByAddressServer=false\nallAckInSyncStateSet=true\n\
+             controllerHeartBeatTimeoutMills={}\n",
+            HEARTBEAT_TIMEOUT.as_millis()
+        );
+        let start = |store: &str| {
+            let store = dir.path().join(store);
+            JavaServer::try_broker_on(&kit, dir.path(), namesrv.port, &store, &conf, "")
+                .unwrap_or_else(|text| panic!("{text}"))
+        };
+        // The first broker is alone: it takes id 1 and becomes master.
+        let first = start("store-1");
+        let replica = wait_for(Duration::from_secs(60), "broker 1 elected", || {
+            replica_info(addr).filter(|(header, _)| header.master_broker_id == Some(1))
+        });
+        assert_eq!(replica.0.master_address, Some(first.addr()));
+        assert_eq!(replica.0.master_epoch, Some(1));
+        let second = start("store-2");
+        // Broker 2 catches up and the master reports it in sync.
+        let (_, in_sync) = wait_for(Duration::from_secs(60), "SyncStateSet {1, 2}", || {
+            replica_info(addr).filter(|(_, body)| in_sync_ids(body) == [1, 2])
+        });
+        assert_eq!(in_sync["syncStateSetEpoch"], 2, "{in_sync}");
+        let routes = wait_for(Duration::from_secs(60), "both in the route", || {
+            broker_addrs(namesrv_addr).filter(|addrs| addrs.len() == 2)
+        });
+        assert_eq!(routes.get(&0), Some(&first.addr()), "{routes:?}");
+        assert!(routes.values().any(|a| *a == second.addr()), "{routes:?}");
+        Group {
+            kit,
+            namesrv,
+            controller,
+            log,
+            first,
+            second,
+            _dir: dir,
+        }
+    }
+
+    fn namesrv_addr(&self) -> SocketAddr {
+        ([127, 0, 0, 1], self.namesrv.port).into()
+    }
+
+    /// Waits until the controller has elected broker 2 and the name server routes to it as
+    /// master; returns the two times since `since`.
+    fn wait_failover(&self, since: Instant) -> (Duration, Duration) {
+        let bound = HEARTBEAT_TIMEOUT + ELECTION_BOUND;
+        let (elected, _) = wait_for(bound, "broker 2 elected", || {
+            replica_info(self.controller.addr)
+                .filter(|(header, _)| header.master_broker_id == Some(2))
+        });
+        let election = since.elapsed();
+        assert_eq!(elected.master_address, Some(self.second.addr()));
+        assert_eq!(elected.master_epoch, Some(2));
+        wait_for(bound, "broker 2 as master in the route", || {
+            broker_addrs(self.namesrv_addr())
+                .filter(|addrs| addrs.get(&0) == Some(&self.second.addr()))
+        });
+        let routed = since.elapsed();
+        let notice = format!("broker={}", self.second.addr());
+        let notified = common::wait_for_line(&self.log, "role change notified", bound)
+            .filter(|line| line.contains(&notice));
+        assert!(
+            notified.is_some(),
+            "broker 2 was not sent NOTIFY_BROKER_ROLE_CHANGED"
+        );
+        (election, routed)
+    }
+}
+
+#[test]
+fn java5_brokers_fail_over_under_the_ferromq_controller() {
+    let classes = java::classes5();
+    let mut group = Group::start("controller-kill");
+    round_trip(&group.kit, &classes, group.namesrv.port, "ControllerBefore");
+
+    let killed = Instant::now();
+    common::kill(&mut group.first.child);
+    let (election, routed) = group.wait_failover(killed);
+    eprintln!("kill -9: elected {election:?} after, routed as master {routed:?} after");
+    // The killed broker's connection closes, which the controller acts on at once; the
+    // heartbeat timeout is the bound when it does not (see the frozen-master test).
+    assert!(
+        election < HEARTBEAT_TIMEOUT + ELECTION_BOUND,
+        "{election:?}"
+    );
+    round_trip(&group.kit, &classes, group.namesrv.port, "ControllerAfter");
+
+    let kit = &group.kit;
+    let ctl = group.controller.addr.to_string();
+    let meta = mqadmin(kit, &["getControllerMetaData", "-a", &ctl]);
+    assert!(
+        meta.contains(&format!("#ControllerLeaderAddress\t{ctl}")),
+        "{meta}"
+    );
+    let sync = mqadmin(kit, &["getSyncStateSet", "-a", &ctl, "-b", "broker-a"]);
+    for line in [
+        "#brokerName\tbroker-a".to_owned(),
+        "#MasterBrokerId\t2".to_owned(),
+        format!("#MasterAddr\t{}", group.second.addr()),
+        "#MasterEpoch\t2".to_owned(),
+        "#SyncStateSetNums\t1".to_owned(),
+    ] {
+        assert!(sync.contains(&line), "no {line:?} in:\n{sync}");
+    }
+    assert!(sync.contains("NotInSyncReplica"), "{sync}");
+    let ns = format!("127.0.0.1:{}", group.namesrv.port);
+    let epochs = mqadmin(kit, &["getBrokerEpoch", "-n", &ns, "-b", "broker-a"]);
+    assert!(
+        epochs.contains(&format!("#brokerAddr\t{}", group.second.addr())),
+        "{epochs}"
+    );
+    assert!(epochs.contains("epoch=1"), "{epochs}");
+    assert!(epochs.contains("epoch=2"), "{epochs}");
+}
+
+/// The master freezes (SIGSTOP): its connection stays open, only its heartbeats stop, so the
+/// controller learns of it from the heartbeat timeout and its liveness scan.
+#[test]
+fn frozen_java5_master_is_replaced_after_the_heartbeat_timeout() {
+    let mut group = Group::start("controller-freeze");
+    let pid = group.first.child.id().to_string();
+    let frozen = Instant::now();
+    signal("-STOP", &pid);
+    let (election, routed) = group.wait_failover(frozen);
+    eprintln!("SIGSTOP: elected {election:?} after, routed as master {routed:?} after");
+    assert!(
+        election >= HEARTBEAT_TIMEOUT,
+        "elected before the timeout: {election:?}"
+    );
+    assert!(
+        election < HEARTBEAT_TIMEOUT + ELECTION_BOUND,
+        "{election:?}"
+    );
+    // A stopped JVM does not act on SIGTERM: kill it (the kernel delivers SIGKILL anyway).
+    common::kill(&mut group.first.child);
+}
+
+fn signal(signal: &str, pid: &str) {
+    let status = std::process::Command::new("kill")
+        .args([signal, pid])
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill {signal} {pid}");
+}
+
+/// The Java 5.x client sends and reads back messages of a new topic through the name server.
+fn round_trip(kit: &std::path::Path, classes: &std::path::Path, namesrv_port: u16, topic: &str) {
+    let count = 10;
+    let output = java::run_java_on(
+        kit,
+        classes,
+        "Java5RoundTrip",
+        &[
+            &format!("127.0.0.1:{namesrv_port}"),
+            topic,
+            &count.to_string(),
+        ],
+        Serialize::Json,
+        "",
+        Duration::from_secs(120),
+    );
+    output.assert_passed(topic);
+    assert_eq!(output.figure("send_ok"), f64::from(count));
+    assert_eq!(output.figure("received_all"), f64::from(count));
+}
+
+fn mqadmin(kit: &std::path::Path, args: &[&str]) -> String {
+    let output = java::run_kit_on(kit, "mqadmin", args, Duration::from_secs(60));
+    assert!(
+        !output.timed_out,
+        "mqadmin {args:?} timed out:\n{}",
+        output.text
+    );
+    output.text
+}
+
+/// Polls `probe` every 100 ms until it gives a value, for at most `timeout`.
+fn wait_for<T>(timeout: Duration, what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = probe() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "no {what} after {timeout:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn request(addr: SocketAddr, request: RemotingCommand) -> Option<RemotingCommand> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok()?;
+    runtime.block_on(async {
+        let (client, _) = connect_tokio(addr, ClientConfig::default()).await.ok()?;
+        client.request(request).await.ok()
+    })
+}
+
+/// CONTROLLER_GET_REPLICA_INFO of `broker-a`: its header and SyncStateSet body.
+fn replica_info(addr: SocketAddr) -> Option<(GetReplicaInfoResponseHeader, serde_json::Value)> {
+    let header = GetReplicaInfoRequestHeader {
+        broker_name: "broker-a".to_owned(),
+    };
+    let command =
+        RemotingCommand::request_with_header(RequestCode::CONTROLLER_GET_REPLICA_INFO, &header);
+    let response = request(addr, command).filter(|r| r.code == 0)?;
+    let body = serde_json::from_slice(&response.body).ok()?;
+    Some((response.decode_header().ok()?, body))
+}
+
+fn in_sync_ids(body: &serde_json::Value) -> Vec<i64> {
+    body["syncStateSet"]
+        .as_array()
+        .map(|ids| ids.iter().filter_map(serde_json::Value::as_i64).collect())
+        .unwrap_or_default()
+}
+
+/// `broker-a`'s addresses by broker id, from the name server's cluster info.
+fn broker_addrs(namesrv: SocketAddr) -> Option<BTreeMap<i64, String>> {
+    let command = RemotingCommand::request(RequestCode::GET_BROKER_CLUSTER_INFO);
+    let response = request(namesrv, command).filter(|r| r.code == 0)?;
+    let info = ferromq::config::fastjson::parse_lenient(&response.body).ok()?;
+    let addrs = info["brokerAddrTable"]["broker-a"]["brokerAddrs"].as_object()?;
+    addrs
+        .iter()
+        .map(|(id, addr)| Some((id.parse().ok()?, addr.as_str()?.to_owned())))
+        .collect()
+}
