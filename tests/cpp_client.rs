@@ -34,6 +34,7 @@ mod common;
 
 use common::delivery::{self, events, number, received, sent_by_key, tail, text};
 use common::java::Standalone;
+use common::python::{self, Package};
 use common::TempDir;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -42,8 +43,11 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The package and version under test.
-const PACKAGE: &str = "rocketmq";
-const VERSION: &str = "0.4.4";
+const PACKAGE: Package = Package {
+    name: "rocketmq",
+    version: "0.4.4",
+    module: "rocketmq.client",
+};
 
 /// What the Python program sends (`PER_MODE`, `ORDERS`, `STEPS`, `BATCHES`, `BATCH_SIZE` in
 /// `tests/cpp/client.py`); order `ORDERS` is the one sent by `send_oneway_orderly`.
@@ -55,7 +59,7 @@ const BATCH_SIZE: usize = 3;
 
 #[test]
 fn cpp_client_sends_and_consumes_every_message_once() {
-    let python = python_with_rocketmq();
+    let python = python::venv_with("cpp-client", &PACKAGE);
     let server = Standalone::start("");
     let started = Instant::now();
     let run = run_cpp_client(&python, &server.namesrv_addr(), Duration::from_secs(180));
@@ -67,7 +71,8 @@ fn cpp_client_sends_and_consumes_every_message_once() {
     let order = check_order(&run.events, &mut failures);
     let batch = check_batch(&run.events, &mut failures);
     let summary = format!(
-        "C++ client (rocketmq {VERSION}) run: {:.1} s, {} events; {plain}; {order}; {batch}",
+        "C++ client (rocketmq {}) run: {:.1} s, {} events; {plain}; {order}; {batch}",
+        PACKAGE.version,
         elapsed.as_secs_f64(),
         run.events.len()
     );
@@ -298,110 +303,4 @@ fn run_cpp_client(python: &Path, namesrv: &str, timeout: Duration) -> CppRun {
         stderr,
         client_log,
     }
-}
-
-/// The Python of `target/cpp-client/venv`, with `rocketmq` 0.4.4 installed: made on first
-/// use, under an exclusive lock on `target/cpp-client/venv.lock` that parallel test
-/// processes wait for (at most 10 minutes).
-fn python_with_rocketmq() -> PathBuf {
-    let root = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .expect("CARGO_TARGET_TMPDIR is target/tmp")
-        .join("cpp-client");
-    std::fs::create_dir_all(&root).unwrap();
-    let lock = std::fs::File::create(root.join("venv.lock")).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(600);
-    loop {
-        match lock.try_lock() {
-            Ok(()) => break,
-            Err(std::fs::TryLockError::WouldBlock) => {
-                assert!(
-                    Instant::now() < deadline,
-                    "another test process held {} for 10 minutes",
-                    root.join("venv.lock").display()
-                );
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            Err(std::fs::TryLockError::Error(e)) => panic!("lock the venv: {e}"),
-        }
-    }
-    let venv = root.join("venv");
-    let python = venv.join("bin/python");
-    if !has_rocketmq(&python) {
-        run_setup(
-            Command::new("python3")
-                .args(["-m", "venv", "--clear"])
-                .arg(&venv),
-            "python3 -m venv (needs python3 with its venv module on PATH)",
-            Duration::from_secs(120),
-        );
-        run_setup(
-            Command::new(&python)
-                .args([
-                    "-m",
-                    "pip",
-                    "install",
-                    "--disable-pip-version-check",
-                    "--no-input",
-                ])
-                .arg(format!("{PACKAGE}=={VERSION}")),
-            "pip install rocketmq==0.4.4 (needs PyPI)",
-            Duration::from_secs(300),
-        );
-        assert!(
-            has_rocketmq(&python),
-            "{PACKAGE} {VERSION} installed into {} but does not import",
-            venv.display()
-        );
-    }
-    drop(lock); // releases the lock
-    python
-}
-
-/// Whether `python` imports `rocketmq.client` (which loads librocketmq) at version 0.4.4.
-fn has_rocketmq(python: &Path) -> bool {
-    if !python.is_file() {
-        return false;
-    }
-    let check = format!(
-        "import importlib.metadata, rocketmq.client; \
-         assert importlib.metadata.version('{PACKAGE}') == '{VERSION}'"
-    );
-    let Ok(mut child) = Command::new(python)
-        .args(["-B", "-c", &check])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-    else {
-        return false;
-    };
-    let status = common::wait_exit(&mut child, Duration::from_secs(60));
-    if status.is_none() {
-        common::kill(&mut child);
-    }
-    status.is_some_and(|s| s.success())
-}
-
-/// Runs a setup command with a deadline; panics with its output if it fails.
-fn run_setup(command: &mut Command, what: &str, timeout: Duration) {
-    let log = TempDir::new("cpp-client-setup");
-    let out_path = log.path().join("output.txt");
-    let out = std::fs::File::create(&out_path).unwrap();
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(out.try_clone().unwrap())
-        .stderr(out)
-        .spawn()
-        .unwrap_or_else(|e| panic!("{what}: spawn: {e}"));
-    let status = common::wait_exit(&mut child, timeout);
-    if status.is_none() {
-        common::kill(&mut child);
-    }
-    let output = std::fs::read_to_string(&out_path).unwrap_or_default();
-    assert!(
-        status.is_some_and(|s| s.success()),
-        "{what} failed ({status:?}):\n{}",
-        tail(&output, 40)
-    );
 }

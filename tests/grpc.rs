@@ -712,56 +712,16 @@ fn hostile_input_on_the_grpc_port_leaves_the_endpoint_serving() {
     });
 }
 
-/// The pinned Python 5.x client, installed once per machine into a virtualenv under the
-/// target directory (built beside it and renamed into place, so that runs never see half of
-/// one).
-fn python5() -> std::path::PathBuf {
-    const PACKAGE: &str = "rocketmq-python-client==5.1.2";
-    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("py5-venv");
-    let python = venv.join("bin/python");
-    let ready = |python: &Path| {
-        std::process::Command::new(python)
-            .args(["-c", "import rocketmq"])
-            .status()
-            .is_ok_and(|status| status.success())
-    };
-    if ready(&python) {
-        return python;
-    }
-    let building = venv.with_extension(format!("building-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&building);
-    let run = |program: &str, args: &[&str]| {
-        let output = std::process::Command::new("timeout")
-            .arg("600")
-            .arg(program)
-            .args(args)
-            .output()
-            .unwrap_or_else(|error| panic!("{program}: {error}"));
-        assert!(
-            output.status.success(),
-            "{program} {args:?}: {}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-    };
-    run("python3", &["-m", "venv", building.to_str().unwrap()]);
-    let pip = building.join("bin/pip");
-    run(pip.to_str().unwrap(), &["install", "--quiet", PACKAGE]);
-    // Another test process may have won the race: either venv works.
-    if std::fs::rename(&building, &venv).is_err() {
-        let _ = std::fs::remove_dir_all(&building);
-    }
-    assert!(
-        ready(&python),
-        "{PACKAGE} does not import from {}",
-        venv.display()
-    );
-    python
-}
+/// The pinned Python 5.x client.
+const PYTHON5: common::python::Package = common::python::Package {
+    name: "rocketmq-python-client",
+    version: "5.1.2",
+    module: "rocketmq",
+};
 
 #[test]
 fn python5_simple_consumer_round_trips_through_the_endpoint() {
-    let python = python5();
+    let python = common::python::venv_with("python5-client", &PYTHON5);
     let dir = TempDir::on_disk("grpc-python");
     let (_broker, port) = start_broker(dir.path());
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python5/grpc_round_trip.py");

@@ -6,7 +6,7 @@
 
 pub mod delivery;
 pub mod java;
-pub mod netns;
+pub mod python;
 pub mod store;
 
 use ferromq::remoting::client::{connect_tokio, ClientConfig, RemotingClient};
@@ -79,17 +79,6 @@ impl NamesrvProcess {
     }
 
     pub fn start_with_args(extra_config: &str, args: &[&str]) -> NamesrvProcess {
-        Self::start_in(ferromq_command(), extra_config, "127.0.0.1:0", args)
-    }
-
-    /// As [`NamesrvProcess::start_with_args`], run by `program` (the `ferromq` binary,
-    /// possibly behind a prefix such as `ip netns exec`) and listening on `listen`.
-    pub fn start_in(
-        program: Command,
-        extra_config: &str,
-        listen: &str,
-        args: &[&str],
-    ) -> NamesrvProcess {
         let dir = TempDir::new("namesrv");
         let config = dir.path().join("namesrv.conf");
         let kv = dir.path().join("kvConfig.json");
@@ -98,9 +87,9 @@ impl NamesrvProcess {
             format!("kvConfigPath={}\n{extra_config}\n", kv.display()),
         )
         .unwrap();
-        let mut all_args = vec!["-c", config.to_str().unwrap(), "--listen", listen];
+        let mut all_args = vec!["-c", config.to_str().unwrap(), "--listen", "127.0.0.1:0"];
         all_args.extend_from_slice(args);
-        let (child, addr, log, early_log) = spawn_server_in(program, "namesrv", &all_args);
+        let (child, addr, log, early_log) = spawn_server("namesrv", &all_args);
         NamesrvProcess {
             child,
             addr,
@@ -148,22 +137,7 @@ pub fn spawn_server(
     subcommand: &str,
     args: &[&str],
 ) -> (Child, SocketAddr, mpsc::Receiver<String>, Vec<String>) {
-    spawn_server_in(ferromq_command(), subcommand, args)
-}
-
-/// The built `ferromq` binary, as a command to add arguments to.
-pub fn ferromq_command() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_ferromq"))
-}
-
-/// As [`spawn_server`], run by `program`: the `ferromq` binary, possibly behind a prefix
-/// such as `ip netns exec NAME`.
-pub fn spawn_server_in(
-    mut program: Command,
-    subcommand: &str,
-    args: &[&str],
-) -> (Child, SocketAddr, mpsc::Receiver<String>, Vec<String>) {
-    let mut child = program
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ferromq"))
         .arg(subcommand)
         .args(args)
         .env(
@@ -219,17 +193,9 @@ impl BrokerProcess {
 
     /// As [`BrokerProcess::start`], listening on `listen`.
     pub fn start_on(store: &Path, config: &str, listen: &str) -> BrokerProcess {
-        let config = format!("brokerIP1=127.0.0.1\n{config}");
-        Self::start_in(ferromq_command(), store, &config, listen)
-    }
-
-    /// As [`BrokerProcess::start_on`], run by `program` (the `ferromq` binary, possibly
-    /// behind a prefix such as `ip netns exec`), with `config` written as it is (no
-    /// `brokerIP1` line added).
-    pub fn start_in(program: Command, store: &Path, config: &str, listen: &str) -> BrokerProcess {
         std::fs::create_dir_all(store).unwrap();
         let file = store.join("broker.conf");
-        std::fs::write(&file, format!("{config}\n")).unwrap();
+        std::fs::write(&file, format!("brokerIP1=127.0.0.1\n{config}\n")).unwrap();
         let args = [
             "-c",
             file.to_str().unwrap(),
@@ -238,7 +204,7 @@ impl BrokerProcess {
             "--store",
             store.to_str().unwrap(),
         ];
-        let (child, addr, log, early_log) = spawn_server_in(program, "broker", &args);
+        let (child, addr, log, early_log) = spawn_server("broker", &args);
         BrokerProcess {
             child,
             addr,
