@@ -6,6 +6,7 @@
 
 pub mod delivery;
 pub mod java;
+pub mod netns;
 pub mod python;
 pub mod store;
 
@@ -79,6 +80,17 @@ impl NamesrvProcess {
     }
 
     pub fn start_with_args(extra_config: &str, args: &[&str]) -> NamesrvProcess {
+        Self::start_in(ferromq_command(), extra_config, "127.0.0.1:0", args)
+    }
+
+    /// As [`NamesrvProcess::start_with_args`], run by `program` (the `ferromq` binary,
+    /// possibly behind a prefix such as `ip netns exec`) and listening on `listen`.
+    pub fn start_in(
+        program: Command,
+        extra_config: &str,
+        listen: &str,
+        args: &[&str],
+    ) -> NamesrvProcess {
         let dir = TempDir::new("namesrv");
         let config = dir.path().join("namesrv.conf");
         let kv = dir.path().join("kvConfig.json");
@@ -87,9 +99,9 @@ impl NamesrvProcess {
             format!("kvConfigPath={}\n{extra_config}\n", kv.display()),
         )
         .unwrap();
-        let mut all_args = vec!["-c", config.to_str().unwrap(), "--listen", "127.0.0.1:0"];
+        let mut all_args = vec!["-c", config.to_str().unwrap(), "--listen", listen];
         all_args.extend_from_slice(args);
-        let (child, addr, log, early_log) = spawn_server("namesrv", &all_args);
+        let (child, addr, log, early_log) = spawn_server_in(program, "namesrv", &all_args);
         NamesrvProcess {
             child,
             addr,
@@ -137,7 +149,22 @@ pub fn spawn_server(
     subcommand: &str,
     args: &[&str],
 ) -> (Child, SocketAddr, mpsc::Receiver<String>, Vec<String>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ferromq"))
+    spawn_server_in(ferromq_command(), subcommand, args)
+}
+
+/// The built `ferromq` binary, as a command to add arguments to.
+pub fn ferromq_command() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ferromq"))
+}
+
+/// As [`spawn_server`], run by `program`: the `ferromq` binary, possibly behind a prefix
+/// such as `ip netns exec NAME`.
+pub fn spawn_server_in(
+    mut program: Command,
+    subcommand: &str,
+    args: &[&str],
+) -> (Child, SocketAddr, mpsc::Receiver<String>, Vec<String>) {
+    let mut child = program
         .arg(subcommand)
         .args(args)
         .env(
@@ -193,9 +220,17 @@ impl BrokerProcess {
 
     /// As [`BrokerProcess::start`], listening on `listen`.
     pub fn start_on(store: &Path, config: &str, listen: &str) -> BrokerProcess {
+        let config = format!("brokerIP1=127.0.0.1\n{config}");
+        Self::start_in(ferromq_command(), store, &config, listen)
+    }
+
+    /// As [`BrokerProcess::start_on`], run by `program` (the `ferromq` binary, possibly
+    /// behind a prefix such as `ip netns exec`), with `config` written as it is (no
+    /// `brokerIP1` line added).
+    pub fn start_in(program: Command, store: &Path, config: &str, listen: &str) -> BrokerProcess {
         std::fs::create_dir_all(store).unwrap();
         let file = store.join("broker.conf");
-        std::fs::write(&file, format!("brokerIP1=127.0.0.1\n{config}\n")).unwrap();
+        std::fs::write(&file, format!("{config}\n")).unwrap();
         let args = [
             "-c",
             file.to_str().unwrap(),
@@ -204,7 +239,7 @@ impl BrokerProcess {
             "--store",
             store.to_str().unwrap(),
         ];
-        let (child, addr, log, early_log) = spawn_server("broker", &args);
+        let (child, addr, log, early_log) = spawn_server_in(program, "broker", &args);
         BrokerProcess {
             child,
             addr,
