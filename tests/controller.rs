@@ -16,7 +16,9 @@
 //! `ferromq` binary) on loopback; state is read over the remoting protocol
 //! (CONTROLLER_GET_REPLICA_INFO from the controller, GET_BROKER_CLUSTER_INFO from the name
 //! server) in bounded polling loops. Election time is measured from the kill to the
-//! controller's new master, and to the name server's route.
+//! controller's new master, and to the name server's route. A third test sends one scripted
+//! sequence of controller requests to the Java 5.5.0 controller (inside its name server) and
+//! to ferromq's, and compares every answer.
 
 mod common;
 
@@ -301,4 +303,251 @@ fn broker_addrs(namesrv: SocketAddr) -> Option<BTreeMap<i64, String>> {
         .iter()
         .map(|(id, addr)| Some((id.parse().ok()?, addr.as_str()?.to_owned())))
         .collect()
+}
+
+/// The Java 5.5.0 controller (inside its name server, `enableControllerInNamesrv=true`) and
+/// the ferromq controller answer the same requests alike: the requests a group of two
+/// brokers and an operator send, refusals included, compared by code, remark, header fields
+/// and JSON body (fastjson's bare integer keys read as quoted ones).
+#[test]
+fn ferromq_controller_answers_as_the_java_controller() {
+    let kit = java::kit5();
+    let dir = TempDir::on_disk("controller-diff");
+    let java_port = java::free_port();
+    let java = JavaController::start(&kit, dir.path(), java_port);
+    let (child, addr, _log, _) = common::spawn_server("controller", &["--listen", "127.0.0.1:0"]);
+    let ours = ControllerProcess { child, addr };
+    let java_addr: SocketAddr = ([127, 0, 0, 1], java_port).into();
+    let runtime = common::runtime();
+    runtime.block_on(async {
+        let (java_client, _) = connect_tokio(java_addr, ClientConfig::default())
+            .await
+            .unwrap();
+        let (our_client, _) = connect_tokio(ours.addr, ClientConfig::default())
+            .await
+            .unwrap();
+        for (step, request) in differential_requests().into_iter().enumerate() {
+            let expected = java_client.request(request.clone()).await.unwrap();
+            let actual = our_client.request(request.clone()).await.unwrap();
+            let (expected, actual) = (comparable(&expected), comparable(&actual));
+            eprintln!(
+                "step {step} code {}: Java answered {expected:?}",
+                request.code
+            );
+            assert_eq!(actual, expected, "step {step}, code {}", request.code);
+        }
+    });
+    drop(java);
+}
+
+/// The Java controller: its name server with the controller inside, run from the kit's
+/// classpath with a config of our own; killed on drop.
+struct JavaController {
+    child: Child,
+}
+
+impl JavaController {
+    fn start(kit: &std::path::Path, dir: &std::path::Path, port: u16) -> JavaController {
+        let home = dir.join("java-controller");
+        std::fs::create_dir_all(&home).unwrap();
+        let conf = home.join("namesrv.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "listenPort={}\nbindAddress=127.0.0.1\nenableControllerInNamesrv=true\n\
+                 controllerDLegerGroup=group1\ncontrollerDLegerPeers=n0-127.0.0.1:{port}\n\
+                 controllerDLegerSelfId=n0\ncontrollerStorePath={}\n",
+                java::free_port(),
+                home.join("store").display()
+            ),
+        )
+        .unwrap();
+        let out = home.join("out.txt");
+        let file = std::fs::File::create(&out).unwrap();
+        let child = std::process::Command::new("bash")
+            .arg(kit.join("bin/java-run"))
+            .args(["", "org.apache.rocketmq.namesrv.NamesrvStartup", "-c"])
+            .arg(&conf)
+            .env("RMQ_LOGDIR", &home)
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .spawn()
+            .expect("spawn the Java controller");
+        let mut controller = JavaController { child };
+        wait_for(Duration::from_secs(120), "Java controller boot", || {
+            let text = std::fs::read_to_string(&out).unwrap_or_default();
+            let exited = controller.child.try_wait().ok().flatten();
+            assert!(exited.is_none(), "the Java controller exited:\n{text}");
+            text.contains("ControllerManager boot success")
+                .then_some(())
+        });
+        controller
+    }
+}
+
+impl Drop for JavaController {
+    fn drop(&mut self) {
+        common::kill(&mut self.child);
+    }
+}
+
+/// What is compared of a response: code, remark, header fields (none and empty alike) and
+/// the body as JSON (or text).
+fn comparable(
+    response: &RemotingCommand,
+) -> (i32, Option<String>, BTreeMap<String, String>, String) {
+    let fields = response
+        .ext_fields
+        .iter()
+        .flat_map(|fields| fields.iter())
+        .map(|(key, value)| (key.to_owned(), value.to_owned()))
+        .collect();
+    let body = match ferromq::config::fastjson::parse_lenient(&response.body) {
+        Ok(value) => value.to_string(),
+        Err(_) => String::from_utf8_lossy(&response.body).into_owned(),
+    };
+    (response.code, response.remark.clone(), fields, body)
+}
+
+/// Two brokers join, heartbeat, elect, grow the SyncStateSet; stale and wrong requests are
+/// refused; an operator reads the SyncStateSet and tries to clean a live group.
+fn differential_requests() -> Vec<RemotingCommand> {
+    use ferromq::remoting::headers::{
+        AlterSyncStateSetRequestHeader, ApplyBrokerIdRequestHeader, BrokerHeartbeatRequestHeader,
+        CleanControllerBrokerDataRequestHeader, ElectMasterRequestHeader,
+        GetNextBrokerIdRequestHeader, RegisterBrokerToControllerRequestHeader,
+    };
+    let with = |code, header: &dyn Fn(&mut RemotingCommand)| {
+        let mut request = RemotingCommand::request(code);
+        header(&mut request);
+        request
+    };
+    let group = "broker-d";
+    let address = |id: i64| format!("127.0.0.1:{}", 31_000 + id);
+    let next_id = || {
+        RemotingCommand::request_with_header(
+            RequestCode::CONTROLLER_GET_NEXT_BROKER_ID,
+            &GetNextBrokerIdRequestHeader {
+                cluster_name: "DiffCluster".to_owned(),
+                broker_name: group.to_owned(),
+            },
+        )
+    };
+    let apply = |id: i64| {
+        RemotingCommand::request_with_header(
+            RequestCode::CONTROLLER_APPLY_BROKER_ID,
+            &ApplyBrokerIdRequestHeader {
+                cluster_name: "DiffCluster".to_owned(),
+                broker_name: group.to_owned(),
+                applied_broker_id: id,
+                register_check_code: format!("{};1700000000000", address(id)),
+            },
+        )
+    };
+    let register = |id: i64| {
+        RemotingCommand::request_with_header(
+            RequestCode::CONTROLLER_REGISTER_BROKER,
+            &RegisterBrokerToControllerRequestHeader {
+                cluster_name: "DiffCluster".to_owned(),
+                broker_name: group.to_owned(),
+                broker_id: Some(id),
+                broker_address: address(id),
+                invoke_time: Some(1),
+            },
+        )
+    };
+    let heartbeat = |id: Option<i64>| {
+        RemotingCommand::request_with_header(
+            RequestCode::BROKER_HEARTBEAT,
+            &BrokerHeartbeatRequestHeader {
+                cluster_name: "DiffCluster".to_owned(),
+                broker_addr: address(id.unwrap_or(0)),
+                broker_name: group.to_owned(),
+                broker_id: id,
+                epoch: Some(0),
+                max_offset: Some(0),
+                confirm_offset: Some(0),
+                heartbeat_timeout_mills: Some(60_000),
+                election_priority: None,
+            },
+        )
+    };
+    let elect = |id: i64| {
+        RemotingCommand::request_with_header(
+            RequestCode::CONTROLLER_ELECT_MASTER,
+            &ElectMasterRequestHeader {
+                cluster_name: Some("DiffCluster".to_owned()),
+                broker_name: group.to_owned(),
+                broker_id: Some(id),
+                designate_elect: Some(false),
+                invoke_time: Some(1),
+            },
+        )
+    };
+    let alter = |epochs: (i32, i32), set: &str| {
+        let mut request = RemotingCommand::request_with_header(
+            RequestCode::CONTROLLER_ALTER_SYNC_STATE_SET,
+            &AlterSyncStateSetRequestHeader {
+                broker_name: group.to_owned(),
+                master_broker_id: Some(1),
+                master_epoch: Some(epochs.0),
+                invoke_time: Some(1),
+            },
+        );
+        request.body = format!(
+            "{{\"syncStateSet\":{set},\"syncStateSetEpoch\":{}}}",
+            epochs.1
+        )
+        .into_bytes();
+        request
+    };
+    let replica_info = || {
+        RemotingCommand::request_with_header(
+            RequestCode::CONTROLLER_GET_REPLICA_INFO,
+            &GetReplicaInfoRequestHeader {
+                broker_name: group.to_owned(),
+            },
+        )
+    };
+    let sync_state_data = with(RequestCode::CONTROLLER_GET_SYNC_STATE_DATA, &|request| {
+        request.body = format!("[\"{group}\",\"no-such-group\"]").into_bytes();
+    });
+    let clean = RemotingCommand::request_with_header(
+        RequestCode::CLEAN_BROKER_DATA,
+        &CleanControllerBrokerDataRequestHeader {
+            cluster_name: Some("DiffCluster".to_owned()),
+            broker_name: group.to_owned(),
+            broker_controller_ids_to_clean: None,
+            is_clean_living_broker: Some(false),
+            invoke_time: Some(1),
+        },
+    );
+    vec![
+        replica_info(),
+        next_id(),
+        apply(2),
+        apply(1),
+        next_id(),
+        register(1),
+        register(3),
+        heartbeat(Some(1)),
+        heartbeat(None),
+        elect(1),
+        replica_info(),
+        apply(2),
+        register(2),
+        heartbeat(Some(2)),
+        alter((1, 0), "[1,2]"),
+        alter((0, 1), "[1,2]"),
+        alter((1, 1), "[1,3]"),
+        alter((1, 1), "[2]"),
+        alter((1, 1), "[1,2]"),
+        alter((1, 2), "[1,2]"),
+        elect(2),
+        register(2),
+        replica_info(),
+        sync_state_data,
+        clean,
+        with(RequestCode(1_999), &|_| {}),
+    ]
 }
