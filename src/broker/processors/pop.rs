@@ -44,9 +44,8 @@ struct Pop<'a> {
     pop_time: i64,
     revive_qid: i32,
     max: usize,
-    /// The records to answer, back to back.
+    /// The records to answer, one per part.
     parts: Vec<Bytes>,
-    found: usize,
     start_offset_info: String,
     msg_offset_info: String,
     /// Messages left behind in the queues looked at (`restNum`).
@@ -131,7 +130,7 @@ pub(super) async fn process(
             &header.consumer_group,
         );
         let pop = pop_once(ctx, &header, &filter).await;
-        if pop.found > 0 {
+        if pop.found() > 0 {
             return Some(answer(request, &header, pop, ResponseCode::SUCCESS));
         }
         let now = now_ms();
@@ -194,7 +193,7 @@ fn answer(
     pop: Pop<'_>,
     code: ResponseCode,
 ) -> RemotingCommand {
-    let status = if pop.found > 0 {
+    let status = if pop.found() > 0 {
         GetMessageStatus::Found
     } else {
         GetMessageStatus::NoMessageInQueue
@@ -241,7 +240,6 @@ async fn pop_once<'a>(
         revive_qid,
         max: usize::try_from(header.max_msg_nums).unwrap_or(0).max(1),
         parts: Vec::new(),
-        found: 0,
         start_offset_info: String::new(),
         msg_offset_info: String::new(),
         rest: 0,
@@ -257,13 +255,18 @@ async fn pop_once<'a>(
     } else {
         pop.queue(&header.topic, false, header.queue_id).await;
     }
-    if !need_retry && pop.found < pop.max {
+    if !need_retry && pop.found() < pop.max {
         pop.topic(&retry, true, random).await;
     }
     pop
 }
 
 impl Pop<'_> {
+    /// Messages found so far.
+    fn found(&self) -> usize {
+        self.parts.len()
+    }
+
     /// Every readable queue of `topic`, from a random one on (`popMsgFromTopic`).
     async fn topic(&mut self, topic: &str, is_retry: bool, random: i32) {
         let Some(config) = self.ctx.state.topic(topic) else {
@@ -285,11 +288,11 @@ impl Pop<'_> {
             return;
         };
         let mut offset = self.offset(topic, queue_id, true);
-        if self.found >= self.max {
+        if self.found() >= self.max {
             self.rest += ctx.reader.max_offset_in_queue(topic, queue_id) - offset;
             return;
         }
-        let want = self.max - self.found;
+        let want = self.max - self.found();
         let read = |offset| {
             ctx.reader
                 .get_message(topic, queue_id, offset, want, self.filter)
@@ -355,7 +358,6 @@ impl Pop<'_> {
             let part = result.parts[found.part].slice(found.start..found.start + found.size);
             if !is_retry {
                 self.parts.push(part);
-                self.found += 1;
                 continue;
             }
             let handle = ExtraInfo {
@@ -371,7 +373,6 @@ impl Pop<'_> {
             match as_popped(&part, &self.header.topic, &handle.build()) {
                 Some(record) => {
                     self.parts.push(Bytes::from(record));
-                    self.found += 1;
                 }
                 None => tracing::warn!(topic, queue_id, "a retry record does not decode"),
             }
