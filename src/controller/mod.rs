@@ -29,7 +29,6 @@ pub mod replicas_info;
 mod tests;
 
 use crate::config::controller::ControllerConfig;
-use crate::namesrv::now_ms;
 use crate::remoting::server::{self, ConnectionInfo, RequestHandler, ServerConfig};
 use crate::remoting::RemotingCommand;
 use ferromq_shards::{spawn_shards, Placement, RuntimeConfig, ShardsHandle, Shutdown};
@@ -120,7 +119,9 @@ pub fn start(
                     _ => config.listen_addr(),
                 };
                 let advertised = config.advertised_addr(addr);
-                let controller = Controller::new((*config).clone(), advertised);
+                let mut config = (*config).clone();
+                config.listen_port = addr.port();
+                let controller = Controller::new(config.clone(), advertised);
                 let handler = Rc::new(Handler {
                     controller: RefCell::new(controller),
                     notices,
@@ -265,4 +266,9 @@ async fn notify(
         .oneway(notice.request.clone())
         .await
         .map_err(|e| e.to_string())
+}
+
+/// Wall-clock milliseconds since the epoch (Java's `System.currentTimeMillis`).
+fn now_ms() -> u64 {
+    u64::try_from(crate::calendar::now_ms()).unwrap_or(0)
 }
