@@ -25,8 +25,25 @@
 //!   namespaces, deletes the veths, the namespaces and the bridge; [`leftovers`] checks that
 //!   nothing of it remains. [`Network::new`] first removes what runs whose pid is gone left.
 //!
+//! The usual shape of a test (see `tests/netns.rs`):
+//!
+//! ```text
+//! with_network("failover", |network| {
+//!     let (ns, b1) = (network.host("ns"), network.host("b1"));
+//!     let namesrv = ns.start_namesrv("");
+//!     let broker = b1.start_broker(&store, &format!("namesrvAddr={}", namesrv.addr));
+//!     b1.cut();   // ... assert what clients see ...
+//!     b1.heal();
+//! }); // torn down, and asserted that nothing is left
+//! ```
+//!
+//! Hosts reach the test process at [`Network::gateway`]; other programs (a Java broker, a
+//! shell) run inside a host through [`Host::command`].
+//!
 //! Needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN) and iproute2's `ip` and `tc`: without them
-//! [`Network::new`] panics with the reason, it never skips.
+//! [`Network::new`] panics with the reason, it never skips. A kernel without the netem qdisc
+//! (`CONFIG_NET_SCH_NETEM`) makes [`Host::slow`] return [`NetemUnavailable`];
+//! [`Host::throttle`] needs only `tbf`.
 
 use super::{BrokerProcess, NamesrvProcess};
 use std::net::{IpAddr, Ipv4Addr};
