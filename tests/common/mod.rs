@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod client5;
 pub mod delivery;
 pub mod java;
 pub mod netns;

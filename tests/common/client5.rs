@@ -1,0 +1,316 @@
+//! RocketMQ 5.x gRPC client programs (Node.js in `tests/node5/`, Go in `tests/go5/`) against
+//! the gRPC endpoint of a real `ferromq broker`: the broker they talk to, fetching and building
+//! the programs once per run under the target directory, running one, and the checks of the
+//! story both programs tell (sends of normal, FIFO and delay messages; a simple consumer that
+//! receives, acks, and changes the invisible duration of one message to get it back).
+//!
+//! Each program only reports, one JSON object per line (`ev`: `sent`, `recv`, `changed`,
+//! `acked`, `consumer_done`, `end`, and `error`, `send_error` or `receive_error` when
+//! something failed); [`check_round_trip`] accounts for every message by key and message id.
+
+use super::delivery::{self, events, number, tail, text};
+use super::{BrokerProcess, TempDir};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// The topic the programs use: its `message.type` is MIXED, so it takes normal, FIFO and
+/// delay messages.
+pub const TOPIC: &str = "Grpc5Mixed";
+/// What each program sends (`NORMAL`, `FIFO` in the programs), and one delay message.
+pub const NORMAL: usize = 8;
+pub const FIFO: usize = 5;
+/// The message whose invisible duration the consumer changes on its first delivery.
+pub const CHANGED_KEY: &str = "normal-0";
+
+/// A broker with the gRPC endpoint on a free port and [`TOPIC`] (4 queues) written before
+/// it starts.
+pub fn start_broker(dir: &Path) -> (BrokerProcess, u16) {
+    let store = dir.join("store");
+    let config_dir = store.join("config");
+    std::fs::create_dir_all(&config_dir).unwrap();
+    let topics = serde_json::json!({
+        "topicConfigTable": {
+            TOPIC: {
+                "topicName": TOPIC, "readQueueNums": 4, "writeQueueNums": 4, "perm": 6,
+                "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": false,
+                "attributes": {"message.type": "MIXED"},
+            },
+        },
+        "dataVersion": {"timestamp": 0, "counter": 1},
+    });
+    std::fs::write(config_dir.join("topics.json"), topics.to_string()).unwrap();
+    let port = super::java::free_port();
+    let config = format!("grpcServerEnable=true\ngrpcServerPort={port}");
+    (BrokerProcess::start(&store, &config), port)
+}
+
+/// `target/<name>`, made if missing.
+pub fn target_dir(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("CARGO_TARGET_TMPDIR is target/tmp")
+        .join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Holds `path` locked (exclusively) until dropped; waits at most 10 minutes for another
+/// test process that holds it.
+pub fn lock(path: &Path) -> std::fs::File {
+    let file = std::fs::File::create(path).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        match file.try_lock() {
+            Ok(()) => return file,
+            Err(std::fs::TryLockError::WouldBlock) => {
+                assert!(
+                    Instant::now() < deadline,
+                    "another test process held {} for 10 minutes",
+                    path.display()
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(std::fs::TryLockError::Error(e)) => panic!("lock {}: {e}", path.display()),
+        }
+    }
+}
+
+/// The `node_modules` of the npm project in `source` (its `package.json` and
+/// `package-lock.json`, which pin every package), installed with `npm ci` into
+/// `target/<name>/` when missing or made from another lock file, under a lock that parallel
+/// test processes wait for.
+pub fn npm_install(source: &Path, name: &str) -> PathBuf {
+    let root = target_dir(name);
+    let _lock = lock(&root.join("install.lock"));
+    let wanted = std::fs::read(source.join("package-lock.json")).unwrap();
+    let installed_from = root.join("node_modules/.ferromq-installed-from.json");
+    let modules = root.join("node_modules");
+    if std::fs::read(&installed_from).ok().as_deref() == Some(&wanted[..]) {
+        return modules;
+    }
+    for file in ["package.json", "package-lock.json"] {
+        std::fs::copy(source.join(file), root.join(file)).unwrap();
+    }
+    run_setup(
+        Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund", "--ignore-scripts"])
+            .current_dir(&root),
+        &format!(
+            "npm ci of {} into {} (needs node, npm and the npm registry)",
+            source.display(),
+            root.display()
+        ),
+        Duration::from_secs(300),
+    );
+    std::fs::write(&installed_from, &wanted).unwrap();
+    modules
+}
+
+/// Builds the Go program in `source` into `target/<name>/<name>` with the `go` on `PATH` (it
+/// fetches the modules `go.sum` pins from the Go module proxy on first use and caches the
+/// build); returns the binary.
+pub fn go_build(source: &Path, name: &str) -> PathBuf {
+    let dir = target_dir(name);
+    let binary = dir.join(name);
+    let building = dir.join(format!("{name}.{}.tmp", std::process::id()));
+    run_setup(
+        Command::new("go")
+            .args(["build", "-buildvcs=false", "-o"])
+            .arg(&building)
+            .arg(".")
+            .current_dir(source),
+        &format!(
+            "go build of {} (needs Go 1.25 or newer on PATH and the Go module proxy)",
+            source.display()
+        ),
+        Duration::from_secs(400),
+    );
+    std::fs::rename(&building, &binary).unwrap();
+    binary
+}
+
+/// Runs a setup command with a deadline; panics with its output if it fails.
+fn run_setup(command: &mut Command, what: &str, timeout: Duration) {
+    let log = TempDir::new("client5-setup");
+    let out_path = log.path().join("output.txt");
+    let out = std::fs::File::create(&out_path).unwrap();
+    let spawned = command
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn();
+    let mut child = spawned.unwrap_or_else(|e| panic!("{what}: spawn: {e}"));
+    let status = super::wait_exit(&mut child, timeout);
+    if status.is_none() {
+        super::kill(&mut child);
+    }
+    let output = std::fs::read_to_string(&out_path).unwrap_or_default();
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "{what} failed ({status:?}):\n{}",
+        tail(&output, 40)
+    );
+}
+
+/// What a program printed and how it ended.
+pub struct ProgramRun {
+    pub exit: Option<ExitStatus>,
+    pub events: Vec<Value>,
+    pub stderr: String,
+    pub elapsed: Duration,
+}
+
+/// Runs `command` (its arguments given) in a directory of its own, which is also its `HOME`
+/// (the clients write their logs there), killing it after `timeout`.
+pub fn run_program(mut command: Command, timeout: Duration) -> ProgramRun {
+    let dir = TempDir::new("client5-run");
+    let out_path = dir.path().join("stdout.jsonl");
+    let err_path = dir.path().join("stderr.txt");
+    let started = Instant::now();
+    let mut child = command
+        .current_dir(dir.path())
+        .env("HOME", dir.path())
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {command:?}: {e}"));
+    let exit = super::wait_exit(&mut child, timeout);
+    if exit.is_none() {
+        super::kill(&mut child);
+    }
+    let elapsed = started.elapsed();
+    let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
+    ProgramRun {
+        exit,
+        events: delivery::parse_events(&stdout),
+        stderr: std::fs::read_to_string(&err_path).unwrap_or_default(),
+        elapsed,
+    }
+}
+
+/// Checks the story of a `program` ("Node.js", "Go") run and panics with every failure.
+///
+/// - It ended after `end`, with no error event, its consumer done with every key acked.
+/// - Sends: [`NORMAL`] normal, [`FIFO`] FIFO (their message group on each delivery), one
+///   delay message, each with a message id.
+/// - Each sent message received with its tag, body and message id, acked once; nothing
+///   unexpected; no other duplicate.
+/// - [`CHANGED_KEY`] delivered twice, first with delivery attempt 1 and its invisible
+///   duration changed, then with attempt 2 and acked; every other message with attempt 1.
+/// - The FIFO messages received in the order sent; the delay message not before its time.
+pub fn check_round_trip(program: &str, run: &ProgramRun) {
+    let all = &run.events;
+    let mut failures = Vec::new();
+    delivery::check_ended(program, run.exit, all, &mut failures);
+    for event in events(all, "receive_error", None) {
+        failures.push(format!("{program} reported {event}"));
+    }
+    if !events(all, "consumer_done", None)
+        .iter()
+        .any(|e| e["complete"] == true)
+    {
+        failures.push("the consumer stopped before every key was acked".to_owned());
+    }
+    let mut sent: BTreeMap<&str, &Value> = BTreeMap::new();
+    for (part, count) in [("normal", NORMAL), ("fifo", FIFO), ("delay", 1)] {
+        let of_part = delivery::sent_by_key(all, part, &mut failures);
+        if of_part.len() != count {
+            failures.push(format!("{part}: {} sent, {count} wanted", of_part.len()));
+        }
+        sent.extend(of_part);
+    }
+    for event in sent.values() {
+        if text(&event["msg_id"]).is_empty() {
+            failures.push(format!("a send without a message id: {event}"));
+        }
+    }
+    let got = events(all, "recv", None);
+    let (first, again): (Vec<&Value>, Vec<&Value>) =
+        got.iter().partition(|e| number(&e["attempt"]) == 1);
+    let report = delivery::account("simple consumer", &sent, &first, &mut failures, check_group);
+    let changed = events(all, "changed", None);
+    let changed_keys: Vec<&str> = changed.iter().map(|e| text(&e["key"])).collect();
+    if changed_keys != [CHANGED_KEY] {
+        failures.push(format!(
+            "invisible duration changed for {changed_keys:?}, wanted [{CHANGED_KEY}]"
+        ));
+    }
+    let again_keys: Vec<(&str, i64)> = again
+        .iter()
+        .map(|e| (text(&e["key"]), number(&e["attempt"])))
+        .collect();
+    if again_keys != [(CHANGED_KEY, 2)] {
+        failures.push(format!(
+            "redeliveries (key, attempt) {again_keys:?}, wanted [({CHANGED_KEY}, 2)]"
+        ));
+    }
+    if let (Some(before), Some(after)) = (changed.first(), again.first()) {
+        if before["msg_id"] != after["msg_id"] {
+            failures.push(format!("redelivered {after} is not {before}"));
+        }
+    }
+    let mut acked: BTreeMap<&str, usize> = BTreeMap::new();
+    for event in events(all, "acked", None) {
+        *acked.entry(text(&event["key"])).or_default() += 1;
+    }
+    for key in sent.keys() {
+        if acked.get(key) != Some(&1) {
+            failures.push(format!("{key} acked {:?} times", acked.get(key)));
+        }
+    }
+    let fifo_order: Vec<i64> = first
+        .iter()
+        .filter(|e| e["part"] == "fifo")
+        .map(|e| sent.get(text(&e["key"])).map_or(-1, |s| number(&s["seq"])))
+        .collect();
+    if !fifo_order.is_sorted() {
+        failures.push(format!(
+            "FIFO messages received in the order {fifo_order:?}"
+        ));
+    }
+    let delay = first.iter().find(|e| e["part"] == "delay");
+    let due_ms = sent
+        .get("delay-0")
+        .map_or(0, |e| number(&e["deliver_at_ms"]));
+    let early_ms = delay.map_or(0, |e| due_ms - number(&e["at_ms"]));
+    if due_ms <= 0 || early_ms > 0 {
+        failures.push(format!(
+            "the delay message (due at {due_ms} ms) came {early_ms} ms early: {delay:?}"
+        ));
+    }
+    let summary = format!(
+        "{program} client: {:.1} s, {} events; {report}; {CHANGED_KEY} back with attempt 2; \
+         delay message {} ms after its time",
+        run.elapsed.as_secs_f64(),
+        all.len(),
+        -early_ms
+    );
+    println!("{summary}");
+    assert!(
+        failures.is_empty(),
+        "{summary}\n{} failure(s):\n  {}\n--- {program} stderr (tail) ---\n{}",
+        failures.len(),
+        failures.join("\n  "),
+        tail(&run.stderr, 40)
+    );
+}
+
+/// For [`delivery::account`]: FIFO messages carry their message group, others none (an empty
+/// one as the Node.js client reports it, or null).
+fn check_group(what: &str, sent: &Value, got: &Value, failures: &mut Vec<String>) {
+    let wanted = if sent["part"] == "fifo" {
+        "fifo-group"
+    } else {
+        ""
+    };
+    if text(&got["group"]) != wanted {
+        failures.push(format!(
+            "{what}: message group {}, wanted {wanted:?}",
+            got["group"]
+        ));
+    }
+}
