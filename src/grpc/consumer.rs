@@ -55,6 +55,10 @@ const LONG_POLLING_RESERVE: Duration = Duration::from_millis(100);
 const FLAG_COMPRESSED: i32 = 0x1;
 /// Java's `ConsumeInitMode.MAX`: a group new to a queue starts at its end.
 const INIT_MODE_MAX: i32 = 0;
+/// The proxy's "broker acting queue" (`MessageQueueSelector.BROKER_ACTING_QUEUE_ID`): a
+/// receive pops every queue of the broker, whatever queue the client named. The Node.js
+/// client names queue 0 only, so a pop of the named queue would never see the others.
+const BROKER_ACTING_QUEUE_ID: i32 = -1;
 
 /// ReceiveMessage: validates, then pops on a task of its own and streams the frames.
 pub(super) fn receive_message(
@@ -151,7 +155,7 @@ fn pop_request(
     let header = PopMessageRequestHeader {
         consumer_group: group.to_owned(),
         topic: name_of(queue.topic.as_ref()).to_owned(),
-        queue_id: queue.id,
+        queue_id: BROKER_ACTING_QUEUE_ID,
         max_msg_nums: request.batch_size.clamp(1, RECEIVE_BATCH_MAX),
         invisible_time: millis(invisible),
         poll_time: millis(polling),
