@@ -1,0 +1,30 @@
+//! The RocketMQ 5.x Go client (`github.com/apache/rocketmq-clients/golang/v5` v5.1.4,
+//! unchanged) against the gRPC endpoint of a real `ferromq broker`: the program of
+//! `tests/go5/` sends normal messages, a FIFO message group and a delay message (delivery
+//! timestamp 3 s ahead), and a simple consumer receives and acks them, changing the invisible
+//! duration of one message so that it comes back with delivery attempt 2.
+//! `common::client5` accounts for every message by key and message id.
+//!
+//! The program is built once per run into `target/go5-client/` with the `go` on `PATH`,
+//! which fetches the modules `tests/go5/go.sum` pins on first use; without Go the test fails
+//! and says so. The program bounds its own waits (90 s for the consumer); the test kills it
+//! at 150 s.
+
+mod common;
+
+use common::client5;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+#[test]
+fn go5_producer_and_simple_consumer_round_trip_through_the_endpoint() {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/go5");
+    let binary = client5::go_build(&source, "go5-client");
+    let dir = common::TempDir::on_disk("grpc-go5");
+    let (_broker, port) = client5::start_broker(dir.path());
+    let mut go = Command::new(binary);
+    go.args([&format!("127.0.0.1:{port}"), client5::TOPIC, "GrpcGoGroup"]);
+    let run = client5::run_program(go, Duration::from_secs(150));
+    client5::check_round_trip("Go", &run);
+}
