@@ -28,3 +28,19 @@ fn go5_producer_and_simple_consumer_round_trip_through_the_endpoint() {
     let run = client5::run_program(go, Duration::from_secs(150));
     client5::check_round_trip("Go", &run);
 }
+
+/// The same program and checks against the Java 5.5.0 proxy (cluster mode) in front of the
+/// Java 5.5.0 broker: the reference ferromq's endpoint is held to.
+#[test]
+fn go5_round_trip_passes_against_the_java5_proxy_too() {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/go5");
+    let binary = client5::go_build(&source, "go5-client");
+    let dir = common::TempDir::on_disk("grpc-go5-java");
+    let (cluster, mut proxy, port) = client5::start_java_proxy(dir.path());
+    let mut go = Command::new(binary);
+    go.args([&format!("127.0.0.1:{port}"), client5::TOPIC, "GrpcGoGroup"]);
+    let run = client5::run_program(go, Duration::from_secs(150));
+    common::kill(&mut proxy.child);
+    cluster.stop_now();
+    client5::check_round_trip("Go (Java 5.x proxy)", &run);
+}

@@ -33,3 +33,26 @@ fn node5_producer_and_simple_consumer_round_trip_through_the_endpoint() {
     let run = client5::run_program(node, Duration::from_secs(150));
     client5::check_round_trip("Node.js", &run);
 }
+
+/// The same program and checks against the Java 5.5.0 proxy (cluster mode) in front of the
+/// Java 5.5.0 broker: the reference ferromq's endpoint is held to.
+#[test]
+fn node5_round_trip_passes_against_the_java5_proxy_too() {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/node5");
+    let modules = client5::npm_install(&source, "node5-client");
+    let dir = common::TempDir::on_disk("grpc-node5-java");
+    let (cluster, mut proxy, port) = client5::start_java_proxy(dir.path());
+    let mut node = Command::new("node");
+    node.arg(source.join("round_trip.js"))
+        .args([
+            &format!("127.0.0.1:{port}"),
+            client5::TOPIC,
+            "GrpcNodeGroup",
+        ])
+        .env("NODE_PATH", &modules);
+    let run = client5::run_program(node, Duration::from_secs(150));
+    // Killed, not stopped: nothing of theirs is read after, and a clean stop takes 30 s.
+    common::kill(&mut proxy.child);
+    cluster.stop_now();
+    client5::check_round_trip("Node.js (Java 5.x proxy)", &run);
+}

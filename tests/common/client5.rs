@@ -47,6 +47,49 @@ pub fn start_broker(dir: &Path) -> (BrokerProcess, u16) {
     (BrokerProcess::start(&store, &config), port)
 }
 
+/// The Java 5.5.0 reference: its name server, broker and proxy (cluster mode), with
+/// [`TOPIC`] made by `mqadmin updateTopic` (4 queues, `message.type` MIXED). Returns the
+/// cluster, the proxy and its gRPC port.
+pub fn start_java_proxy(dir: &Path) -> (super::java::JavaCluster, super::java::JavaServer, u16) {
+    let kit = super::java::kit5();
+    // Java 5.5.0 refuses a MIXED topic unless the broker is told it may have one.
+    let conf = "enableMixedMessageType=true";
+    let cluster = super::java::JavaCluster::start(&kit, dir, conf, "");
+    let namesrv = cluster.namesrv_addr();
+    let args = [
+        "updateTopic",
+        "-n",
+        &namesrv,
+        "-c",
+        "DefaultCluster",
+        "-t",
+        TOPIC,
+        "-r",
+        "4",
+        "-w",
+        "4",
+        "-a",
+        "+message.type=MIXED",
+    ];
+    let created = super::java::run_kit_on(&kit, "mqadmin", &args, Duration::from_secs(120));
+    created.assert_passed("mqadmin updateTopic on the Java 5.x broker");
+    assert!(
+        created.text.contains("success"),
+        "mqadmin updateTopic on the Java 5.x broker:\n{}",
+        created.text
+    );
+    // The broker tells the name server of the new topic with its next registration.
+    super::java::wait_topic_route(
+        cluster.namesrv_socket(),
+        TOPIC,
+        None,
+        Duration::from_secs(60),
+    );
+    let proxy = super::java::start_proxy(&kit, dir, &namesrv);
+    let port = proxy.port;
+    (cluster, proxy, port)
+}
+
 /// `target/<name>`, made if missing.
 pub fn target_dir(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
@@ -111,9 +154,11 @@ pub fn npm_install(source: &Path, name: &str) -> PathBuf {
 
 /// Builds the Go program in `source` into `target/<name>/<name>` with the `go` on `PATH` (it
 /// fetches the modules `go.sum` pins from the Go module proxy on first use and caches the
-/// build); returns the binary.
+/// build), under a lock that parallel tests wait for; returns the binary.
 pub fn go_build(source: &Path, name: &str) -> PathBuf {
     let dir = target_dir(name);
+    // Tests of one process (threads) and of several wait for each other here.
+    let _lock = lock(&dir.join("build.lock"));
     let binary = dir.join(name);
     let building = dir.join(format!("{name}.{}.tmp", std::process::id()));
     run_setup(
@@ -283,8 +328,8 @@ pub fn check_round_trip(program: &str, run: &ProgramRun) {
         ));
     }
     let summary = format!(
-        "{program} client: {:.1} s, {} events; {report}; {CHANGED_KEY} back with attempt 2; \
-         delay message {} ms after its time",
+        "{program} client: {:.1} s, {} events; {report}; redelivered (key, attempt) \
+         {again_keys:?}; delay message {} ms after its time",
         run.elapsed.as_secs_f64(),
         all.len(),
         -early_ms
