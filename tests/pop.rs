@@ -206,6 +206,17 @@ async fn refusals(addr: &str) -> Vec<(i32, String)> {
             ],
             vec![],
         ),
+        // A retry topic's mode cannot be set; nor an unknown topic's.
+        (
+            RequestCode::SET_MESSAGE_REQUEST_MODE,
+            vec![],
+            mode_body("%RETRY%G_refusals"),
+        ),
+        (
+            RequestCode::SET_MESSAGE_REQUEST_MODE,
+            vec![],
+            mode_body("NoSuchTopicForMode"),
+        ),
     ];
     let mut codes = Vec::new();
     for (code, fields, body) in cases {
@@ -239,6 +250,14 @@ async fn refusals(addr: &str) -> Vec<(i32, String)> {
     codes
 }
 
+/// A SET_MESSAGE_REQUEST_MODE body asking POP for `G_refusals` on `topic`.
+fn mode_body(topic: &str) -> Vec<u8> {
+    format!(
+        r#"{{"consumerGroup":"G_refusals","mode":"POP","popShareQueueNum":0,"topic":"{topic}"}}"#
+    )
+    .into_bytes()
+}
+
 #[test]
 fn refusals_have_the_java5_brokers_codes() {
     let kit = java::kit5();
@@ -254,7 +273,7 @@ fn refusals_have_the_java5_brokers_codes() {
     let codes = |all: &[(i32, String)]| all.iter().map(|(code, _)| *code).collect::<Vec<_>>();
     println!("ferromq: {ours:?}\nJava 5.5.0: {javas:?}");
     assert_eq!(codes(&ours), codes(&javas));
-    assert_eq!(codes(&ours), [29, 17, 210, 208, 208, 208, 0, 0]);
+    assert_eq!(codes(&ours), [29, 17, 210, 208, 208, 208, 0, 0, 16, 17]);
     assert_eq!(ours, javas, "remarks");
     java5.stop_now();
 }
@@ -503,4 +522,61 @@ fn hostile_pop_fields_and_queueless_topics_are_answered() {
         let has_msg = response.ext_fields.as_ref().and_then(|f| f.get("hasMsg"));
         assert_eq!(has_msg, Some("false"));
     });
+}
+
+/// `mqadmin updateTopic` (4 queues) and `setConsumeMode -m POP` for `group` on `topic`,
+/// then the Java 5.x push consumer (clientRebalance off) consumes by POP.
+fn pop_push_consumer(kit: &std::path::Path, namesrv: &str, topic: &str) -> JavaOutput {
+    let group = format!("G_{topic}");
+    let admin = |args: &[&str]| {
+        let output = java::run_kit_on(kit, "mqadmin", args, Duration::from_secs(120));
+        output.assert_passed(&format!("mqadmin {}", args[0]));
+        output.text
+    };
+    let cluster = ["-n", namesrv, "-c", "DefaultCluster", "-t", topic];
+    admin(&[&["updateTopic"], &cluster[..], &["-r", "4", "-w", "4"]].concat());
+    let set = admin(
+        &[
+            &["setConsumeMode"],
+            &cluster[..],
+            &["-g", &group, "-m", "POP"],
+        ]
+        .concat(),
+    );
+    assert!(set.contains("success"), "setConsumeMode: {set}");
+    java::run_java_on(
+        kit,
+        &java::classes5(),
+        "Java5PopPush",
+        &[namesrv, topic, &group, "40"],
+        Serialize::Json,
+        "",
+        Duration::from_secs(200),
+    )
+}
+
+#[test]
+fn java5_push_consumer_in_pop_mode_consumes_by_pop_as_from_the_java5_broker() {
+    let kit = java::kit5();
+    let ferromq = Standalone::start(ROOMY);
+    let dir = TempDir::on_disk("pop-push-java5");
+    let java5 = java_broker(&kit, &dir);
+    let (ferromq_namesrv, java_namesrv) = (ferromq.namesrv_addr(), java5.namesrv_addr());
+    let (ours, javas) = std::thread::scope(|scope| {
+        let ours = scope.spawn(|| pop_push_consumer(&kit, &ferromq_namesrv, "PopPushF"));
+        let javas = scope.spawn(|| pop_push_consumer(&kit, &java_namesrv, "PopPushJ"));
+        (ours.join().unwrap(), javas.join().unwrap())
+    });
+    println!(
+        "ferromq: {:?}\nJava 5.5.0: {:?}",
+        ours.results, javas.results
+    );
+    javas.assert_passed("Java5PopPush against the Java 5.5.0 broker");
+    ours.assert_passed("Java5PopPush against ferromq");
+    assert_eq!(
+        ours.results, javas.results,
+        "ferromq's outcome, then Java 5.5.0's"
+    );
+    assert_eq!(ours.figure("consumed"), 40.0);
+    java5.stop_now();
 }

@@ -53,6 +53,9 @@ pub enum Processor {
     /// Whether a pop would find messages, and the pops waiting (`NotificationProcessor`,
     /// `PollingInfoProcessor`, 5.x).
     Notification,
+    /// Server-side load balancing and the groups' PULL or POP modes
+    /// (`QueryAssignmentProcessor`, 5.x).
+    Assignment,
 }
 
 /// One served request code.
@@ -132,6 +135,9 @@ pub const ROUTES: &[Route] = &[
     put(C::CHANGE_MESSAGE_INVISIBLETIME, Processor::Ack, false),
     route(C::NOTIFICATION, Processor::Notification),
     route(C::POLLING_INFO, Processor::Notification),
+    route(C::QUERY_ASSIGNMENT, Processor::Assignment),
+    route(C::SET_MESSAGE_REQUEST_MODE, Processor::Assignment),
+    route(C::GET_ALL_MESSAGE_REQUEST_MODE, Processor::Assignment),
     route(C::HEART_BEAT, Client),
     route(C::UNREGISTER_CLIENT, Client),
     route(C::CHECK_CLIENT_CONFIG, Client),

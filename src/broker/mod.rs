@@ -77,6 +77,8 @@ pub struct BrokerHandle {
     shards: ShardsHandle<()>,
     state: Arc<BrokerState>,
     registration: Option<std::thread::JoinHandle<()>>,
+    /// The route lookup thread (`None` without name servers).
+    routes: Option<std::thread::JoinHandle<()>>,
     metrics: Option<crate::metrics::exporter::Exporter>,
     grpc: Option<crate::grpc::GrpcEndpoint>,
     _lock: StoreLock,
@@ -124,6 +126,9 @@ impl BrokerHandle {
         let joined = self.shards.join();
         if let Some(registration) = self.registration.take() {
             let _ = registration.join();
+        }
+        if let Some(routes) = self.routes.take() {
+            let _ = routes.join();
         }
         if let Some(metrics) = self.metrics.take() {
             metrics.join();
@@ -349,11 +354,13 @@ pub fn start(config: BrokerConfig, shutdown: Shutdown) -> Result<BrokerHandle, B
     };
     tracing::info!(%addr, broker = %config.broker_name, "broker listening");
     let registration = register::spawn(Arc::clone(&state), addr, shards.shutdown.clone());
+    let routes = services::routes::spawn(&state, shards.shutdown.clone());
     Ok(BrokerHandle {
         addr,
         shards,
         state,
         registration: Some(registration),
+        routes,
         metrics,
         grpc,
         _lock: lock,

@@ -1,6 +1,6 @@
 //! The POP consumption keys of a broker (Java 5.x `BrokerConfig`, with Java's names and
 //! defaults): the revive queues, the retry topic's share of pops, long polling of pops and
-//! the revive service's pace.
+//! the revive service's pace, and how QUERY_ASSIGNMENT assigns queues.
 
 use super::{parse_bool, parse_value, ConfigError};
 use std::time::Duration;
@@ -24,6 +24,15 @@ pub struct PopConfig {
     pub revive_max_slow: u32,
     /// `reviveScanTime` (10000 ms): longest a round reads one revive queue.
     pub revive_scan_time: Duration,
+    /// `serverLoadBalancerEnable` (true): QUERY_ASSIGNMENT divides a topic's queues among
+    /// a group's consumers; off, each gets them all.
+    pub server_load_balancer_enable: bool,
+    /// `defaultMessageRequestMode` (PULL): how a group consumes a topic no
+    /// SET_MESSAGE_REQUEST_MODE named, `true` for POP.
+    pub default_message_request_mode_pop: bool,
+    /// `defaultPopShareQueueNum` (-1): in POP mode, how many following consumers' queues a
+    /// consumer also pops (-1 or 0: all queues, as queue -1).
+    pub default_pop_share_queue_num: i32,
 }
 
 impl Default for PopConfig {
@@ -37,6 +46,9 @@ impl Default for PopConfig {
             revive_interval: Duration::from_millis(1000),
             revive_max_slow: 3,
             revive_scan_time: Duration::from_millis(10_000),
+            server_load_balancer_enable: true,
+            default_message_request_mode_pop: false,
+            default_pop_share_queue_num: -1,
         }
     }
 }
@@ -73,6 +85,18 @@ impl PopConfig {
                 parse_value(at, key, value, "a count").map(|n| self.revive_max_slow = n)
             }
             "reviveScanTime" => millis(value).map(|d| self.revive_scan_time = d),
+            "serverLoadBalancerEnable" => {
+                parse_bool(at, key, value).map(|b| self.server_load_balancer_enable = b)
+            }
+            "defaultMessageRequestMode" => match value.trim() {
+                "PULL" => Ok(false),
+                "POP" => Ok(true),
+                _ => Err(super::bad_value(at, key, value, "PULL or POP")),
+            }
+            .map(|pop| self.default_message_request_mode_pop = pop),
+            "defaultPopShareQueueNum" => {
+                parse_value(at, key, value, "a count").map(|n| self.default_pop_share_queue_num = n)
+            }
             _ => return None,
         };
         Some(applied)
@@ -95,6 +119,9 @@ mod tests {
             ("enableRetryTopicV2", "true"),
             ("reviveInterval", "500"),
             ("reviveScanTime", "2000"),
+            ("defaultMessageRequestMode", "POP"),
+            ("defaultPopShareQueueNum", "2"),
+            ("serverLoadBalancerEnable", "false"),
         ] {
             assert!(matches!(
                 config.apply("broker.conf", key, value),
@@ -106,6 +133,13 @@ mod tests {
         assert!(config.enable_retry_topic_v2);
         assert_eq!(config.revive_interval, Duration::from_millis(500));
         assert_eq!(config.revive_scan_time, Duration::from_millis(2000));
+        assert!(config.default_message_request_mode_pop);
+        assert_eq!(config.default_pop_share_queue_num, 2);
+        assert!(!config.server_load_balancer_enable);
+        assert!(matches!(
+            config.apply("broker.conf", "defaultMessageRequestMode", "PUSH"),
+            Some(Err(_))
+        ));
         assert!(config.apply("broker.conf", "listenPort", "1").is_none());
         assert!(matches!(
             config.apply("broker.conf", "reviveQueueNum", "0"),

@@ -13,6 +13,7 @@
 
 mod ack;
 mod acl_admin;
+mod assignment;
 mod broker_admin;
 mod calls;
 mod client;
@@ -155,6 +156,7 @@ impl BrokerHandler {
             Some(Processor::Pop) => pop::process(ctx, connection, &request).await,
             Some(Processor::Ack) => ack::process(ctx, connection, &request).await,
             Some(Processor::Notification) => notification::process(ctx, connection, &request).await,
+            Some(Processor::Assignment) => assignment::process(ctx, &request).await,
             Some(Processor::Client) => client::process(ctx, connection, &request).await,
             Some(Processor::Offsets) => offsets::process(ctx, &request).await,
             Some(Processor::Query) => query::process(ctx, &request).await,

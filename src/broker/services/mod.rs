@@ -15,6 +15,7 @@ pub mod housekeeping;
 pub mod long_poll;
 pub mod register;
 pub mod revive;
+pub mod routes;
 pub mod sampler;
 pub mod schedule;
 pub mod timer;

@@ -33,6 +33,8 @@ mod offsets;
 mod persisted;
 pub mod pop;
 mod replication;
+pub mod request_modes;
+pub mod routes;
 pub mod timer;
 mod topics;
 mod transactions;
@@ -100,6 +102,10 @@ pub struct BrokerState {
     pub timer: timer::TimerProgress,
     /// POP's queue locks and waiting pops.
     pub pop: pop::PopState,
+    /// How each group consumes each topic, PULL or POP (`messageRequestMode.json`).
+    pub request_modes: request_modes::RequestModes,
+    /// Route lookups from the shards to the name servers.
+    pub routes: routes::RouteLookups,
     /// For a slave: its master's addresses, as the name server told them.
     pub master: Arc<replication::MasterAddrs>,
     /// Wakes the registration thread after a change of the topic table (its permit is kept
@@ -126,6 +132,7 @@ impl BrokerState {
         let topics = Topics::load(&dir, &config)?;
         let groups = Groups::load(&dir)?;
         let offsets = ConsumerOffsets::load(dir.join("consumerOffset.json"))?;
+        let request_modes = request_modes::RequestModes::load(&dir)?;
         let locks = LockTable::new(config.rebalance_lock_max_live_time);
         let acl = match config.acl_enable {
             true => Some(Arc::new(crate::broker::acl::AclRules::load(
@@ -157,6 +164,8 @@ impl BrokerState {
             slaves: Arc::default(),
             timer: timer::TimerProgress::default(),
             pop: pop::PopState::default(),
+            request_modes,
+            routes: routes::RouteLookups::default(),
             master: Arc::default(),
             registration_wanted: tokio::sync::Notify::new(),
             acl,
