@@ -66,7 +66,8 @@ enum Command {
     Standalone(StandaloneArgs),
     /// Run a controller (RocketMQ 5.x controller mode): brokers with
     /// `enableControllerMode=true` and `controllerAddr` pointing here get their ids, roles and
-    /// SyncStateSets from it, and a new master when theirs dies. One replica, state in memory.
+    /// SyncStateSets from it, and a new master when theirs dies. One replica; its state is
+    /// kept in `controllerStorePath` (in memory when unset).
     ///
     /// Stops cleanly on SIGINT (Ctrl-C) or SIGTERM.
     Controller(ControllerArgs),

@@ -25,7 +25,9 @@ mod common;
 use common::java::{self, JavaServer, Serialize};
 use common::TempDir;
 use ferromq::remoting::client::{connect_tokio, ClientConfig};
-use ferromq::remoting::headers::{GetReplicaInfoRequestHeader, GetReplicaInfoResponseHeader};
+use ferromq::remoting::headers::{
+    GetMetadataResponseHeader, GetReplicaInfoRequestHeader, GetReplicaInfoResponseHeader,
+};
 use ferromq::remoting::{RemotingCommand, RequestCode};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -43,6 +45,8 @@ const ELECTION_BOUND: Duration = Duration::from_secs(10);
 struct ControllerProcess {
     child: Child,
     addr: SocketAddr,
+    /// Its stderr lines, kept open while it runs (a closed pipe stops its logging).
+    log: std::sync::mpsc::Receiver<String>,
 }
 
 impl Drop for ControllerProcess {
@@ -57,8 +61,6 @@ struct Group {
     kit: std::path::PathBuf,
     namesrv: JavaServer,
     controller: ControllerProcess,
-    /// The controller's log lines.
-    log: std::sync::mpsc::Receiver<String>,
     first: JavaServer,
     second: JavaServer,
     _dir: TempDir,
@@ -72,7 +74,7 @@ impl Group {
         let namesrv_addr: SocketAddr = ([127, 0, 0, 1], namesrv.port).into();
         let listen = ["--listen", "127.0.0.1:0"];
         let (child, addr, log, _) = common::spawn_server("controller", &listen);
-        let controller = ControllerProcess { child, addr };
+        let controller = ControllerProcess { child, addr, log };
         let conf = format!(
             "enableControllerMode=true\ncontrollerAddr={addr}\nbrokerId=-1\nbrokerRole=SLAVE\n\
              fetchNamesrvAddrByAddressServer=false\nallAckInSyncStateSet=true\n\
@@ -106,7 +108,6 @@ impl Group {
             kit,
             namesrv,
             controller,
-            log,
             first,
             second,
             _dir: dir,
@@ -134,7 +135,7 @@ impl Group {
         });
         let routed = since.elapsed();
         let notice = format!("broker={}", self.second.addr());
-        let notified = common::wait_for_line(&self.log, "role change notified", bound)
+        let notified = common::wait_for_line(&self.controller.log, "role change notified", bound)
             .filter(|line| line.contains(&notice));
         assert!(
             notified.is_some(),
@@ -315,8 +316,8 @@ fn ferromq_controller_answers_as_the_java_controller() {
     let dir = TempDir::on_disk("controller-diff");
     let java_port = java::free_port();
     let java = JavaController::start(&kit, dir.path(), java_port);
-    let (child, addr, _log, _) = common::spawn_server("controller", &["--listen", "127.0.0.1:0"]);
-    let ours = ControllerProcess { child, addr };
+    let (child, addr, log, _) = common::spawn_server("controller", &["--listen", "127.0.0.1:0"]);
+    let ours = ControllerProcess { child, addr, log };
     let java_addr: SocketAddr = ([127, 0, 0, 1], java_port).into();
     let runtime = common::runtime();
     runtime.block_on(async {
@@ -380,6 +381,15 @@ impl JavaController {
             assert!(exited.is_none(), "the Java controller exited:\n{text}");
             text.contains("ControllerManager boot success")
                 .then_some(())
+        });
+        // DLedger elects its leader after the boot line; until then every request is refused
+        // with CONTROLLER_NOT_LEADER.
+        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+        wait_for(Duration::from_secs(60), "Java controller leader", || {
+            let command = RemotingCommand::request(RequestCode::CONTROLLER_GET_METADATA_INFO);
+            let response = request(addr, command).filter(|r| r.code == 0)?;
+            let header: GetMetadataResponseHeader = response.decode_header().ok()?;
+            header.is_leader.then_some(())
         });
         controller
     }
@@ -550,4 +560,61 @@ fn differential_requests() -> Vec<RemotingCommand> {
         clean,
         with(RequestCode(1_999), &|_| {}),
     ]
+}
+
+/// Crash story: a controller with `controllerStorePath` hands out ids, elects and grows a
+/// SyncStateSet (the requests of the differential test), loses the brokers' connection (no
+/// master left), is killed with SIGKILL, and starts again on the same directory: it answers
+/// GET_REPLICA_INFO and GET_NEXT_BROKER_ID as before, from its replayed event log.
+#[test]
+fn controller_state_survives_kill_9_through_its_event_log() {
+    let dir = TempDir::new("controller-log");
+    let conf = dir.path().join("controller.conf");
+    let store = dir.path().join("store");
+    std::fs::write(&conf, format!("controllerStorePath={}\n", store.display())).unwrap();
+    let start = || {
+        let args = ["-c", conf.to_str().unwrap(), "--listen", "127.0.0.1:0"];
+        let (child, addr, log, _) = common::spawn_server("controller", &args);
+        ControllerProcess { child, addr, log }
+    };
+    let runtime = common::runtime();
+    let ask = |addr: SocketAddr, requests: Vec<RemotingCommand>| {
+        runtime.block_on(async {
+            let (client, _) = connect_tokio(addr, ClientConfig::default()).await.unwrap();
+            let mut answers = Vec::new();
+            for request in requests {
+                answers.push(comparable(&client.request(request).await.unwrap()));
+            }
+            answers
+        })
+    };
+    let questions = || {
+        let all = differential_requests();
+        // GET_REPLICA_INFO (the last one of the script asks it) and GET_NEXT_BROKER_ID.
+        vec![all[22].clone(), all[1].clone()]
+    };
+    let mut first = start();
+    ask(first.addr, differential_requests());
+    let before = wait_for(Duration::from_secs(10), "the master gone", || {
+        Some(ask(first.addr, questions())).filter(|a| !a[0].2.contains_key("masterBrokerId"))
+    });
+    // The script's connection closed, and with it the heartbeats of both brokers: the
+    // controller found the master gone and nobody to elect (master epoch 2, no master).
+    assert_eq!(before[0].2.get("masterBrokerId"), None, "{before:?}");
+    assert_eq!(
+        before[0].2.get("masterEpoch").map(String::as_str),
+        Some("2")
+    );
+    assert!(
+        before[0].3.contains("\"syncStateSetEpoch\":2"),
+        "{before:?}"
+    );
+    assert_eq!(
+        before[1].2.get("nextBrokerId").map(String::as_str),
+        Some("3")
+    );
+    common::kill(&mut first.child);
+    let second = start();
+    let after = ask(second.addr, questions());
+    assert_eq!(after, before);
 }

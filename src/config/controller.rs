@@ -37,7 +37,8 @@ pub struct ControllerConfig {
     pub notify_broker_role_changed: bool,
     /// `electMasterMaxRetryCount` (default 3).
     pub elect_master_max_retry_count: u32,
-    /// `controllerStorePath` (default empty). Read, not used yet: the state lives in memory.
+    /// `controllerStorePath` (default empty: state in memory only): the directory of the
+    /// event log (`events.jsonl`), replayed at start.
     pub controller_store_path: String,
     /// `configBlackList`: keys UPDATE_CONTROLLER_CONFIG may not change, `;`-separated.
     pub config_black_list: String,

@@ -12,16 +12,19 @@
 //! 904. After an election it sends NOTIFY_BROKER_ROLE_CHANGED 1008 to the group's live
 //! brokers (`notifyBrokerRoleChanged`); brokers also poll GET_REPLICA_INFO.
 //!
-//! One replica: the state machine ([`replicas_info`]) is fed events in order on one shard
-//! and kept in memory, so a restarted controller starts empty (brokers re-register with the
-//! ids of their `brokerIdentity` files). GET_METADATA_INFO always says this controller leads.
-//! Replicating the events (openraft) goes under [`processor::Controller::commit`].
+//! One replica: the state machine ([`replicas_info`]) is fed events in order on one shard.
+//! With `controllerStorePath` set, applied events are appended to [`event_log`] and synced
+//! before any answer or notice that follows them leaves, and replayed at start; without it
+//! the state is in memory only and a restarted controller starts empty. GET_METADATA_INFO
+//! always says this controller leads. Replicating the events (openraft) replaces the event
+//! log, under [`processor::Controller::commit`].
 //!
 //! Shards: one, with the net and control roles: the load is a heartbeat per broker a second.
 //! Notices go out from a thread with a small tokio runtime (the remoting client is tokio's),
 //! over a bounded channel; a full channel drops the notice, which brokers' polling covers.
 
 pub mod body;
+pub mod event_log;
 pub mod heartbeat;
 pub mod processor;
 pub mod replicas_info;
@@ -34,7 +37,7 @@ use crate::remoting::RemotingCommand;
 use ferromq_shards::{spawn_shards, Placement, RuntimeConfig, ShardsHandle, Shutdown};
 use futures::future::{select, Either};
 use processor::{Controller, Notice};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::{Arc, OnceLock};
@@ -57,6 +60,9 @@ pub enum ControllerError {
     /// The notice thread did not start.
     #[error("cannot start the notice thread: {0}")]
     Thread(std::io::Error),
+    /// The event log cannot be read or opened.
+    #[error(transparent)]
+    EventLog(#[from] event_log::EventLogError),
 }
 
 /// A running controller.
@@ -91,6 +97,18 @@ pub fn start(
     let placement: Placement = "1"
         .parse()
         .map_err(|e| ControllerError::Listen(format!("one shard: {e}")))?;
+    let (log, replayed) = if config.controller_store_path.is_empty() {
+        tracing::warn!(
+            "controllerStorePath is empty: the controller's state is kept in memory only"
+        );
+        (None, Vec::new())
+    } else {
+        let dir = std::path::PathBuf::from(&config.controller_store_path);
+        let replayed = event_log::replay(&dir)?;
+        tracing::info!(events = replayed.len(), dir = %dir.display(), "controller events replayed");
+        (Some(event_log::EventLog::open(&dir)?), replayed)
+    };
+    let replayed = Arc::new(replayed);
     let (notices, receiver) = tokio::sync::mpsc::channel(NOTICES_QUEUED_MAX);
     std::thread::Builder::new()
         .name("controller-notify".to_owned())
@@ -107,6 +125,8 @@ pub fn start(
             let config = config.clone();
             let bound = shard_bound.clone();
             let notices = notices.clone();
+            let log = log.clone();
+            let replayed = replayed.clone();
             async move {
                 let listener =
                     server::bind_shared(ctx.id, true, config.listen_addr(), &bound).await;
@@ -121,10 +141,13 @@ pub fn start(
                 let advertised = config.advertised_addr(addr);
                 let mut config = (*config).clone();
                 config.listen_port = addr.port();
-                let controller = Controller::new(config.clone(), advertised);
+                let mut controller = Controller::new(config.clone(), advertised);
+                controller.restore(&replayed);
                 let handler = Rc::new(Handler {
                     controller: RefCell::new(controller),
                     notices,
+                    log,
+                    poisoned: Cell::new(false),
                 });
                 let scan = ctx.task_queues.spawn_background(run_housekeeping(
                     handler.clone(),
@@ -161,10 +184,33 @@ pub fn start(
 struct Handler {
     controller: RefCell<Controller>,
     notices: tokio::sync::mpsc::Sender<Notice>,
+    /// Where applied events are made durable; `None`: in memory only.
+    log: Option<event_log::EventLog>,
+    /// A log write failed: the state is ahead of the log, so nothing more is answered or
+    /// sent (as a store that failed a write stops taking writes).
+    poisoned: Cell<bool>,
 }
 
 impl Handler {
-    fn send(&self, notices: Vec<Notice>) {
+    /// Makes the events applied so far durable, this request's and any other's still being
+    /// written (so nothing answered shows a state a crash could lose); false when that failed.
+    async fn persist(&self) -> bool {
+        let events = self.controller.borrow_mut().take_applied();
+        let Some(log) = &self.log else {
+            return !self.poisoned.get();
+        };
+        if let Err(error) = log.append(events).await {
+            tracing::error!(%error, "controller stops answering: its event log failed");
+            self.poisoned.set(true);
+        }
+        !self.poisoned.get()
+    }
+
+    /// Sends `notices` once what they follow from is durable.
+    async fn send(&self, notices: Vec<Notice>) {
+        if !self.persist().await {
+            return;
+        }
         for notice in notices {
             if self.notices.try_send(notice).is_err() {
                 tracing::warn!("role-change notice dropped: the notice queue is full");
@@ -179,11 +225,21 @@ impl RequestHandler for Handler {
         connection: ConnectionInfo,
         request: RemotingCommand,
     ) -> Option<RemotingCommand> {
+        if self.poisoned.get() {
+            let remark = "the controller's event log failed; restart the controller".to_owned();
+            let code = crate::remoting::ResponseCode::SYSTEM_ERROR;
+            return Some(RemotingCommand::response_to(&request, code, Some(remark)));
+        }
         let (response, notices) =
             self.controller
                 .borrow_mut()
                 .process(connection.id, &request, now_ms());
-        self.send(notices);
+        self.send(notices).await;
+        if self.poisoned.get() {
+            let remark = "the controller's event log failed; restart the controller".to_owned();
+            let code = crate::remoting::ResponseCode::SYSTEM_ERROR;
+            return Some(RemotingCommand::response_to(&request, code, Some(remark)));
+        }
         Some(response)
     }
 
@@ -192,7 +248,7 @@ impl RequestHandler for Handler {
             .controller
             .borrow_mut()
             .on_connection_closed(connection.id, now_ms());
-        self.send(notices);
+        self.send(notices).await;
     }
 }
 
@@ -206,7 +262,7 @@ async fn run_housekeeping(handler: Rc<Handler>, interval: Duration, shutdown: Sh
             return;
         }
         let notices = handler.controller.borrow_mut().scan(now_ms());
-        handler.send(notices);
+        handler.send(notices).await;
     }
 }
 

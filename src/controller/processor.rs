@@ -46,6 +46,9 @@ pub struct Controller {
     pub advertised_addr: String,
     /// Events applied so far: the index the next one would have in a replicated log.
     pub applied_count: u64,
+    /// Events applied since the last [`Controller::take_applied`], to be made durable before
+    /// anything that follows from them leaves.
+    applied: Vec<Event>,
 }
 
 type Answer = Result<RemotingCommand, (ResponseCode, String)>;
@@ -60,16 +63,28 @@ impl Controller {
             config,
             advertised_addr,
             applied_count: 0,
+            applied: Vec::new(),
         }
     }
 
     /// Applies decided events in order: the one place the state changes.
     pub fn commit(&mut self, events: &[Event]) {
+        self.restore(events);
+        self.applied.extend_from_slice(events);
+    }
+
+    /// Applies events replayed from the log (already durable).
+    pub fn restore(&mut self, events: &[Event]) {
         for event in events {
             tracing::debug!(index = self.applied_count, ?event, "apply");
             self.replicas.apply(event);
             self.applied_count += 1;
         }
+    }
+
+    /// The events applied since the last call, in order.
+    pub fn take_applied(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.applied)
     }
 
     /// Processes one request that came on `connection` at `now_ms`.

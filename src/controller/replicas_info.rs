@@ -8,9 +8,9 @@
 //! anything; the events are then *applied* in order by [`ReplicasInfoManager::apply`], which
 //! reads nothing but the event and the state, so replaying the same events on any replica
 //! gives the same state. That is the seam for replication: the events are the log entries,
-//! `apply` is the state machine. Today one replica applies them in memory, in the order the
-//! single owner decides them; nothing is written to disk, so a restarted controller starts
-//! empty and brokers re-register (their ids come back from their `brokerIdentity` files).
+//! `apply` is the state machine. Today one replica applies them, in the order the single
+//! owner decides them, and appends them to a local file (`super::event_log`) it replays at
+//! start.
 //!
 //! Maps are ordered (ids ascending) so that every answer and every election is the same on
 //! every replica; Java iterates hash maps, which for small `Long` ids is the same order.
