@@ -420,7 +420,8 @@ fn comparable(
 }
 
 /// Two brokers join, heartbeat, elect, grow the SyncStateSet; stale and wrong requests are
-/// refused; an operator reads the SyncStateSet and tries to clean a live group.
+/// refused; an operator reads the SyncStateSet, tries to clean a live group, and designates
+/// a master (one not registered, then one in sync).
 fn differential_requests() -> Vec<RemotingCommand> {
     use ferromq::remoting::headers::{
         AlterSyncStateSetRequestHeader, ApplyBrokerIdRequestHeader, BrokerHeartbeatRequestHeader,
@@ -482,18 +483,20 @@ fn differential_requests() -> Vec<RemotingCommand> {
             },
         )
     };
-    let elect = |id: i64| {
+    // `designate`: an operator's `mqadmin electMaster -b ID`.
+    let elect_as = |id: i64, designate: bool| {
         RemotingCommand::request_with_header(
             RequestCode::CONTROLLER_ELECT_MASTER,
             &ElectMasterRequestHeader {
                 cluster_name: Some("DiffCluster".to_owned()),
                 broker_name: group.to_owned(),
                 broker_id: Some(id),
-                designate_elect: Some(false),
+                designate_elect: Some(designate),
                 invoke_time: Some(1),
             },
         )
     };
+    let elect = |id: i64| elect_as(id, false);
     let alter = |epochs: (i32, i32), set: &str| {
         let mut request = RemotingCommand::request_with_header(
             RequestCode::CONTROLLER_ALTER_SYNC_STATE_SET,
@@ -559,6 +562,9 @@ fn differential_requests() -> Vec<RemotingCommand> {
         sync_state_data,
         clean,
         with(RequestCode(1_999), &|_| {}),
+        elect_as(3, true),
+        elect_as(2, true),
+        replica_info(),
     ]
 }
 
@@ -599,20 +605,16 @@ fn controller_state_survives_kill_9_through_its_event_log() {
         Some(ask(first.addr, questions())).filter(|a| !a[0].2.contains_key("masterBrokerId"))
     });
     // The script's connection closed, and with it the heartbeats of both brokers: the
-    // controller found the master gone and nobody to elect (master epoch 2, no master).
+    // controller found the master (2, designated) gone and nobody to elect: master epoch 3.
     assert_eq!(before[0].2.get("masterBrokerId"), None, "{before:?}");
-    assert_eq!(
-        before[0].2.get("masterEpoch").map(String::as_str),
-        Some("2")
-    );
+    let epoch = before[0].2.get("masterEpoch").map(String::as_str);
+    assert_eq!(epoch, Some("3"), "{before:?}");
     assert!(
-        before[0].3.contains("\"syncStateSetEpoch\":2"),
+        before[0].3.contains("\"syncStateSetEpoch\":3"),
         "{before:?}"
     );
-    assert_eq!(
-        before[1].2.get("nextBrokerId").map(String::as_str),
-        Some("3")
-    );
+    let next = before[1].2.get("nextBrokerId").map(String::as_str);
+    assert_eq!(next, Some("3"), "{before:?}");
     common::kill(&mut first.child);
     let second = start();
     let after = ask(second.addr, questions());

@@ -27,7 +27,7 @@ pub struct ControllerConfig {
     /// `scanNotActiveBrokerInterval` (default 5 000 ms): how often silent brokers are dropped.
     pub scan_not_active_broker_interval: Duration,
     /// `scanInactiveMasterInterval` (default 5 000 ms): how often groups with a dead master
-    /// and a live broker are re-elected.
+    /// and a live broker are re-elected. One loop runs both scans, at the shorter interval.
     pub scan_inactive_master_interval: Duration,
     /// `enableElectUncleanMaster` (default false): elect outside the SyncStateSet when no
     /// member of it is alive (may lose acknowledged messages).
@@ -35,7 +35,8 @@ pub struct ControllerConfig {
     /// `notifyBrokerRoleChanged` (default true): push NOTIFY_BROKER_ROLE_CHANGED after an
     /// election instead of waiting for the brokers' next GET_REPLICA_INFO.
     pub notify_broker_role_changed: bool,
-    /// `electMasterMaxRetryCount` (default 3).
+    /// `electMasterMaxRetryCount` (default 3). Read, without effect: the state machine
+    /// answers a retry as it answered the first try, so one attempt decides.
     pub elect_master_max_retry_count: u32,
     /// `controllerStorePath` (default empty: state in memory only): the directory of the
     /// event log (`events.jsonl`), replayed at start.

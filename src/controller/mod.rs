@@ -151,7 +151,9 @@ pub fn start(
                 });
                 let scan = ctx.task_queues.spawn_background(run_housekeeping(
                     handler.clone(),
-                    config.scan_not_active_broker_interval,
+                    config
+                        .scan_not_active_broker_interval
+                        .min(config.scan_inactive_master_interval),
                     ctx.shutdown.clone(),
                 ));
                 server::serve(
@@ -254,7 +256,8 @@ impl RequestHandler for Handler {
 
 /// Drops silent brokers and re-elects for groups whose master is gone, every `interval`
 /// (Java runs the two scans on `scanNotActiveBrokerInterval` and
-/// `scanInactiveMasterInterval`; both default to 5 s, and one loop does both here).
+/// `scanInactiveMasterInterval`, both 5 s by default; one loop does both here, at the
+/// shorter of the two).
 async fn run_housekeeping(handler: Rc<Handler>, interval: Duration, shutdown: Shutdown) {
     loop {
         let tick = glommio::timer::sleep(interval);
