@@ -4,10 +4,11 @@
 //! consumer and with the pull consumer of that version (two of three tags, by Poll/ACK and
 //! by PullFrom on every queue), sends orders through a QueueSelector to an orderly push
 //! consumer, and runs three transactions (committed, rolled back, and UNKNOW until the
-//! broker's check asks CheckLocalTransaction, which commits). The Go program only reports, one JSON line per event; this test accounts
-//! for every message by its unique key: none lost, none unexpected, each with the tag, body
-//! and message id it was sent with, each order's steps in sequence on its queue, and queue
-//! offsets rising in consumption order on every queue of the orderly consumer.
+//! broker's check asks CheckLocalTransaction, which commits). The Go program only reports,
+//! one JSON line per event; this test accounts for every message by its unique key: none
+//! lost, none unexpected, each with the tag, body and message id it was sent with, each
+//! order's steps in sequence on its queue, and queue offsets rising in consumption order on
+//! every queue of the orderly consumer.
 //!
 //! Duplicates: at-least-once delivery allows redelivery after a rebalance, a restart or a
 //! failed ack, and none of those happens here (one member per group, nothing restarted), so
@@ -22,11 +23,11 @@ mod common;
 
 use common::delivery::{self, events, received, sent_by_key, tail, text};
 use common::java::Standalone;
-use common::TempDir;
+use common::programs::{self, ProgramRun};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// The broker checks an unfinished transaction 2 s after its half message, every second, so
@@ -40,10 +41,13 @@ const STEPS: usize = 10;
 
 #[test]
 fn go_client_sends_and_consumes_every_message_once() {
-    let binary = go_client_binary();
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/go");
+    let binary = programs::go_build(&source, "go-client");
     let server = Standalone::start(BROKER_CONFIG);
     let started = Instant::now();
-    let run = run_go_client(&binary, &server.namesrv_addr(), Duration::from_secs(240));
+    let mut go = Command::new(binary);
+    go.arg(server.namesrv_addr());
+    let run = programs::run_program(go, Duration::from_secs(240));
     let elapsed = started.elapsed();
 
     let mut failures = Vec::new();
@@ -66,15 +70,8 @@ fn go_client_sends_and_consumes_every_message_once() {
     );
 }
 
-/// What the Go program printed and how it ended.
-struct GoRun {
-    exit: Option<std::process::ExitStatus>,
-    events: Vec<Value>,
-    stderr: String,
-}
-
 /// Exit status, the closing event, and no error events.
-fn check_run(run: &GoRun, failures: &mut Vec<String>) {
+fn check_run(run: &ProgramRun, failures: &mut Vec<String>) {
     delivery::check_ended("Go", run.exit, &run.events, failures);
     for event in events(&run.events, "consumer_done", None) {
         if event["complete"] != true {
@@ -175,88 +172,4 @@ fn account(
     failures: &mut Vec<String>,
 ) -> String {
     delivery::account(what, expected, got, failures, delivery::no_more_checks)
-}
-
-/// Runs the Go program against `namesrv`, killing it after `timeout`.
-fn run_go_client(binary: &Path, namesrv: &str, timeout: Duration) -> GoRun {
-    let dir = TempDir::new("go-client");
-    let out_path = dir.path().join("stdout.jsonl");
-    let err_path = dir.path().join("stderr.txt");
-    let mut child = Command::new(binary)
-        .arg(namesrv)
-        .current_dir(dir.path())
-        .env("HOME", dir.path())
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&out_path).unwrap())
-        .stderr(std::fs::File::create(&err_path).unwrap())
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn {}: {e}", binary.display()));
-    let exit = common::wait_exit(&mut child, timeout);
-    if exit.is_none() {
-        common::kill(&mut child);
-    }
-    let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
-    let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
-    let events = delivery::parse_events(&stdout);
-    GoRun {
-        exit,
-        events,
-        stderr,
-    }
-}
-
-/// `go`: on `PATH`, else `/usr/local/go/bin/go`.
-fn go() -> PathBuf {
-    let on_path = std::env::var_os("PATH")
-        .map(|path| {
-            std::env::split_paths(&path)
-                .map(|dir| dir.join("go"))
-                .find(|go| go.is_file())
-        })
-        .unwrap_or_default();
-    let go = on_path.unwrap_or_else(|| PathBuf::from("/usr/local/go/bin/go"));
-    assert!(
-        go.is_file(),
-        "Go is missing: the Go client test builds tests/go/ with Go 1.22 or newer; put `go` \
-         on PATH or install it in /usr/local/go"
-    );
-    go
-}
-
-/// Builds `tests/go/` into `target/go-client/ferromq-go-client` (the go command fetches the
-/// modules `go.sum` pins on first use and caches the build); returns the binary.
-fn go_client_binary() -> PathBuf {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/go");
-    let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .expect("CARGO_TARGET_TMPDIR is target/tmp")
-        .join("go-client");
-    std::fs::create_dir_all(&target).unwrap();
-    let binary = target.join("ferromq-go-client");
-    let building = target.join(format!("ferromq-go-client.{}.tmp", std::process::id()));
-    let out_path = target.join(format!("build.{}.log", std::process::id()));
-    let out = std::fs::File::create(&out_path).unwrap();
-    let mut child = Command::new(go())
-        .args(["build", "-buildvcs=false", "-o"])
-        .arg(&building)
-        .arg(".")
-        .current_dir(&source)
-        .stdin(Stdio::null())
-        .stdout(out.try_clone().unwrap())
-        .stderr(out)
-        .spawn()
-        .expect("spawn go build");
-    let status = common::wait_exit(&mut child, Duration::from_secs(400));
-    if status.is_none() {
-        common::kill(&mut child);
-    }
-    let log = std::fs::read_to_string(&out_path).unwrap_or_default();
-    let _ = std::fs::remove_file(&out_path);
-    assert!(
-        status.is_some_and(|s| s.success()),
-        "go build of tests/go/ failed ({status:?}; it fetches rocketmq-client-go and its \
-         dependencies from the Go module proxy on first use):\n{log}"
-    );
-    std::fs::rename(&building, &binary).unwrap();
-    binary
 }

@@ -3,7 +3,9 @@
 //! `tests/go5/` sends normal messages, a FIFO message group and a delay message (delivery
 //! timestamp 3 s ahead), and a simple consumer receives and acks them, changing the invisible
 //! duration of one message so that it comes back with delivery attempt 2.
-//! `common::client5` accounts for every message by key and message id.
+//! `common::client5` accounts for every message by key and message id. The same program
+//! passes the same checks against the Java 5.5.0 proxy (cluster mode, in front of the Java
+//! 5.5.0 broker), the reference.
 //!
 //! The program is built once per run into `target/go5-client/` with the `go` on `PATH`,
 //! which fetches the modules `tests/go5/go.sum` pins on first use; without Go the test fails
@@ -12,20 +14,14 @@
 
 mod common;
 
-use common::client5;
+use common::{client5, programs};
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
 
 #[test]
 fn go5_producer_and_simple_consumer_round_trip_through_the_endpoint() {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/go5");
-    let binary = client5::go_build(&source, "go5-client");
-    let dir = common::TempDir::on_disk("grpc-go5");
-    let (_broker, port) = client5::start_broker(dir.path());
-    let mut go = Command::new(binary);
-    go.args([&format!("127.0.0.1:{port}"), client5::TOPIC, "GrpcGoGroup"]);
-    let run = client5::run_program(go, Duration::from_secs(150));
+    let round_trip = round_trip();
+    let run = client5::run_against_ferromq("grpc-go5", round_trip);
     client5::check_round_trip("Go", &run);
 }
 
@@ -33,14 +29,19 @@ fn go5_producer_and_simple_consumer_round_trip_through_the_endpoint() {
 /// Java 5.5.0 broker: the reference ferromq's endpoint is held to.
 #[test]
 fn go5_round_trip_passes_against_the_java5_proxy_too() {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/go5");
-    let binary = client5::go_build(&source, "go5-client");
-    let dir = common::TempDir::on_disk("grpc-go5-java");
-    let (cluster, mut proxy, port) = client5::start_java_proxy(dir.path());
-    let mut go = Command::new(binary);
-    go.args([&format!("127.0.0.1:{port}"), client5::TOPIC, "GrpcGoGroup"]);
-    let run = client5::run_program(go, Duration::from_secs(150));
-    common::kill(&mut proxy.child);
-    cluster.stop_now();
+    let round_trip = round_trip();
+    let run = client5::run_against_java_proxy("grpc-go5-java", round_trip);
     client5::check_round_trip("Go (Java 5.x proxy)", &run);
+}
+
+/// Builds the program (once per run), then: the command that runs it against the endpoint
+/// on a port.
+fn round_trip() -> impl FnOnce(u16) -> Command {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/go5");
+    let binary = programs::go_build(&source, "go5-client");
+    move |port| {
+        let mut go = Command::new(binary);
+        go.args([&format!("127.0.0.1:{port}"), client5::TOPIC, "GrpcGoGroup"]);
+        go
+    }
 }

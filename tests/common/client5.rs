@@ -1,20 +1,21 @@
 //! RocketMQ 5.x gRPC client programs (Node.js in `tests/node5/`, Go in `tests/go5/`) against
-//! the gRPC endpoint of a real `ferromq broker`: the broker they talk to, fetching and building
-//! the programs once per run under the target directory, running one, and the checks of the
-//! story both programs tell (sends of normal, FIFO and delay messages; a simple consumer that
-//! receives, acks, and changes the invisible duration of one message to get it back).
+//! the gRPC endpoint of a real `ferromq broker` or of the Java 5.x proxy: the servers they
+//! talk to, and the checks of the story both programs tell (sends of normal, FIFO and delay
+//! messages; a simple consumer that receives, acks, and changes the invisible duration of one
+//! message to get it back). `programs` fetches, builds and runs them.
 //!
 //! Each program only reports, one JSON object per line (`ev`: `sent`, `recv`, `changed`,
 //! `acked`, `consumer_done`, `end`, and `error`, `send_error` or `receive_error` when
 //! something failed); [`check_round_trip`] accounts for every message by key and message id.
 
 use super::delivery::{self, events, number, tail, text};
+use super::programs::{self, ProgramRun};
 use super::{BrokerProcess, TempDir};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
 
 /// The topic the programs use: its `message.type` is MIXED, so it takes normal, FIFO and
 /// delay messages.
@@ -24,6 +25,8 @@ pub const NORMAL: usize = 8;
 pub const FIFO: usize = 5;
 /// The message whose invisible duration the consumer changes on its first delivery.
 pub const CHANGED_KEY: &str = "normal-0";
+/// How long a program may run: it bounds its own waits (90 s for the consumer).
+const PROGRAM_TIMEOUT: Duration = Duration::from_secs(150);
 
 /// A broker with the gRPC endpoint on a free port and [`TOPIC`] (4 queues) written before
 /// it starts.
@@ -90,151 +93,24 @@ pub fn start_java_proxy(dir: &Path) -> (super::java::JavaCluster, super::java::J
     (cluster, proxy, port)
 }
 
-/// `target/<name>`, made if missing.
-pub fn target_dir(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .expect("CARGO_TARGET_TMPDIR is target/tmp")
-        .join(name);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// Runs the program `command(port)` makes against the gRPC endpoint of a fresh ferromq
+/// broker (`dir_name`: its directory's name) on `port`, killing it after 150 s.
+pub fn run_against_ferromq(dir_name: &str, command: impl FnOnce(u16) -> Command) -> ProgramRun {
+    let dir = TempDir::on_disk(dir_name);
+    let (_broker, port) = start_broker(dir.path());
+    programs::run_program(command(port), PROGRAM_TIMEOUT)
 }
 
-/// Holds `path` locked (exclusively) until dropped; waits at most 10 minutes for another
-/// test process that holds it.
-pub fn lock(path: &Path) -> std::fs::File {
-    let file = std::fs::File::create(path).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(600);
-    loop {
-        match file.try_lock() {
-            Ok(()) => return file,
-            Err(std::fs::TryLockError::WouldBlock) => {
-                assert!(
-                    Instant::now() < deadline,
-                    "another test process held {} for 10 minutes",
-                    path.display()
-                );
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            Err(std::fs::TryLockError::Error(e)) => panic!("lock {}: {e}", path.display()),
-        }
-    }
-}
-
-/// The `node_modules` of the npm project in `source` (its `package.json` and
-/// `package-lock.json`, which pin every package), installed with `npm ci` into
-/// `target/<name>/` when missing or made from another lock file, under a lock that parallel
-/// test processes wait for.
-pub fn npm_install(source: &Path, name: &str) -> PathBuf {
-    let root = target_dir(name);
-    let _lock = lock(&root.join("install.lock"));
-    let wanted = std::fs::read(source.join("package-lock.json")).unwrap();
-    let installed_from = root.join("node_modules/.ferromq-installed-from.json");
-    let modules = root.join("node_modules");
-    if std::fs::read(&installed_from).ok().as_deref() == Some(&wanted[..]) {
-        return modules;
-    }
-    for file in ["package.json", "package-lock.json"] {
-        std::fs::copy(source.join(file), root.join(file)).unwrap();
-    }
-    run_setup(
-        Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund", "--ignore-scripts"])
-            .current_dir(&root),
-        &format!(
-            "npm ci of {} into {} (needs node, npm and the npm registry)",
-            source.display(),
-            root.display()
-        ),
-        Duration::from_secs(300),
-    );
-    std::fs::write(&installed_from, &wanted).unwrap();
-    modules
-}
-
-/// Builds the Go program in `source` into `target/<name>/<name>` with the `go` on `PATH` (it
-/// fetches the modules `go.sum` pins from the Go module proxy on first use and caches the
-/// build), under a lock that parallel tests wait for; returns the binary.
-pub fn go_build(source: &Path, name: &str) -> PathBuf {
-    let dir = target_dir(name);
-    // Tests of one process (threads) and of several wait for each other here.
-    let _lock = lock(&dir.join("build.lock"));
-    let binary = dir.join(name);
-    let building = dir.join(format!("{name}.{}.tmp", std::process::id()));
-    run_setup(
-        Command::new("go")
-            .args(["build", "-buildvcs=false", "-o"])
-            .arg(&building)
-            .arg(".")
-            .current_dir(source),
-        &format!(
-            "go build of {} (needs Go 1.25 or newer on PATH and the Go module proxy)",
-            source.display()
-        ),
-        Duration::from_secs(400),
-    );
-    std::fs::rename(&building, &binary).unwrap();
-    binary
-}
-
-/// Runs a setup command with a deadline; panics with its output if it fails.
-fn run_setup(command: &mut Command, what: &str, timeout: Duration) {
-    let log = TempDir::new("client5-setup");
-    let out_path = log.path().join("output.txt");
-    let out = std::fs::File::create(&out_path).unwrap();
-    let spawned = command
-        .stdin(Stdio::null())
-        .stdout(out.try_clone().unwrap())
-        .stderr(out)
-        .spawn();
-    let mut child = spawned.unwrap_or_else(|e| panic!("{what}: spawn: {e}"));
-    let status = super::wait_exit(&mut child, timeout);
-    if status.is_none() {
-        super::kill(&mut child);
-    }
-    let output = std::fs::read_to_string(&out_path).unwrap_or_default();
-    assert!(
-        status.is_some_and(|s| s.success()),
-        "{what} failed ({status:?}):\n{}",
-        tail(&output, 40)
-    );
-}
-
-/// What a program printed and how it ended.
-pub struct ProgramRun {
-    pub exit: Option<ExitStatus>,
-    pub events: Vec<Value>,
-    pub stderr: String,
-    pub elapsed: Duration,
-}
-
-/// Runs `command` (its arguments given) in a directory of its own, which is also its `HOME`
-/// (the clients write their logs there), killing it after `timeout`.
-pub fn run_program(mut command: Command, timeout: Duration) -> ProgramRun {
-    let dir = TempDir::new("client5-run");
-    let out_path = dir.path().join("stdout.jsonl");
-    let err_path = dir.path().join("stderr.txt");
-    let started = Instant::now();
-    let mut child = command
-        .current_dir(dir.path())
-        .env("HOME", dir.path())
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&out_path).unwrap())
-        .stderr(std::fs::File::create(&err_path).unwrap())
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn {command:?}: {e}"));
-    let exit = super::wait_exit(&mut child, timeout);
-    if exit.is_none() {
-        super::kill(&mut child);
-    }
-    let elapsed = started.elapsed();
-    let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
-    ProgramRun {
-        exit,
-        events: delivery::parse_events(&stdout),
-        stderr: std::fs::read_to_string(&err_path).unwrap_or_default(),
-        elapsed,
-    }
+/// As [`run_against_ferromq`], against the Java 5.5.0 proxy in front of the Java 5.5.0
+/// broker ([`start_java_proxy`]).
+pub fn run_against_java_proxy(dir_name: &str, command: impl FnOnce(u16) -> Command) -> ProgramRun {
+    let dir = TempDir::on_disk(dir_name);
+    let (cluster, mut proxy, port) = start_java_proxy(dir.path());
+    let run = programs::run_program(command(port), PROGRAM_TIMEOUT);
+    // Killed, not stopped: nothing of theirs is read after, and a clean stop takes 30 s.
+    super::kill(&mut proxy.child);
+    cluster.stop_now();
+    run
 }
 
 /// Checks the story of a `program` ("Node.js", "Go") run and panics with every failure.

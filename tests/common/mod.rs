@@ -8,6 +8,7 @@ pub mod client5;
 pub mod delivery;
 pub mod java;
 pub mod netns;
+pub mod programs;
 pub mod python;
 pub mod store;
 

@@ -5,11 +5,10 @@
 //! the virtualenv, so that none sees half of one; a virtualenv whose package does not import
 //! or has another version is made again (`--clear`).
 
-use super::delivery::tail;
-use super::TempDir;
+use super::programs::{lock, run_setup, target_dir};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A pinned package and the module that proves it is installed.
 pub struct Package {
@@ -25,28 +24,8 @@ pub struct Package {
 /// missing or not right, under a lock that parallel test processes wait for (at most 10
 /// minutes).
 pub fn venv_with(dir: &str, package: &Package) -> PathBuf {
-    let root = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .expect("CARGO_TARGET_TMPDIR is target/tmp")
-        .join(dir);
-    std::fs::create_dir_all(&root).unwrap();
-    let lock_path = root.join("venv.lock");
-    let lock = std::fs::File::create(&lock_path).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(600);
-    loop {
-        match lock.try_lock() {
-            Ok(()) => break,
-            Err(std::fs::TryLockError::WouldBlock) => {
-                assert!(
-                    Instant::now() < deadline,
-                    "another test process held {} for 10 minutes",
-                    lock_path.display()
-                );
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            Err(std::fs::TryLockError::Error(e)) => panic!("lock the venv: {e}"),
-        }
-    }
+    let root = target_dir(dir);
+    let lock = lock(&root.join("venv.lock"));
     let venv = root.join("venv");
     let python = venv.join("bin/python");
     if !has_package(&python, package) {
@@ -104,27 +83,4 @@ fn has_package(python: &Path, package: &Package) -> bool {
         super::kill(&mut child);
     }
     status.is_some_and(|s| s.success())
-}
-
-/// Runs a setup command with a deadline; panics with its output if it fails.
-fn run_setup(command: &mut Command, what: &str, timeout: Duration) {
-    let log = TempDir::new("python-setup");
-    let out_path = log.path().join("output.txt");
-    let out = std::fs::File::create(&out_path).unwrap();
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(out.try_clone().unwrap())
-        .stderr(out)
-        .spawn()
-        .unwrap_or_else(|e| panic!("{what}: spawn: {e}"));
-    let status = super::wait_exit(&mut child, timeout);
-    if status.is_none() {
-        super::kill(&mut child);
-    }
-    let output = std::fs::read_to_string(&out_path).unwrap_or_default();
-    assert!(
-        status.is_some_and(|s| s.success()),
-        "{what} failed ({status:?}):\n{}",
-        tail(&output, 40)
-    );
 }
