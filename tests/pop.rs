@@ -206,6 +206,27 @@ async fn refusals(addr: &str) -> Vec<(i32, String)> {
             ],
             vec![],
         ),
+        // A peek at no topic, and at a queue with nothing in it.
+        (
+            RequestCode::PEEK_MESSAGE,
+            vec![
+                ("consumerGroup", "G_refusals".to_owned()),
+                ("topic", "NoSuchPopTopic".to_owned()),
+                ("queueId", "0".to_owned()),
+                ("maxMsgNums", "8".to_owned()),
+            ],
+            vec![],
+        ),
+        (
+            RequestCode::PEEK_MESSAGE,
+            vec![
+                ("consumerGroup", "G_refusals".to_owned()),
+                ("topic", topic.to_owned()),
+                ("queueId", "0".to_owned()),
+                ("maxMsgNums", "8".to_owned()),
+            ],
+            vec![],
+        ),
         // A retry topic's mode cannot be set; nor an unknown topic's.
         (
             RequestCode::SET_MESSAGE_REQUEST_MODE,
@@ -273,7 +294,7 @@ fn refusals_have_the_java5_brokers_codes() {
     let codes = |all: &[(i32, String)]| all.iter().map(|(code, _)| *code).collect::<Vec<_>>();
     println!("ferromq: {ours:?}\nJava 5.5.0: {javas:?}");
     assert_eq!(codes(&ours), codes(&javas));
-    assert_eq!(codes(&ours), [29, 17, 210, 208, 208, 208, 0, 0, 16, 17]);
+    assert_eq!(codes(&ours), [29, 17, 210, 208, 208, 208, 0, 0, 17, 19, 16, 17]);
     assert_eq!(ours, javas, "remarks");
     java5.stop_now();
 }
@@ -551,7 +572,7 @@ fn pop_push_consumer(kit: &std::path::Path, namesrv: &str, topic: &str) -> JavaO
         &[namesrv, topic, &group, "40"],
         Serialize::Json,
         "",
-        Duration::from_secs(200),
+        Duration::from_secs(240),
     )
 }
 
@@ -579,4 +600,62 @@ fn java5_push_consumer_in_pop_mode_consumes_by_pop_as_from_the_java5_broker() {
     );
     assert_eq!(ours.figure("consumed"), 40.0);
     java5.stop_now();
+}
+
+#[test]
+fn peek_shows_what_a_pop_would_take_and_moves_nothing() {
+    let ferromq = Standalone::start(ROOMY);
+    let (group, topic) = ("G_peek", "PeekT");
+    sched::runtime().block_on(async {
+        let client = common::connect(ferromq.broker, SerializeType::Json).await;
+        for i in 0..3 {
+            let body = format!("p{i}");
+            let sent = client
+                .request(common::send_request(topic, 0, body.as_bytes(), ""))
+                .await
+                .unwrap();
+            assert_eq!(sent.code, 0, "{:?}", sent.remark);
+        }
+        let peek = |queue: &str| {
+            let fields = [
+                ("consumerGroup", group),
+                ("topic", topic),
+                ("queueId", queue),
+                ("maxMsgNums", "8"),
+            ];
+            request(RequestCode::PEEK_MESSAGE, &fields, &[])
+        };
+        let bodies = |response: &RemotingCommand| -> Vec<String> {
+            let mut all = response.body.clone();
+            for part in &response.body_parts {
+                all.extend_from_slice(part);
+            }
+            sched::stored(&all)
+                .iter()
+                .map(|m| String::from_utf8(m.body.clone()).unwrap())
+                .collect()
+        };
+        // Once dispatched, twice the same: a peek moves no offset and writes no checkpoint.
+        let started = std::time::Instant::now();
+        while sched::max_offset(&client, topic, 0).await < 3 {
+            assert!(started.elapsed() < sched::DEADLINE, "the sends are not dispatched");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        for queue in ["0", "-1"] {
+            let response = client.request(peek(queue)).await.unwrap();
+            assert_eq!(response.code, 0, "{:?}", response.remark);
+            assert_eq!(response.remark.as_deref(), Some("FOUND"));
+            assert_eq!(bodies(&response), ["p0", "p1", "p2"]);
+        }
+        // A pop afterwards takes all three.
+        let mut pop = pop_request(group, topic, 60_000, 1000);
+        pop.ext_fields.as_mut().unwrap().insert("maxMsgNums", "8");
+        let popped = client.request(pop).await.unwrap();
+        assert_eq!(popped.code, 0, "{:?}", popped.remark);
+        assert_eq!(popped_with_handles(&popped).len(), 3);
+        // Now the group's offset is past them: nothing to peek.
+        let response = client.request(peek("0")).await.unwrap();
+        assert_eq!(response.code, 19, "{:?}", response.remark);
+        assert_eq!(response.remark.as_deref(), Some("NO_MESSAGE_IN_QUEUE"));
+    });
 }

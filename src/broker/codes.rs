@@ -53,6 +53,8 @@ pub enum Processor {
     /// Whether a pop would find messages, and the pops waiting (`NotificationProcessor`,
     /// `PollingInfoProcessor`, 5.x).
     Notification,
+    /// A look at what a pop would take (`PeekMessageProcessor`, 5.x).
+    Peek,
     /// Server-side load balancing and the groups' PULL or POP modes
     /// (`QueryAssignmentProcessor`, 5.x).
     Assignment,
@@ -129,6 +131,7 @@ pub const ROUTES: &[Route] = &[
     // 5.x's lite pull consumer: the same request under its own code, as in Java.
     route(C::LITE_PULL_MESSAGE, Pull),
     route(C::POP_MESSAGE, Processor::Pop),
+    route(C::PEEK_MESSAGE, Processor::Peek),
     // Acks and checkpoints are puts on the revive topic: only a master writes them.
     put(C::ACK_MESSAGE, Processor::Ack, false),
     put(C::BATCH_ACK_MESSAGE, Processor::Ack, false),

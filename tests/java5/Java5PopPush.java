@@ -119,7 +119,7 @@ public class Java5PopPush {
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
         });
         consumer.start();
-        long deadline = System.currentTimeMillis() + 120_000;
+        long deadline = System.currentTimeMillis() + 150_000;
         while (consumed.size() < count && System.currentTimeMillis() < deadline) {
             Thread.sleep(100);
         }

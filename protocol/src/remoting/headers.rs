@@ -1046,6 +1046,20 @@ command_header! {
 }
 
 command_header! {
+    /// PEEK_MESSAGE (200052) request (5.x): the messages a pop would take, left where they are.
+    pub struct PeekMessageRequestHeader {
+        /// `consumerGroup`.
+        consumer_group: String = "consumerGroup",
+        /// `topic`.
+        topic: String = "topic",
+        /// `queueId`; -1 peeks at every queue of the topic on this broker.
+        queue_id: i32 = "queueId",
+        /// `maxMsgNums`.
+        max_msg_nums: i32 = "maxMsgNums",
+    }
+}
+
+command_header! {
     /// ACK_MESSAGE (200051) request (5.x).
     pub struct AckMessageRequestHeader {
         /// `consumerGroup`.
@@ -1421,6 +1435,7 @@ macro_rules! for_each_header {
             $crate::remoting::headers::GetBrokerAclConfigResponseHeader,
             $crate::remoting::headers::PopMessageRequestHeader,
             $crate::remoting::headers::PopMessageResponseHeader,
+            $crate::remoting::headers::PeekMessageRequestHeader,
             $crate::remoting::headers::AckMessageRequestHeader,
             $crate::remoting::headers::ChangeInvisibleTimeRequestHeader,
             $crate::remoting::headers::ChangeInvisibleTimeResponseHeader,

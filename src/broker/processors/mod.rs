@@ -21,6 +21,7 @@ mod end_transaction;
 mod groups;
 mod notification;
 mod offsets;
+mod peek;
 mod pop;
 mod pull;
 mod query;
@@ -156,6 +157,7 @@ impl BrokerHandler {
             Some(Processor::Pop) => pop::process(ctx, connection, &request).await,
             Some(Processor::Ack) => ack::process(ctx, connection, &request).await,
             Some(Processor::Notification) => notification::process(ctx, connection, &request).await,
+            Some(Processor::Peek) => peek::process(ctx, connection, &request).await,
             Some(Processor::Assignment) => assignment::process(ctx, &request).await,
             Some(Processor::Client) => client::process(ctx, connection, &request).await,
             Some(Processor::Offsets) => offsets::process(ctx, &request).await,
@@ -211,7 +213,7 @@ fn watermark_pool(code: RequestCode) -> usize {
         _ if code == RequestCode::HEART_BEAT => "heartbeat",
         Some(Processor::Send | Processor::SendBack) => "send",
         Some(Processor::Pull) => "pull",
-        Some(Processor::Pop | Processor::Notification) => "pull",
+        Some(Processor::Pop | Processor::Peek | Processor::Notification) => "pull",
         Some(Processor::Ack) => "ack",
         Some(Processor::Client) => "client_manager",
         Some(Processor::Offsets) => "consumer_manager",
