@@ -70,7 +70,13 @@ pub(super) fn receive_message(
     let (mut frames, stream) = futures::channel::mpsc::channel(4);
     let inner = Arc::clone(inner);
     tokio::spawn(async move {
-        let answer = match pop_request(&inner, &request, deadline) {
+        // The proxy's `settings.getRequestTimeout()`: what the client waits for an answer.
+        let request_timeout = inner
+            .sessions
+            .settings_of(&caller.client_id)
+            .and_then(|settings| settings.request_timeout)
+            .map_or(Duration::ZERO, |timeout| duration_of(&timeout));
+        let answer = match pop_request(&inner, &request, deadline, request_timeout) {
             Ok((pop, topic)) => receive(&inner, &caller, pop, &topic).await,
             Err(problem) => vec![status_frame(problem)],
         };
@@ -89,6 +95,7 @@ fn pop_request(
     inner: &Inner,
     request: &ReceiveMessageRequest,
     deadline: Option<Duration>,
+    request_timeout: Duration,
 ) -> Result<(PopMessageRequestHeader, Resource), proto::Status> {
     let config = &inner.state.config.grpc;
     let group = name_of(request.group.as_ref());
@@ -104,7 +111,9 @@ fn pop_request(
         .long_polling_timeout
         .as_ref()
         .map(duration_of)
-        .or(time_left)
+        // The proxy's rule: half the client's request timeout left for the answer to travel
+        // (a poll to the last 100 ms of its deadline answers too late for the Go client).
+        .or(time_left.map(|left| left.saturating_sub(request_timeout / 2)))
         .unwrap_or(config.consumer_max_long_polling_timeout)
         .clamp(min, config.consumer_max_long_polling_timeout);
     // The proxy's rule: the poll ends before the client's deadline, or is refused.

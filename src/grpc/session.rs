@@ -81,7 +81,7 @@ impl Sessions {
         number
     }
 
-    fn settings_of(&self, client_id: &str) -> Option<Settings> {
+    pub(super) fn settings_of(&self, client_id: &str) -> Option<Settings> {
         self.clients().get(client_id)?.settings.clone()
     }
 
