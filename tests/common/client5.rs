@@ -12,7 +12,7 @@ use super::delivery::{self, events, number, tail, text};
 use super::programs::{self, ProgramRun};
 use super::{BrokerProcess, TempDir};
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -25,6 +25,11 @@ pub const NORMAL: usize = 8;
 pub const FIFO: usize = 5;
 /// The message whose invisible duration the consumer changes on its first delivery.
 pub const CHANGED_KEY: &str = "normal-0";
+/// The broker checks an open transaction 2 s after its half message, every second (Java's
+/// defaults are 6 s and 60 s): a check of a transaction that is not open would show soon.
+const TRANSACTION_CHECK: &str = "transactionTimeOut=2000\ntransactionCheckInterval=1000";
+/// The transactional message rolled back: never delivered.
+const ROLLED_BACK_KEY: &str = "tx-rollback";
 /// How long a program may run: it bounds its own waits (90 s for the consumer).
 const PROGRAM_TIMEOUT: Duration = Duration::from_secs(150);
 
@@ -46,7 +51,7 @@ pub fn start_broker(dir: &Path) -> (BrokerProcess, u16) {
     });
     std::fs::write(config_dir.join("topics.json"), topics.to_string()).unwrap();
     let port = super::java::free_port();
-    let config = format!("grpcServerEnable=true\ngrpcServerPort={port}");
+    let config = format!("grpcServerEnable=true\ngrpcServerPort={port}\n{TRANSACTION_CHECK}");
     (BrokerProcess::start(&store, &config), port)
 }
 
@@ -56,8 +61,8 @@ pub fn start_broker(dir: &Path) -> (BrokerProcess, u16) {
 pub fn start_java_proxy(dir: &Path) -> (super::java::JavaCluster, super::java::JavaServer, u16) {
     let kit = super::java::kit5();
     // Java 5.5.0 refuses a MIXED topic unless the broker is told it may have one.
-    let conf = "enableMixedMessageType=true";
-    let cluster = super::java::JavaCluster::start(&kit, dir, conf, "");
+    let conf = format!("enableMixedMessageType=true\n{TRANSACTION_CHECK}");
+    let cluster = super::java::JavaCluster::start(&kit, dir, &conf, "");
     let namesrv = cluster.namesrv_addr();
     let args = [
         "updateTopic",
@@ -117,9 +122,11 @@ pub fn run_against_java_proxy(dir_name: &str, command: impl FnOnce(u16) -> Comma
 ///
 /// - It ended after `end`, with no error event, its consumer done with every key acked.
 /// - Sends: [`NORMAL`] normal, [`FIFO`] FIFO (their message group on each delivery), one
-///   delay message, each with a message id.
-/// - Each sent message received with its tag, body and message id, acked once; nothing
-///   unexpected; no other duplicate.
+///   delay message and two transactional ones (committed, rolled back), each with a
+///   message id.
+/// - Each sent message but the rolled-back one received with its tag, body and message id,
+///   acked once; nothing unexpected; no other duplicate.
+/// - No transaction checked (none was left open).
 /// - [`CHANGED_KEY`] delivered twice, first with delivery attempt 1 and its invisible
 ///   duration changed, then with attempt 2 and acked; every other message with attempt 1.
 /// - The FIFO messages received in the order sent; the delay message not before its time.
@@ -137,7 +144,7 @@ pub fn check_round_trip(program: &str, run: &ProgramRun) {
         failures.push("the consumer stopped before every key was acked".to_owned());
     }
     let mut sent: BTreeMap<&str, &Value> = BTreeMap::new();
-    for (part, count) in [("normal", NORMAL), ("fifo", FIFO), ("delay", 1)] {
+    for (part, count) in [("normal", NORMAL), ("fifo", FIFO), ("delay", 1), ("tx", 2)] {
         let of_part = delivery::sent_by_key(all, part, &mut failures);
         if of_part.len() != count {
             failures.push(format!("{part}: {} sent, {count} wanted", of_part.len()));
@@ -152,7 +159,22 @@ pub fn check_round_trip(program: &str, run: &ProgramRun) {
     let got = events(all, "recv", None);
     let (first, again): (Vec<&Value>, Vec<&Value>) =
         got.iter().partition(|e| number(&e["attempt"]) == 1);
-    let report = delivery::account("simple consumer", &sent, &first, &mut failures, check_group);
+    let mut expected = sent.clone();
+    expected.remove(ROLLED_BACK_KEY);
+    let report = delivery::account(
+        "simple consumer",
+        &expected,
+        &first,
+        &mut failures,
+        check_group,
+    );
+    let checked: BTreeSet<&str> = events(all, "checked", None)
+        .iter()
+        .map(|e| text(&e["key"]))
+        .collect();
+    if !checked.is_empty() {
+        failures.push(format!("transactions checked: {checked:?}, none open"));
+    }
     let changed = events(all, "changed", None);
     let changed_keys: Vec<&str> = changed.iter().map(|e| text(&e["key"])).collect();
     if changed_keys != [CHANGED_KEY] {
@@ -178,7 +200,7 @@ pub fn check_round_trip(program: &str, run: &ProgramRun) {
     for event in events(all, "acked", None) {
         *acked.entry(text(&event["key"])).or_default() += 1;
     }
-    for key in sent.keys() {
+    for key in expected.keys() {
         if acked.get(key) != Some(&1) {
             failures.push(format!("{key} acked {:?} times", acked.get(key)));
         }

@@ -4,12 +4,14 @@
 //
 // A simple consumer of GROUP receives once (so the group exists before anything is sent),
 // then a producer sends normal messages (tag "normal"), FIFO messages of one message group
-// (tag "fifo") and one delay message (tag "delay", delivery timestamp 3 s ahead). The
-// consumer receives until every key is acked or 90 s went by: it acks each message, except
-// "normal-0" on its first delivery, whose invisible duration it changes to 2 s so that it
-// comes back (delivery attempt 2) and is acked then. The program only reports, one JSON
-// object per line (`ev`: sent, recv, changed, acked, error, consumer_done, end); the Rust
-// test accounts for every message by key and message id.
+// (tag "fifo"), one delay message (tag "delay", delivery timestamp 3 s ahead) and two
+// transactional ones (tag "tx"): "tx-commit" committed, "tx-rollback" rolled back (the
+// producer has a checker, which reports any check it gets: none is expected). The consumer
+// receives until every key but "tx-rollback" is acked or 90 s went by: it
+// acks each message, except "normal-0" on its first delivery, whose invisible duration it
+// changes to 2 s so that it comes back (delivery attempt 2) and is acked then. The program
+// only reports, one JSON object per line (`ev`: sent, recv, changed, acked, checked, error,
+// consumer_done, end); the Rust test accounts for every message by key and message id.
 package main
 
 import (
@@ -68,7 +70,15 @@ func main() {
 	// with an error; it only makes the group known.
 	_, _ = consumer.Receive(context.Background(), 16, invisible)
 
-	producer, err := rmq.NewProducer(config(""), rmq.WithTopics(topic))
+	checker := &rmq.TransactionChecker{
+		Check: func(view *rmq.MessageView) rmq.TransactionResolution {
+			emit(map[string]any{"ev": "checked", "key": strings.Join(view.GetKeys(), ","),
+				"msg_id": view.GetMessageId()})
+			return rmq.COMMIT
+		},
+	}
+	producer, err := rmq.NewProducer(config(""), rmq.WithTopics(topic),
+		rmq.WithTransactionChecker(checker))
 	if err != nil {
 		fail("new producer", err)
 	}
@@ -76,14 +86,25 @@ func main() {
 		fail("start producer", err)
 	}
 	wanted := map[string]bool{}
-	send := func(part string, seq int, shape func(*rmq.Message) map[string]any) {
-		key := fmt.Sprintf("%s-%d", part, seq)
+	send := func(part string, seq any, shape func(*rmq.Message) map[string]any,
+		end func(rmq.Transaction) error) {
+		key := fmt.Sprintf("%s-%v", part, seq)
 		body := "body-" + key
 		message := &rmq.Message{Topic: topic, Body: []byte(body)}
 		message.SetTag(part)
 		message.SetKeys(key)
 		event := shape(message)
-		receipts, err := producer.Send(context.Background(), message)
+		var receipts []*rmq.SendReceipt
+		if end == nil {
+			receipts, err = producer.Send(context.Background(), message)
+		} else {
+			transaction := producer.BeginTransaction()
+			receipts, err = producer.SendWithTransaction(context.Background(), message,
+				transaction)
+			if err == nil {
+				err = end(transaction)
+			}
+		}
 		if err != nil || len(receipts) != 1 {
 			emit(map[string]any{"ev": "send_error", "part": part, "key": key,
 				"error": fmt.Sprint(err)})
@@ -92,24 +113,27 @@ func main() {
 		event["ev"], event["part"], event["key"], event["tag"] = "sent", part, key, part
 		event["body"], event["msg_id"], event["seq"] = body, receipts[0].MessageID, seq
 		emit(event)
-		wanted[key] = true
+		if key != "tx-rollback" {
+			wanted[key] = true
+		}
 	}
 	plain := func(*rmq.Message) map[string]any { return map[string]any{} }
 	for i := 0; i < normalCount; i++ {
-		send("normal", i, plain)
+		send("normal", i, plain, nil)
 	}
 	for i := 0; i < fifoCount; i++ {
 		send("fifo", i, func(m *rmq.Message) map[string]any {
 			m.SetMessageGroup("fifo-group")
 			return map[string]any{}
-		})
+		}, nil)
 	}
 	send("delay", 0, func(m *rmq.Message) map[string]any {
 		at := time.Now().Add(delay)
 		m.SetDelayTimestamp(at)
 		return map[string]any{"deliver_at_ms": at.UnixMilli()}
-	})
-	_ = producer.GracefulStop()
+	}, nil)
+	send("tx", "commit", plain, rmq.Transaction.Commit)
+	send("tx", "rollback", plain, rmq.Transaction.RollBack)
 
 	acked := map[string]bool{}
 	end := time.Now().Add(deadline)
@@ -156,6 +180,8 @@ func main() {
 		}
 	}
 	emit(map[string]any{"ev": "consumer_done", "complete": len(acked) == len(wanted)})
+	// Open until now: a check of a transaction would go to this producer.
+	_ = producer.GracefulStop()
 	_ = consumer.GracefulStop()
 	emit(map[string]any{"ev": "end"})
 	os.Exit(0)

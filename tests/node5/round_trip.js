@@ -4,15 +4,19 @@
 //
 // A simple consumer of GROUP receives once (so the group exists before anything is sent),
 // then a producer sends NORMAL normal messages (tag "normal"), FIFO messages of one message
-// group (tag "fifo") and one delay message (tag "delay", delivery timestamp 3 s ahead). The
-// consumer receives until every key is acked or 90 s went by: it acks each message, except
-// "normal-0" on its first delivery, whose invisible duration it changes to 2 s so that it
-// comes back (delivery attempt 2) and is acked then. The program only reports, one JSON
-// object per line (`ev`: sent, recv, changed, acked, error, consumer_done, end); the Rust
-// test accounts for every message by key and message id.
+// group (tag "fifo"), one delay message (tag "delay", delivery timestamp 3 s ahead) and two
+// transactional ones (tag "tx"): "tx-commit" committed, "tx-rollback" rolled back (the
+// producer has a checker, which reports any check it gets: none is expected). The consumer
+// receives until every key but "tx-rollback" is acked or 90 s went by: it
+// acks each message, except "normal-0" on its first delivery, whose invisible duration it
+// changes to 2 s so that it comes back (delivery attempt 2) and is acked then. The program
+// only reports, one JSON object per line (`ev`: sent, recv, changed, acked, checked, error,
+// consumer_done, end); the Rust test accounts for every message by key and message id.
 'use strict';
 
 const { Producer, SimpleConsumer } = require('rocketmq-client-nodejs');
+const { TransactionResolution } =
+  require('rocketmq-client-nodejs/proto/apache/rocketmq/v2/definition_pb');
 
 const NORMAL = 8;
 const FIFO = 5;
@@ -35,20 +39,28 @@ async function main() {
   await consumer.startup();
   await consumer.receive(16, 20000);
 
-  const producer = new Producer({ endpoints, topics: [topic], logger: quiet });
+  const checker = {
+    async check(message) {
+      emit({ ev: 'checked', key: message.keys.join(','), msg_id: message.messageId });
+      return TransactionResolution.COMMIT;
+    },
+  };
+  const producer = new Producer({ endpoints, topics: [topic], logger: quiet, checker });
   await producer.startup();
   const wanted = new Set();
-  async function send(part, seq, extra) {
+  async function send(part, seq, extra, end) {
     const key = `${part}-${seq}`;
     const body = `body-${key}`;
     try {
+      const transaction = end ? producer.beginTransaction() : undefined;
       const receipt = await producer.send({
         topic, tag: part, keys: [key], body: Buffer.from(body), ...extra,
-      });
+      }, transaction);
+      if (end) await end(transaction);
       const event = { ev: 'sent', part, key, tag: part, body, msg_id: receipt.messageId, seq };
       if (extra.deliveryTimestamp) event.deliver_at_ms = extra.deliveryTimestamp.getTime();
       emit(event);
-      wanted.add(key);
+      if (key !== 'tx-rollback') wanted.add(key);
     } catch (error) {
       emit({ ev: 'send_error', part, key, error: String(error) });
     }
@@ -56,7 +68,8 @@ async function main() {
   for (let i = 0; i < NORMAL; i++) await send('normal', i, {});
   for (let i = 0; i < FIFO; i++) await send('fifo', i, { messageGroup: 'fifo-group' });
   await send('delay', 0, { deliveryTimestamp: new Date(Date.now() + DELAY_MS) });
-  await producer.shutdown();
+  await send('tx', 'commit', {}, (transaction) => transaction.commit());
+  await send('tx', 'rollback', {}, (transaction) => transaction.rollback());
 
   const acked = new Set();
   const deadline = Date.now() + DEADLINE_MS;
@@ -91,6 +104,8 @@ async function main() {
     }
   }
   emit({ ev: 'consumer_done', complete: acked.size === wanted.size });
+  // Open until now: a check of a transaction would go to this producer.
+  await producer.shutdown();
   await consumer.shutdown();
   emit({ ev: 'end' });
 }
