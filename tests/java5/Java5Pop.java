@@ -45,7 +45,6 @@ import org.apache.rocketmq.remoting.protocol.route.BrokerData;
 import org.apache.rocketmq.remoting.protocol.route.TopicRouteData;
 
 public class Java5Pop {
-    private static final List<String> failures = new ArrayList<>();
     private static final long CHANGE_MS = 3_000;
     /// The timer's precision, by which a checkpoint may come due early.
     private static final long EARLY_MS = 1_100;
@@ -54,32 +53,7 @@ public class Java5Pop {
     private static String addr;
 
     public static void main(String[] args) {
-        try {
-            run(args);
-        } catch (Throwable error) {
-            error.printStackTrace(System.out);
-            fail("threw " + error);
-        }
-        synchronized (failures) {
-            for (String failure : failures) {
-                System.out.println("FAIL " + failure);
-            }
-            System.out.println(failures.isEmpty() ? "PASS" : "FAILED " + failures.size());
-            System.out.flush();
-            Runtime.getRuntime().halt(failures.isEmpty() ? 0 : 1);
-        }
-    }
-
-    private static void fail(String what) {
-        synchronized (failures) {
-            if (failures.size() < 50) {
-                failures.add(what);
-            }
-        }
-    }
-
-    private static void result(String key, Object value) {
-        System.out.println("RESULT " + key + "=" + value);
+        Outcome.main(() -> run(args));
     }
 
     private static void run(String[] args) throws Exception {
@@ -109,7 +83,7 @@ public class Java5Pop {
                 }
             }
             if (sent.getSendStatus() != SendStatus.SEND_OK) {
-                fail("send " + i + ": " + sent.getSendStatus());
+                Outcome.fail("send " + i + ": " + sent.getSendStatus());
             }
         }
 
@@ -130,30 +104,30 @@ public class Java5Pop {
             (count + 1) / 2, 30_000);
         for (MessageExt message : tagged.values()) {
             if (!"TagA".equals(message.getTags())) {
-                fail("tag filter let " + message.getKeys() + " with " + message.getTags());
+                Outcome.fail("tag filter let " + message.getKeys() + " with " + message.getTags());
             }
         }
-        result("tag_found", tagged.size());
+        Outcome.result("tag_found", tagged.size());
         List<String> tagHandles = new ArrayList<>();
         for (MessageExt message : tagged.values()) {
             tagHandles.add(message.getProperty(MessageConst.PROPERTY_POP_CK));
         }
         if (!tagHandles.isEmpty()) {
             AckResult acked = batchAck(topic, tagGroup, tagHandles);
-            result("tag_batch_ack", acked.getStatus());
+            Outcome.result("tag_batch_ack", acked.getStatus());
         }
 
         // Every message once, with its handle.
         String group = "G_" + topic;
         long popStarted = System.currentTimeMillis();
         Map<String, MessageExt> first = popUntil(group, topic, null, invisibleMs, count, 30_000);
-        result("first_pass", first.size());
+        Outcome.result("first_pass", first.size());
         int handlesOk = 0;
         java.util.Set<Integer> queueIds = new java.util.HashSet<>();
         for (MessageExt message : first.values()) {
             String handle = message.getProperty(MessageConst.PROPERTY_POP_CK);
             if (handle == null) {
-                fail("no POP_CK on " + message.getKeys());
+                Outcome.fail("no POP_CK on " + message.getKeys());
                 continue;
             }
             String[] info = ExtraInfoUtil.split(handle);
@@ -170,19 +144,19 @@ public class Java5Pop {
             if (ok) {
                 handlesOk++;
             } else {
-                fail("handle " + handle + " of " + message.getKeys() + " q" + message.getQueueId()
+                Outcome.fail("handle " + handle + " of " + message.getKeys() + " q" + message.getQueueId()
                     + "@" + message.getQueueOffset());
             }
             queueIds.add(message.getQueueId());
         }
-        result("handles_ok", handlesOk);
-        result("queues_popped", queueIds.size());
+        Outcome.result("handles_ok", handlesOk);
+        Outcome.result("queues_popped", queueIds.size());
 
         // Nothing more: the pop waits its poll time and answers POLLING_NOT_FOUND.
         long polled = System.currentTimeMillis();
         PopResult empty = pop(group, topic, null, invisibleMs, 1_000);
-        result("empty_status", empty.getPopStatus());
-        result("empty_waited", System.currentTimeMillis() - polled >= 900 ? 1 : 0);
+        Outcome.result("empty_status", empty.getPopStatus());
+        Outcome.result("empty_waited", System.currentTimeMillis() - polled >= 900 ? 1 : 0);
 
         // Ack, batch ack, change, leave.
         List<String> batch = new ArrayList<>();
@@ -197,7 +171,7 @@ public class Java5Pop {
                 case 0:
                     AckResult acked = ack(group, topic, handle);
                     if (acked.getStatus() != AckStatus.OK) {
-                        fail("ack of " + entry.getKey() + ": " + acked.getStatus());
+                        Outcome.fail("ack of " + entry.getKey() + ": " + acked.getStatus());
                     }
                     break;
                 case 2:
@@ -208,7 +182,7 @@ public class Java5Pop {
                     AckResult moved = change(group, topic, handle, invisibleMs + CHANGE_MS);
                     if (moved.getStatus() != AckStatus.OK || moved.getPopTime() < before
                         || !moved.getExtraInfo().endsWith(" " + message.getQueueOffset())) {
-                        fail("change of " + entry.getKey() + ": " + moved.getStatus() + " "
+                        Outcome.fail("change of " + entry.getKey() + ": " + moved.getStatus() + " "
                             + moved.getExtraInfo());
                     } else {
                         changed++;
@@ -220,10 +194,10 @@ public class Java5Pop {
                     break;
             }
         }
-        result("changed", changed);
+        Outcome.result("changed", changed);
         AckResult batched = batchAck(topic, group, batch);
         if (batched.getStatus() != AckStatus.OK) {
-            fail("batch ack: " + batched.getStatus());
+            Outcome.fail("batch ack: " + batched.getStatus());
         }
 
         // Exactly the unacked come back, once, not early.
@@ -241,11 +215,11 @@ public class Java5Pop {
             for (MessageExt message : result.getMsgFoundList()) {
                 String key = message.getKeys();
                 if (!dueAt.containsKey(key)) {
-                    fail("acked " + key + " came back");
+                    Outcome.fail("acked " + key + " came back");
                     continue;
                 }
                 if (back.put(key, message) != null) {
-                    fail(key + " came back twice");
+                    Outcome.fail(key + " came back twice");
                 }
                 if (message.getReconsumeTimes() == 1) {
                     reconsumeOne++;
@@ -255,26 +229,26 @@ public class Java5Pop {
                 }
                 if (now < dueAt.get(key) - EARLY_MS) {
                     early++;
-                    fail(key + " came back " + (dueAt.get(key) - now) + " ms early");
+                    Outcome.fail(key + " came back " + (dueAt.get(key) - now) + " ms early");
                 }
                 AckResult acked = ack(group, topic,
                     message.getProperty(MessageConst.PROPERTY_POP_CK));
                 if (acked.getStatus() != AckStatus.OK) {
-                    fail("ack of returned " + key + ": " + acked.getStatus());
+                    Outcome.fail("ack of returned " + key + ": " + acked.getStatus());
                 }
             }
         }
         for (String key : dueAt.keySet()) {
             if (!back.containsKey(key)) {
-                fail(key + " did not come back");
+                Outcome.fail(key + " did not come back");
             }
         }
-        result("expected_back", dueAt.size());
-        result("came_back", back.size());
-        result("reconsume_one", reconsumeOne);
-        result("first_pop_time_set", withFirstPopTime);
-        result("early", early);
-        result("back_after_ms", System.currentTimeMillis() - popStarted);
+        Outcome.result("expected_back", dueAt.size());
+        Outcome.result("came_back", back.size());
+        Outcome.result("reconsume_one", reconsumeOne);
+        Outcome.result("first_pop_time_set", withFirstPopTime);
+        Outcome.result("early", early);
+        Outcome.result("back_after_ms", System.currentTimeMillis() - popStarted);
 
         // The acked retries stay acked.
         Thread.sleep(invisibleMs + 4_000);
@@ -284,11 +258,11 @@ public class Java5Pop {
             if (result.getPopStatus() == PopStatus.FOUND) {
                 again += result.getMsgFoundList().size();
                 for (MessageExt message : result.getMsgFoundList()) {
-                    fail(message.getKeys() + " came back after its ack");
+                    Outcome.fail(message.getKeys() + " came back after its ack");
                 }
             }
         }
-        result("after_ack_returned", again);
+        Outcome.result("after_ack_returned", again);
         producer.shutdown();
         instance.shutdown();
     }
@@ -305,7 +279,7 @@ public class Java5Pop {
             }
             for (MessageExt message : result.getMsgFoundList()) {
                 if (seen.put(message.getKeys(), message) != null) {
-                    fail(group + " popped " + message.getKeys() + " twice");
+                    Outcome.fail(group + " popped " + message.getKeys() + " twice");
                 }
             }
         }

@@ -10,8 +10,6 @@
 // has a deadline.
 
 import java.nio.charset.StandardCharsets;
-import java.util.ArrayList;
-import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -26,35 +24,8 @@ import org.apache.rocketmq.common.message.MessageConst;
 import org.apache.rocketmq.common.message.MessageExt;
 
 public class Java5PopPush {
-    private static final List<String> failures = new ArrayList<>();
-
     public static void main(String[] args) {
-        try {
-            run(args);
-        } catch (Throwable error) {
-            error.printStackTrace(System.out);
-            fail("threw " + error);
-        }
-        synchronized (failures) {
-            for (String failure : failures) {
-                System.out.println("FAIL " + failure);
-            }
-            System.out.println(failures.isEmpty() ? "PASS" : "FAILED " + failures.size());
-            System.out.flush();
-            Runtime.getRuntime().halt(failures.isEmpty() ? 0 : 1);
-        }
-    }
-
-    private static void fail(String what) {
-        synchronized (failures) {
-            if (failures.size() < 50) {
-                failures.add(what);
-            }
-        }
-    }
-
-    private static void result(String key, Object value) {
-        System.out.println("RESULT " + key + "=" + value);
+        Outcome.main(() -> run(args));
     }
 
     private static void run(String[] args) throws Exception {
@@ -83,7 +54,7 @@ public class Java5PopPush {
                 }
             }
             if (sent.getSendStatus() != SendStatus.SEND_OK) {
-                fail("send " + i + ": " + sent.getSendStatus());
+                Outcome.fail("send " + i + ": " + sent.getSendStatus());
             }
         }
         producer.shutdown();
@@ -129,22 +100,22 @@ public class Java5PopPush {
             duplicates += times - 1;
         }
         int expectedRetries = (count + 4) / 5;
-        result("consumed", consumed.size());
-        result("all_popped", withHandle.get() == deliveries.get());
-        result("refused_once", refused.size());
-        result("retried_ok", retriedOk.get() >= expectedRetries);
-        result("duplicates", duplicates);
+        Outcome.result("consumed", consumed.size());
+        Outcome.result("all_popped", withHandle.get() == deliveries.get());
+        Outcome.result("refused_once", refused.size());
+        Outcome.result("retried_ok", retriedOk.get() >= expectedRetries);
+        Outcome.result("duplicates", duplicates);
         if (consumed.size() != count) {
-            fail("consumed " + consumed.size() + " of " + count);
+            Outcome.fail("consumed " + consumed.size() + " of " + count);
         }
         if (withHandle.get() != deliveries.get()) {
-            fail((deliveries.get() - withHandle.get()) + " deliveries without POP_CK (pulled)");
+            Outcome.fail((deliveries.get() - withHandle.get()) + " deliveries without POP_CK (pulled)");
         }
         if (refused.size() != expectedRetries) {
-            fail("refused " + refused.size() + " messages once, expected " + expectedRetries);
+            Outcome.fail("refused " + refused.size() + " messages once, expected " + expectedRetries);
         }
         if (retriedOk.get() < expectedRetries) {
-            fail("only " + retriedOk.get() + " retries came back with reconsumeTimes 1");
+            Outcome.fail("only " + retriedOk.get() + " retries came back with reconsumeTimes 1");
         }
     }
 }

@@ -10,9 +10,7 @@
 // failed. Every wait has a deadline.
 
 import java.nio.charset.StandardCharsets;
-import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.List;
 import java.util.Map;
 import java.util.Random;
 import java.util.concurrent.ConcurrentHashMap;
@@ -29,31 +27,9 @@ import org.apache.rocketmq.common.message.MessageExt;
 public class Java5Timer {
     private static final long PRECISION_MS = 1_000;
     private static final long SLACK_MS = 1_500;
-    private static final List<String> failures = new ArrayList<>();
 
     public static void main(String[] args) {
-        try {
-            run(args);
-        } catch (Throwable error) {
-            error.printStackTrace(System.out);
-            fail("threw " + error);
-        }
-        synchronized (failures) {
-            for (String failure : failures) {
-                System.out.println("FAIL " + failure);
-            }
-            System.out.println(failures.isEmpty() ? "PASS" : "FAILED " + failures.size());
-            System.out.flush();
-            Runtime.getRuntime().halt(failures.isEmpty() ? 0 : 1);
-        }
-    }
-
-    private static void fail(String what) {
-        synchronized (failures) {
-            if (failures.size() < 50) {
-                failures.add(what);
-            }
-        }
+        Outcome.main(() -> run(args));
     }
 
     private static void run(String[] args) throws Exception {
@@ -84,20 +60,20 @@ public class Java5Timer {
                 times.merge(key, 1, Integer::sum);
                 Long due = dueAt.get(key);
                 if (due == null) {
-                    fail("delivered before its send returned, or recalled: " + key);
+                    Outcome.fail("delivered before its send returned, or recalled: " + key);
                     continue;
                 }
                 long late = m.getStoreTimestamp() - due;
                 lateness.putIfAbsent(key, late);
                 if (late < 0) {
-                    fail(key + " delivered " + -late + " ms early");
+                    Outcome.fail(key + " delivered " + -late + " ms early");
                 }
                 if (late > PRECISION_MS + SLACK_MS) {
-                    fail(key + " delivered " + late + " ms late");
+                    Outcome.fail(key + " delivered " + late + " ms late");
                 }
                 String body = new String(m.getBody(), StandardCharsets.UTF_8);
                 if (!body.equals("body-" + key)) {
-                    fail("body of " + key + ": " + body);
+                    Outcome.fail("body of " + key + ": " + body);
                 }
             }
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
@@ -113,7 +89,7 @@ public class Java5Timer {
             dueAt.put(key, at);
             SendResult r = producer.send(m);
             if (r.getSendStatus() != SendStatus.SEND_OK) {
-                fail("send of " + key + ": " + r.getSendStatus());
+                Outcome.fail("send of " + key + ": " + r.getSendStatus());
             }
         }
         // One more, recalled before its time: never delivered.
@@ -124,12 +100,12 @@ public class Java5Timer {
         SendResult sent = producer.send(doomed);
         String handle = sent.getRecallHandle();
         if (handle == null) {
-            fail("no recall handle in the send result of a timer message");
+            Outcome.fail("no recall handle in the send result of a timer message");
         } else {
             String id = producer.recallMessage(topic, handle);
             System.out.println("RESULT recalled_id_matches=" + (sent.getMsgId().equals(id) ? 1 : 0));
             if (!sent.getMsgId().equals(id)) {
-                fail("recall answered " + id + ", the message is " + sent.getMsgId());
+                Outcome.fail("recall answered " + id + ", the message is " + sent.getMsgId());
             }
         }
 
@@ -140,14 +116,14 @@ public class Java5Timer {
         // Past the recalled message's time, its slot and the slack.
         Thread.sleep(Math.max(0, doomedAt + PRECISION_MS + SLACK_MS - System.currentTimeMillis()));
         if (lateness.size() != count) {
-            fail("delivered " + lateness.size() + "/" + count);
+            Outcome.fail("delivered " + lateness.size() + "/" + count);
         }
         long repeated = times.values().stream().filter(n -> n > 1).count();
         if (repeated > 0) {
-            fail(repeated + " messages delivered more than once");
+            Outcome.fail(repeated + " messages delivered more than once");
         }
         if (times.containsKey("recalled")) {
-            fail("the recalled message was delivered");
+            Outcome.fail("the recalled message was delivered");
         }
         long[] late = lateness.values().stream().mapToLong(Long::longValue).toArray();
         Arrays.sort(late);
