@@ -8,7 +8,8 @@
 //! makes the same traffic through the Java 5.5.0 broker (its own exporter on its own port)
 //! and compares the `rocketmq_*` families and their label names: a family Java exports
 //! that ferromq lacks must be in [`NOT_YET`] with its reason; ferromq exports no
-//! `rocketmq_*` family Java lacks.
+//! `rocketmq_*` family Java lacks. Another runs `metricsExporterType=LOG` and finds the
+//! samples, traffic included, in the broker's log.
 
 mod common;
 
@@ -571,4 +572,32 @@ fn the_name_server_exports_routes_brokers_and_request_latencies() {
     };
     assert_eq!(buckets.last().map(|b| b.count), Some(1.0));
     drop(broker);
+}
+
+#[test]
+fn the_log_exporter_writes_the_metrics_to_the_log() {
+    // metricsExporterType=LOG, every 300 ms: each sample an INFO line of ferromq::metrics.
+    let dir = TempDir::on_disk("metrics-log");
+    let config = "metricsExporterType=LOG\nmetricLoggingExporterIntervalInMills=300\n\
+                  diskMaxUsedSpaceRatio=95";
+    let broker = common::BrokerProcess::start(dir.path(), config);
+    let line = broker.wait_for_log("rocketmq_topic_number", Duration::from_secs(20));
+    let line = line.expect("no rocketmq_topic_number sample in the log");
+    assert!(line.contains("ferromq::metrics"), "{line}");
+    assert!(line.contains("node_type=\\\"broker\\\""), "{line}");
+    // Traffic shows in a later round.
+    common::runtime().block_on(async {
+        let json = ferromq::remoting::SerializeType::Json;
+        let client = common::connect(broker.addr, json).await;
+        let sent = client
+            .request(common::send_request("MetricsLogT", 0, b"m", ""))
+            .await
+            .unwrap();
+        assert_eq!(sent.code, 0, "{:?}", sent.remark);
+    });
+    let line = broker.wait_for_log("topic=\\\"MetricsLogT\\\"", Duration::from_secs(20));
+    assert!(
+        line.is_some(),
+        "no sample of MetricsLogT's traffic in the log"
+    );
 }

@@ -38,8 +38,20 @@ pub fn start(
     shutdown: Shutdown,
 ) -> Result<Option<Exporter>, String> {
     config.metrics.check()?;
-    if config.metrics.exporter_type != ExporterType::Prom {
-        return Ok(None);
+    let mut registry = Registry::with_labels(common_labels(config).into_iter());
+    registry.register_collector(Box::new(BrokerCollector {
+        state: Arc::clone(state),
+        shared: Arc::clone(shared),
+    }));
+    match config.metrics.exporter_type {
+        ExporterType::Prom => {}
+        ExporterType::Log => {
+            let every = std::time::Duration::from_millis(config.metrics.logging_interval_ms);
+            return Exporter::start_logging(registry, every, shutdown)
+                .map(Some)
+                .map_err(|error| format!("metrics log: {error}"));
+        }
+        ExporterType::Disable | ExporterType::OtlpGrpc => return Ok(None),
     }
     let endpoint = config.metrics.prom_addr(config.broker_ip1)?;
     // The page reads the cluster through the name servers; with ACL on, this broker checks
@@ -52,11 +64,6 @@ pub fn start(
             std::time::Duration::from_millis(config.metrics.status_page_interval_ms),
         )
     });
-    let mut registry = Registry::with_labels(common_labels(config).into_iter());
-    registry.register_collector(Box::new(BrokerCollector {
-        state: Arc::clone(state),
-        shared: Arc::clone(shared),
-    }));
     Exporter::start(endpoint, registry, page, shutdown)
         .map(Some)
         .map_err(|error| format!("metrics endpoint on {endpoint}: {error}"))

@@ -94,7 +94,7 @@ impl BrokerHandle {
     /// The metrics endpoint's address, when `metricsExporterType=PROM`.
     #[must_use]
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
-        self.metrics.as_ref().map(|exporter| exporter.addr)
+        self.metrics.as_ref().and_then(|exporter| exporter.addr)
     }
 
     /// The gRPC endpoint's address, when `grpcServerEnable=true`.
@@ -230,7 +230,10 @@ pub fn start(config: BrokerConfig, shutdown: Shutdown) -> Result<BrokerHandle, B
             let grpc_inbox = grpc_inboxes.take(ctx.id);
             async move {
                 let mut tasks = Vec::new();
-                if state.config.metrics.exporter_type == ExporterType::Prom {
+                if matches!(
+                    state.config.metrics.exporter_type,
+                    ExporterType::Prom | ExporterType::Log
+                ) {
                     tasks.push(ctx.task_queues.spawn_background(metrics::sample_shard(
                         Arc::clone(&state),
                         ctx.id.index(),

@@ -593,7 +593,7 @@ impl BrokerConfig {
                         "Java broker key not implemented by ferromq, ignored"
                     );
                 }
-                _ if key.starts_with("metrics") || key.starts_with("statusPage") => {
+                _ if key.starts_with("metric") || key.starts_with("statusPage") => {
                     match self.metrics.set(key, value) {
                         Ok(true) => {}
                         Ok(false) => unknown.push(key.to_owned()),

@@ -165,7 +165,7 @@ impl NamesrvConfig {
                 _ if IGNORED_JAVA_KEYS.contains(&key) => {
                     tracing::debug!(key, "Java name server key has no effect in ferromq");
                 }
-                _ if key.starts_with("metrics") || key.starts_with("statusPage") => {
+                _ if key.starts_with("metric") || key.starts_with("statusPage") => {
                     match self.metrics.set(key, value) {
                         Ok(true) => {}
                         Ok(false) => unknown.push(key.to_owned()),

@@ -20,8 +20,7 @@ pub enum ExporterType {
     OtlpGrpc,
     /// A Prometheus scrape endpoint on `metricsPromExporterHost:metricsPromExporterPort`.
     Prom,
-    /// Metrics written to the log every `metricLoggingExporterIntervalInMills`: refused at
-    /// start by ferromq for now.
+    /// Metrics written to the log every `metricLoggingExporterIntervalInMills`.
     Log,
 }
 
@@ -75,6 +74,8 @@ pub struct MetricsConfig {
     pub label: String,
     /// `metricsInDelta` (false): counters as deltas, marked `aggregation="delta"`.
     pub in_delta: bool,
+    /// `metricLoggingExporterIntervalInMills` (10000): how often LOG writes the metrics.
+    pub logging_interval_ms: u64,
     /// `statusPageEnable` (true; ferromq's): the status page on the Prometheus endpoint's
     /// port, at `/`.
     pub status_page: bool,
@@ -93,6 +94,7 @@ impl Default for MetricsConfig {
             grpc_exporter_header: String::new(),
             label: String::new(),
             in_delta: false,
+            logging_interval_ms: 10_000,
             status_page: true,
             status_page_interval_ms: 5000,
         }
@@ -120,6 +122,13 @@ impl MetricsConfig {
             "metricsGrpcExporterHeader" => value.clone_into(&mut self.grpc_exporter_header),
             "metricsLabel" => value.clone_into(&mut self.label),
             "metricsInDelta" => self.in_delta = boolean(value)?,
+            "metricLoggingExporterIntervalInMills" => {
+                self.logging_interval_ms = value
+                    .parse()
+                    .ok()
+                    .filter(|ms| *ms >= 1)
+                    .ok_or_else(|| "a number of milliseconds, at least 1".to_owned())?;
+            }
             "statusPageEnable" => self.status_page = boolean(value)?,
             "statusPageSampleIntervalMs" => {
                 self.status_page_interval_ms = value
@@ -204,10 +213,10 @@ impl MetricsConfig {
     /// The exporter type asked for and what to use instead.
     pub fn check(&self) -> Result<(), String> {
         match self.exporter_type {
-            ExporterType::Disable | ExporterType::Prom => Ok(()),
+            ExporterType::Disable | ExporterType::Prom | ExporterType::Log => Ok(()),
             other => Err(format!(
                 "metricsExporterType={} is not supported by ferromq yet; use PROM \
-                 (a Prometheus endpoint on metricsPromExporterPort) or DISABLE",
+                 (a Prometheus endpoint on metricsPromExporterPort), LOG or DISABLE",
                 other.java_name()
             )),
         }

@@ -25,11 +25,12 @@ const CONNECTIONS_MAX: usize = 64;
 /// How long a connection may take to send its request head (slow clients are dropped).
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A running endpoint: its address and its thread, which ends at the shutdown signal.
+/// A running exporter: the endpoint's address (none for the log) and its thread, which ends
+/// at the shutdown signal.
 #[derive(Debug)]
 pub struct Exporter {
-    /// The address it listens on (the real port when 0 was asked for).
-    pub addr: SocketAddr,
+    /// The address it listens on (the real port when 0 was asked for); `None` for the log.
+    pub addr: Option<SocketAddr>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -58,7 +59,52 @@ impl Exporter {
             .spawn(move || run(listener, registry, page, shutdown))?;
         tracing::info!(endpoint = %addr, "metrics endpoint listening (Prometheus text, /metrics)");
         Ok(Exporter {
-            addr,
+            addr: Some(addr),
+            thread: Some(thread),
+        })
+    }
+
+    /// Writes `registry` to the log every `interval` until `shutdown`
+    /// (`metricsExporterType=LOG`, Java's `LoggingMetricExporter`): one INFO line per sample,
+    /// target `ferromq::metrics`, field `sample`, in the Prometheus text format.
+    ///
+    /// # Errors
+    /// The thread cannot start.
+    pub fn start_logging(
+        registry: Registry,
+        interval: Duration,
+        shutdown: Shutdown,
+    ) -> std::io::Result<Exporter> {
+        let thread = std::thread::Builder::new()
+            .name("metrics-log".to_owned())
+            .spawn(move || {
+                let look = Duration::from_millis(50).min(interval);
+                let mut next = std::time::Instant::now() + interval;
+                while !shutdown.is_triggered() {
+                    if std::time::Instant::now() < next {
+                        std::thread::sleep(look);
+                        continue;
+                    }
+                    next += interval;
+                    let mut text = String::new();
+                    if prometheus_client::encoding::prometheus_text::encode(&mut text, &registry)
+                        .is_err()
+                    {
+                        tracing::warn!("metrics could not be encoded");
+                        continue;
+                    }
+                    let samples = text.lines().filter(|line| !line.starts_with('#'));
+                    for sample in samples.filter(|line| !line.is_empty()) {
+                        tracing::info!(target: "ferromq::metrics", sample);
+                    }
+                }
+            })?;
+        tracing::info!(
+            every_ms = interval.as_millis(),
+            "metrics written to the log"
+        );
+        Ok(Exporter {
+            addr: None,
             thread: Some(thread),
         })
     }

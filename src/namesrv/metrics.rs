@@ -31,10 +31,6 @@ pub fn start(
     snapshot: SharedRouteSnapshot,
     shards: &ShardsHandle<()>,
 ) -> Result<Option<Exporter>, String> {
-    if config.exporter_type != ExporterType::Prom {
-        return Ok(None);
-    }
-    let endpoint = config.prom_addr(addr.ip())?;
     let mut labels: Vec<(Cow<'static, str>, Cow<'static, str>)> = config
         .labels()
         .into_iter()
@@ -44,6 +40,17 @@ pub fn start(
     labels.push(("node_id".into(), addr.to_string().into()));
     let mut registry = Registry::with_labels(labels.into_iter());
     registry.register_collector(Box::new(NamesrvCollector { rpc, snapshot }));
+    match config.exporter_type {
+        ExporterType::Prom => {}
+        ExporterType::Log => {
+            let every = std::time::Duration::from_millis(config.logging_interval_ms);
+            return Exporter::start_logging(registry, every, shards.shutdown.clone())
+                .map(Some)
+                .map_err(|error| format!("metrics log: {error}"));
+        }
+        ExporterType::Disable | ExporterType::OtlpGrpc => return Ok(None),
+    }
+    let endpoint = config.prom_addr(addr.ip())?;
     // The name server's page reads the cluster through the name server itself.
     let page = config.status_page.then(|| {
         StatusPage::new(

@@ -88,7 +88,7 @@ impl NamesrvHandle {
     /// The metrics endpoint's address, when `metricsExporterType=PROM`.
     #[must_use]
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
-        self.metrics.as_ref().map(|exporter| exporter.addr)
+        self.metrics.as_ref().and_then(|exporter| exporter.addr)
     }
 
     /// Stops the name server and waits for it.
