@@ -294,7 +294,10 @@ fn refusals_have_the_java5_brokers_codes() {
     let codes = |all: &[(i32, String)]| all.iter().map(|(code, _)| *code).collect::<Vec<_>>();
     println!("ferromq: {ours:?}\nJava 5.5.0: {javas:?}");
     assert_eq!(codes(&ours), codes(&javas));
-    assert_eq!(codes(&ours), [29, 17, 210, 208, 208, 208, 0, 0, 17, 19, 16, 17]);
+    assert_eq!(
+        codes(&ours),
+        [29, 17, 210, 208, 208, 208, 0, 0, 17, 19, 16, 17]
+    );
     assert_eq!(ours, javas, "remarks");
     java5.stop_now();
 }
@@ -638,7 +641,10 @@ fn peek_shows_what_a_pop_would_take_and_moves_nothing() {
         // Once dispatched, twice the same: a peek moves no offset and writes no checkpoint.
         let started = std::time::Instant::now();
         while sched::max_offset(&client, topic, 0).await < 3 {
-            assert!(started.elapsed() < sched::DEADLINE, "the sends are not dispatched");
+            assert!(
+                started.elapsed() < sched::DEADLINE,
+                "the sends are not dispatched"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         for queue in ["0", "-1"] {
