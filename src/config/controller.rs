@@ -21,8 +21,10 @@ pub struct ControllerConfig {
     pub group: String,
     /// `controllerDLegerSelfId` (default `n0`).
     pub self_id: String,
-    /// `controllerDLegerPeers` (`id-host:port;...`, default empty: this controller alone, at
-    /// its listen address). The address of `self_id` is what brokers are told to use.
+    /// `controllerDLegerPeers` (`id-host:port;...`, default empty: this controller alone).
+    /// When set, the controllers' raft addresses: the state is replicated over them with
+    /// raft, `self_id` names this one, and only the raft leader decides. Brokers use the
+    /// controllers' listen addresses (`controllerAddr`), not these.
     pub peers: String,
     /// `scanNotActiveBrokerInterval` (default 5 000 ms): how often silent brokers are dropped.
     pub scan_not_active_broker_interval: Duration,
@@ -39,7 +41,8 @@ pub struct ControllerConfig {
     /// answers a retry as it answered the first try, so one attempt decides.
     pub elect_master_max_retry_count: u32,
     /// `controllerStorePath` (default empty: state in memory only): the directory of the
-    /// event log (`events.jsonl`), replayed at start.
+    /// event log (`events.jsonl`), replayed at start; with `controllerDLegerPeers`, of the
+    /// raft log, vote and snapshot (`raft.redb`), and then required.
     pub controller_store_path: String,
     /// `configBlackList`: keys UPDATE_CONTROLLER_CONFIG may not change, `;`-separated.
     pub config_black_list: String,
@@ -84,22 +87,16 @@ impl ControllerConfig {
         SocketAddr::new(self.bind_address, self.listen_port)
     }
 
-    /// The address brokers reach this controller at, given the bound one: `self_id`'s entry
-    /// in `peers`, else the bound address (loopback when bound to every interface).
+    /// The address brokers reach this controller at, given the bound one (loopback when
+    /// bound to every interface). The raft peers' addresses are another port.
     #[must_use]
     pub fn advertised_addr(&self, bound: SocketAddr) -> String {
-        let own = self.peers.split(';').find_map(|peer| {
-            let (id, addr) = peer.trim().split_once('-')?;
-            (id == self.self_id).then(|| addr.to_owned())
-        });
-        own.unwrap_or_else(|| {
-            let ip = if bound.ip().is_unspecified() {
-                IpAddr::V4(Ipv4Addr::LOCALHOST)
-            } else {
-                bound.ip()
-            };
-            SocketAddr::new(ip, bound.port()).to_string()
-        })
+        let ip = if bound.ip().is_unspecified() {
+            IpAddr::V4(Ipv4Addr::LOCALHOST)
+        } else {
+            bound.ip()
+        };
+        SocketAddr::new(ip, bound.port()).to_string()
     }
 
     /// Applies properties read from `origin` on top of `self`; returns the unknown keys.
@@ -219,8 +216,9 @@ mod tests {
         assert_eq!(config.listen_port, 9999);
         assert!(config.enable_elect_unclean_master);
         assert_eq!(unknown, vec!["bogus".to_owned()]);
+        assert_eq!(config.peers, "n0-10.0.0.1:9878;n1-10.0.0.2:9878");
         let bound = SocketAddr::from(([0, 0, 0, 0], 9999));
-        assert_eq!(config.advertised_addr(bound), "10.0.0.1:9878");
+        assert_eq!(config.advertised_addr(bound), "127.0.0.1:9999");
     }
 
     #[test]

@@ -12,12 +12,24 @@
 //! 904. After an election it sends NOTIFY_BROKER_ROLE_CHANGED 1008 to the group's live
 //! brokers (`notifyBrokerRoleChanged`); brokers also poll GET_REPLICA_INFO.
 //!
-//! One replica: the state machine ([`replicas_info`]) is fed events in order on one shard.
-//! With `controllerStorePath` set, applied events are appended to [`event_log`] and synced
-//! before any answer or notice that follows them leaves, and replayed at start; without it
-//! the state is in memory only and a restarted controller starts empty. GET_METADATA_INFO
-//! always says this controller leads. Replicating the events (openraft) replaces the event
-//! log, under [`processor::Controller::commit`].
+//! One replica (no `controllerDLegerPeers`): the state machine ([`replicas_info`]) is fed
+//! events in order on one shard. With `controllerStorePath` set, applied events are appended
+//! to [`event_log`] and synced before any answer or notice that follows them leaves, and
+//! replayed at start; without it the state is in memory only and a restarted controller
+//! starts empty. GET_METADATA_INFO always says this controller leads.
+//!
+//! Replicated (`controllerDLegerPeers`, `controllerDLegerSelfId`, `controllerStorePath`, as
+//! Java's DLedger controller): the events are raft log entries ([`raft`]: openraft, its log,
+//! vote and snapshots in redb under `controllerStorePath`), and [`replicated`] decides on
+//! the raft leader only, one decision at a time, answering once the entry is committed. A
+//! follower answers decisions and their reads (register, apply or next broker id, replica
+//! info, SyncStateSet data, elect, alter, clean) with CONTROLLER_NOT_LEADER (2007), as Java's
+//! controller does; GET_METADATA_INFO names the leader (`n1`) and its remoting address, which
+//! followers learn from the leader's raft requests. Broker liveness is not replicated: brokers
+//! heartbeat every controller of `controllerAddr` (Java's `sendHeartbeatToController`), and
+//! each keeps its own table (`DefaultBrokerHeartbeatManager`); only the leader elects when a
+//! master is gone. A leader that cannot reach a quorum stops counting as leader, so with most
+//! controllers down nobody decides and brokers keep their roles.
 //!
 //! Shards: one, with the net and control roles: the load is a heartbeat per broker a second.
 //! Notices go out from a thread with a small tokio runtime (the remoting client is tokio's),
@@ -27,7 +39,9 @@ pub mod body;
 pub mod event_log;
 pub mod heartbeat;
 pub mod processor;
+pub mod raft;
 pub mod replicas_info;
+pub mod replicated;
 #[cfg(test)]
 mod tests;
 
@@ -63,6 +77,9 @@ pub enum ControllerError {
     /// The event log cannot be read or opened.
     #[error(transparent)]
     EventLog(#[from] event_log::EventLogError),
+    /// Raft did not start (peers, store, listener).
+    #[error("{0}")]
+    Raft(String),
 }
 
 /// A running controller.
@@ -97,7 +114,17 @@ pub fn start(
     let placement: Placement = "1"
         .parse()
         .map_err(|e| ControllerError::Listen(format!("one shard: {e}")))?;
-    let (log, replayed) = if config.controller_store_path.is_empty() {
+    let peers = raft::parse_peers(&config.peers).map_err(ControllerError::Raft)?;
+    let own_remoting = Arc::new(OnceLock::new());
+    let replication = if peers.is_empty() {
+        None
+    } else {
+        Some(start_raft(&config, peers, own_remoting.clone())?)
+    };
+    let replication = Arc::new(std::sync::Mutex::new(replication));
+    let (log, replayed) = if replication.lock().is_ok_and(|r| r.is_some()) {
+        (None, Vec::new())
+    } else if config.controller_store_path.is_empty() {
         tracing::warn!(
             "controllerStorePath is empty: the controller's state is kept in memory only"
         );
@@ -127,6 +154,8 @@ pub fn start(
             let notices = notices.clone();
             let log = log.clone();
             let replayed = replayed.clone();
+            let replication = replication.lock().ok().and_then(|mut r| r.take());
+            let own_remoting = own_remoting.clone();
             async move {
                 let listener =
                     server::bind_shared(ctx.id, true, config.listen_addr(), &bound).await;
@@ -141,13 +170,30 @@ pub fn start(
                 let advertised = config.advertised_addr(addr);
                 let mut config = (*config).clone();
                 config.listen_port = addr.port();
+                let _ = own_remoting.set(advertised.clone());
                 let mut controller = Controller::new(config.clone(), advertised);
                 controller.restore(&replayed);
+                let (raft, applied) = replication
+                    .map(|(bridge, applied)| {
+                        controller.raft_view = Some(bridge.view.clone());
+                        (Some(replicated::Replicated::new(bridge)), Some(applied))
+                    })
+                    .unwrap_or_default();
                 let handler = Rc::new(Handler {
                     controller: RefCell::new(controller),
                     notices,
                     log,
                     poisoned: Cell::new(false),
+                    raft,
+                });
+                let pump = applied.map(|applied| {
+                    let handler = handler.clone();
+                    let stop = ctx.shutdown.clone();
+                    ctx.task_queues.spawn_background(async move {
+                        if let Some(raft) = &handler.raft {
+                            raft.pump(&handler.controller, applied, stop.wait()).await;
+                        }
+                    })
                 });
                 let scan = ctx.task_queues.spawn_background(run_housekeeping(
                     handler.clone(),
@@ -165,6 +211,9 @@ pub fn start(
                 )
                 .await;
                 scan.await;
+                if let Some(pump) = pump {
+                    pump.await;
+                }
             }
         },
     )?;
@@ -191,6 +240,8 @@ struct Handler {
     /// A log write failed: the state is ahead of the log, so nothing more is answered or
     /// sent (as a store that failed a write stops taking writes).
     poisoned: Cell<bool>,
+    /// Raft, when the state is replicated (`controllerDLegerPeers` set).
+    raft: Option<replicated::Replicated>,
 }
 
 impl Handler {
@@ -221,6 +272,114 @@ impl Handler {
     }
 }
 
+impl Handler {
+    /// A request to a replicated controller: decisions and their reads on the leader only
+    /// (elsewhere CONTROLLER_NOT_LEADER, as Java's `EventScheduler` answers), heartbeats,
+    /// metadata and configuration on every controller.
+    async fn handle_replicated(
+        &self,
+        raft: &replicated::Replicated,
+        connection: ConnectionInfo,
+        request: &RemotingCommand,
+    ) -> RemotingCommand {
+        use crate::remoting::{RequestCode, ResponseCode};
+        let local = matches!(
+            request.request_code(),
+            RequestCode::BROKER_HEARTBEAT
+                | RequestCode::CONTROLLER_GET_METADATA_INFO
+                | RequestCode::GET_CONTROLLER_CONFIG
+                | RequestCode::UPDATE_CONTROLLER_CONFIG
+        );
+        if local {
+            let mut controller = self.controller.borrow_mut();
+            controller.leads = raft.is_leader();
+            return controller.process(connection.id, request, now_ms()).0;
+        }
+        let decided = raft
+            .decide(&self.controller, |controller| {
+                controller.process(connection.id, request, now_ms())
+            })
+            .await;
+        match decided {
+            Ok((response, notices)) => {
+                self.send(notices).await;
+                response
+            }
+            Err(raft::RaftCallError::NotLeader) => RemotingCommand::response_to(
+                request,
+                ResponseCode::CONTROLLER_NOT_LEADER,
+                Some(raft::RaftCallError::NotLeader.to_string()),
+            ),
+            Err(error) => RemotingCommand::response_to(
+                request,
+                ResponseCode::SYSTEM_ERROR,
+                Some(error.to_string()),
+            ),
+        }
+    }
+
+    /// Runs `act` as a decision on the raft leader; on a follower (or the single replica)
+    /// directly, where a follower only drops silent brokers and elects nobody.
+    async fn decide_or_follow(
+        &self,
+        act: impl FnOnce(&mut Controller) -> ((), Vec<Notice>),
+    ) -> Vec<Notice> {
+        let Some(raft) = &self.raft else {
+            return act(&mut self.controller.borrow_mut()).1;
+        };
+        if !raft.is_leader() {
+            let mut controller = self.controller.borrow_mut();
+            controller.leads = false;
+            return act(&mut controller).1;
+        }
+        match raft.decide(&self.controller, act).await {
+            Ok(((), notices)) => notices,
+            Err(error) => {
+                tracing::info!(%error, "controller housekeeping decision dropped");
+                Vec::new()
+            }
+        }
+    }
+}
+
+/// Starts raft for `controllerDLegerPeers`, its store under `controllerStorePath`.
+fn start_raft(
+    config: &ControllerConfig,
+    peers: Vec<raft::Peer>,
+    own_remoting: Arc<OnceLock<String>>,
+) -> Result<
+    (
+        raft::RaftBridge,
+        futures::channel::mpsc::Receiver<raft::Applied>,
+    ),
+    ControllerError,
+> {
+    if config.controller_store_path.is_empty() {
+        let remark = "controllerDLegerPeers needs controllerStorePath (the raft log's directory)";
+        return Err(ControllerError::Raft(remark.to_owned()));
+    }
+    let self_id = (0_u64..)
+        .zip(&peers)
+        .find(|(_, peer)| peer.name == config.self_id)
+        .map(|(id, _)| id)
+        .ok_or_else(|| {
+            let remark = format!(
+                "controllerDLegerSelfId {} is not among controllerDLegerPeers",
+                config.self_id
+            );
+            ControllerError::Raft(remark)
+        })?;
+    let settings = raft::RaftSettings {
+        group: config.group.clone(),
+        peers,
+        self_id,
+        remoting: own_remoting,
+        enable_elect_unclean_master: config.enable_elect_unclean_master,
+    };
+    let dir = std::path::Path::new(&config.controller_store_path);
+    raft::start(settings, dir).map_err(ControllerError::Raft)
+}
+
 impl RequestHandler for Handler {
     async fn handle(
         &self,
@@ -231,6 +390,9 @@ impl RequestHandler for Handler {
             let remark = "the controller's event log failed; restart the controller".to_owned();
             let code = crate::remoting::ResponseCode::SYSTEM_ERROR;
             return Some(RemotingCommand::response_to(&request, code, Some(remark)));
+        }
+        if let Some(raft) = &self.raft {
+            return Some(self.handle_replicated(raft, connection, &request).await);
         }
         let (response, notices) =
             self.controller
@@ -247,9 +409,10 @@ impl RequestHandler for Handler {
 
     async fn connection_closed(&self, connection: ConnectionInfo) {
         let notices = self
-            .controller
-            .borrow_mut()
-            .on_connection_closed(connection.id, now_ms());
+            .decide_or_follow(|controller| {
+                ((), controller.on_connection_closed(connection.id, now_ms()))
+            })
+            .await;
         self.send(notices).await;
     }
 }
@@ -264,7 +427,9 @@ async fn run_housekeeping(handler: Rc<Handler>, interval: Duration, shutdown: Sh
         if let Either::Right(_) = select(Box::pin(tick), shutdown.wait()).await {
             return;
         }
-        let notices = handler.controller.borrow_mut().scan(now_ms());
+        let notices = handler
+            .decide_or_follow(|controller| ((), controller.scan(now_ms())))
+            .await;
         handler.send(notices).await;
     }
 }

@@ -4,8 +4,10 @@
 //! notices.
 //!
 //! Every decided event is applied before the response is built ([`Controller::commit`]), so
-//! a broker never hears of a state the controller does not hold; with one replica the commit
-//! is the apply, and a replicated log goes in that one place.
+//! a broker never hears of a state the controller does not hold. The caller makes the events
+//! durable before the response leaves: the single replica's event log, or raft
+//! (`super::replicated`), which also tells this processor whether it leads
+//! ([`Controller::leads`]).
 
 use super::body;
 use super::heartbeat::{BrokerHeartbeatManager, BrokerIdentity, Heartbeat};
@@ -44,8 +46,13 @@ pub struct Controller {
     pub config: ControllerConfig,
     /// The address brokers reach this controller at (the leader's, in GET_METADATA_INFO).
     pub advertised_addr: String,
-    /// Events applied so far: the index the next one would have in a replicated log.
+    /// Events applied so far (the single replica's event count).
     pub applied_count: u64,
+    /// Whether this controller decides: always with one replica; with raft, only the leader
+    /// elects for groups whose master is gone (Java's `isLeaderState` checks).
+    pub leads: bool,
+    /// The raft cluster, when replicated: who leads, for GET_METADATA_INFO.
+    pub raft_view: Option<std::sync::Arc<super::raft::RaftView>>,
     /// Events applied since the last [`Controller::take_applied`], to be made durable before
     /// anything that follows from them leaves.
     applied: Vec<Event>,
@@ -63,8 +70,18 @@ impl Controller {
             config,
             advertised_addr,
             applied_count: 0,
+            leads: true,
+            raft_view: None,
             applied: Vec::new(),
         }
+    }
+
+    /// Replaces the state with `state` (a raft snapshot or resynchronisation), keeping this
+    /// controller's `enableElectUncleanMaster`.
+    pub fn reset(&mut self, mut state: ReplicasInfoManager) {
+        state.enable_elect_unclean_master = self.replicas.enable_elect_unclean_master;
+        self.replicas = state;
+        self.applied.clear();
     }
 
     /// Applies decided events in order: the one place the state changes.
@@ -190,7 +207,7 @@ impl Controller {
             was_master = master == Some(gone.broker_id),
             "broker inactive"
         );
-        if master == Some(gone.broker_id) {
+        if master == Some(gone.broker_id) && self.leads {
             self.trigger_elect(&gone.broker_name, now_ms)
         } else {
             Vec::new()
@@ -202,6 +219,9 @@ impl Controller {
         let mut notices = Vec::new();
         for gone in self.heartbeats.scan_not_active(now_ms) {
             notices.extend(self.on_broker_inactive(&gone, now_ms));
+        }
+        if !self.leads {
+            return notices;
         }
         let live = self.heartbeats.at(now_ms);
         for name in self.replicas.scan_need_reelect_broker_sets(&live) {
@@ -309,11 +329,22 @@ impl Controller {
                 .map(|(id, addr)| format!("{id}:{addr};"))
                 .collect()
         };
+        let (leader_id, leader_address, is_leader) = match &self.raft_view {
+            None => (
+                Some(self.config.self_id.clone()),
+                Some(self.advertised_addr.clone()),
+                true,
+            ),
+            Some(view) => {
+                let (id, address) = view.leader().unzip();
+                (id, address.flatten(), view.is_leader())
+            }
+        };
         response.set_header(&GetMetadataResponseHeader {
             group: Some(self.config.group.clone()),
-            controller_leader_id: Some(self.config.self_id.clone()),
-            controller_leader_address: Some(self.advertised_addr.clone()),
-            is_leader: true,
+            controller_leader_id: leader_id,
+            controller_leader_address: leader_address,
+            is_leader,
             peers: Some(peers),
         });
         response

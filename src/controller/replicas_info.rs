@@ -8,9 +8,9 @@
 //! anything; the events are then *applied* in order by [`ReplicasInfoManager::apply`], which
 //! reads nothing but the event and the state, so replaying the same events on any replica
 //! gives the same state. That is the seam for replication: the events are the log entries,
-//! `apply` is the state machine. Today one replica applies them, in the order the single
-//! owner decides them, and appends them to a local file (`super::event_log`) it replays at
-//! start.
+//! `apply` is the state machine. One replica appends them to a local file
+//! (`super::event_log`) it replays at start; replicated controllers make them raft entries
+//! (`super::raft`), and a raft snapshot is this state serialized whole.
 //!
 //! Maps are ordered (ids ascending) so that every answer and every election is the same on
 //! every replica; Java iterates hash maps, which for small `Long` ids is the same order.
@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, BTreeSet};
 /// The first id the controller hands out in a group (`MixAll.FIRST_BROKER_CONTROLLER_ID`).
 pub const FIRST_BROKER_CONTROLLER_ID: i64 = 1;
 
-/// A change to the state; the unit of the (future) replicated log (Java's `EventMessage`
+/// A change to the state; the unit of the replicated log (Java's `EventMessage`
 /// subclasses of `controller/impl/event/`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Event {
@@ -115,7 +115,7 @@ impl<H> Decision<H> {
 }
 
 /// One group's replicas (`BrokerReplicaInfo`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BrokerReplicaInfo {
     /// Its cluster.
     pub cluster_name: String,
@@ -137,7 +137,7 @@ impl BrokerReplicaInfo {
 }
 
 /// One group's SyncStateSet and master (`SyncStateInfo`).
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct SyncStateInfo {
     /// The master's id, if there is one.
     pub master_broker_id: Option<i64>,
@@ -149,8 +149,8 @@ pub struct SyncStateInfo {
     pub sync_state_set_epoch: i32,
 }
 
-/// The state machine (`ReplicasInfoManager`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// The state machine (`ReplicasInfoManager`); serialized whole in raft snapshots.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReplicasInfoManager {
     /// `enableElectUncleanMaster`: elect outside the SyncStateSet when nobody in it lives.
     pub enable_elect_unclean_master: bool,

@@ -1,0 +1,419 @@
+//! Three `ferromq controller` processes replicate their state with raft
+//! (`controllerDLegerPeers`), and only the leader decides.
+//!
+//! Stories:
+//! - Without brokers: the three elect a leader; every controller's GET_METADATA_INFO names
+//!   the leader and its remoting address; a follower answers a decision with
+//!   CONTROLLER_NOT_LEADER (2007); ids handed out by the leader survive its SIGKILL (the new
+//!   leader continues from them); the killed controller, restarted on its redb store, catches
+//!   up with what it missed (its log shows the entry it was not there for); with two of three
+//!   down the survivor stops leading and refuses decisions, and when one comes back a leader
+//!   is elected and decides again.
+//! - With a Java 5.5.0 name server and two Java 5.5.0 brokers in controller mode, whose
+//!   `controllerAddr` lists all three controllers: broker 1 is elected master and broker 2
+//!   joins its SyncStateSet through the leader; the leader controller is killed with
+//!   SIGKILL, a new one is elected, and when the master broker is killed the new leader
+//!   elects broker 2, which the name server then routes to as master. Then two of three
+//!   controllers are down: no controller leads, and broker 2 stays master in the route; one
+//!   controller comes back and a leader is elected again.
+//!
+//! Method: real processes on loopback; state is read over the remoting protocol
+//! (GET_METADATA_INFO, GET_NEXT_BROKER_ID, GET_REPLICA_INFO, GET_BROKER_CLUSTER_INFO) in
+//! bounded polling loops; election times are measured from the kill and printed.
+
+mod common;
+
+use common::java::{self, JavaServer};
+use common::TempDir;
+use ferromq::remoting::client::{connect_tokio, ClientConfig};
+use ferromq::remoting::headers::{
+    ApplyBrokerIdRequestHeader, GetMetadataResponseHeader, GetNextBrokerIdRequestHeader,
+    GetNextBrokerIdResponseHeader, GetReplicaInfoRequestHeader, GetReplicaInfoResponseHeader,
+};
+use ferromq::remoting::{RemotingCommand, RequestCode};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+/// CONTROLLER_NOT_LEADER.
+const NOT_LEADER: i32 = 2007;
+/// What a raft election may take: 1–2 s of election timeout, a second of lease check,
+/// retries after split votes.
+const ELECTION_BOUND: Duration = Duration::from_secs(15);
+
+/// `ferromq controller`; killed on drop.
+struct ControllerProcess {
+    child: Child,
+    log: std::sync::mpsc::Receiver<String>,
+    /// The lines it wrote before it listened.
+    early_log: Vec<String>,
+}
+
+impl Drop for ControllerProcess {
+    fn drop(&mut self) {
+        common::kill(&mut self.child);
+    }
+}
+
+/// Three controllers on fixed loopback ports (remoting and raft), each with its store.
+struct Cluster {
+    dir: TempDir,
+    remoting: Vec<u16>,
+    peers: String,
+    running: Vec<Option<ControllerProcess>>,
+}
+
+impl Cluster {
+    fn start(name: &str) -> Cluster {
+        let dir = TempDir::on_disk(name);
+        let remoting: Vec<u16> = (0..3).map(|_| java::free_port()).collect();
+        let raft: Vec<u16> = (0..3).map(|_| java::free_port()).collect();
+        let peers = (0..3)
+            .map(|i| format!("n{i}-127.0.0.1:{}", raft[i]))
+            .collect::<Vec<_>>()
+            .join(";");
+        let mut cluster = Cluster {
+            dir,
+            remoting,
+            peers,
+            running: vec![None, None, None],
+        };
+        for i in 0..3 {
+            cluster.start_one(i);
+        }
+        cluster
+    }
+
+    fn start_one(&mut self, i: usize) {
+        assert!(self.running[i].is_none(), "controller n{i} runs already");
+        let conf = self.dir.path().join(format!("controller-{i}.conf"));
+        let store = self.dir.path().join(format!("store-{i}"));
+        let text = format!(
+            "controllerDLegerGroup=RaftGroup\ncontrollerDLegerPeers={}\n\
+             controllerDLegerSelfId=n{i}\ncontrollerStorePath={}\n",
+            self.peers,
+            store.display()
+        );
+        std::fs::write(&conf, text).unwrap();
+        let listen = format!("127.0.0.1:{}", self.remoting[i]);
+        let args = ["-c", conf.to_str().unwrap(), "--listen", &listen];
+        let (child, addr, log, early_log) = common::spawn_server("controller", &args);
+        assert_eq!(addr, self.addr(i));
+        self.running[i] = Some(ControllerProcess {
+            child,
+            log,
+            early_log,
+        });
+    }
+
+    fn kill(&mut self, i: usize) {
+        let mut process = self.running[i].take().expect("a running controller");
+        common::kill(&mut process.child);
+    }
+
+    fn addr(&self, i: usize) -> SocketAddr {
+        ([127, 0, 0, 1], self.remoting[i]).into()
+    }
+
+    fn controller_addr(&self) -> String {
+        (0..3)
+            .map(|i| self.addr(i).to_string())
+            .collect::<Vec<_>>()
+            .join(";")
+    }
+
+    fn alive(&self) -> Vec<usize> {
+        (0..3).filter(|i| self.running[*i].is_some()).collect()
+    }
+
+    /// The controller that says it leads, when every running one names it (id and remoting
+    /// address) in GET_METADATA_INFO.
+    fn leader(&self) -> Option<usize> {
+        let answers: Vec<(usize, GetMetadataResponseHeader)> = self
+            .alive()
+            .into_iter()
+            .map(|i| Some((i, metadata(self.addr(i))?)))
+            .collect::<Option<_>>()?;
+        let leaders: Vec<usize> = answers
+            .iter()
+            .filter(|(_, header)| header.is_leader)
+            .map(|(i, _)| *i)
+            .collect();
+        let [leader] = leaders[..] else {
+            return None;
+        };
+        let name = format!("n{leader}");
+        let address = self.addr(leader).to_string();
+        let agreed = answers.iter().all(|(_, header)| {
+            header.controller_leader_id.as_deref() == Some(name.as_str())
+                && header.controller_leader_address.as_deref() == Some(address.as_str())
+                && header.group.as_deref() == Some("RaftGroup")
+        });
+        agreed.then_some(leader)
+    }
+
+    fn wait_leader(&self, what: &str) -> usize {
+        wait_for(ELECTION_BOUND, what, || self.leader())
+    }
+}
+
+#[test]
+fn three_controllers_replicate_and_only_the_leader_decides() {
+    let mut cluster = Cluster::start("controller-raft");
+    let started = Instant::now();
+    let leader = cluster.wait_leader("a first leader");
+    eprintln!("first leader n{leader} after {:?}", started.elapsed());
+    let meta = metadata(cluster.addr(leader)).unwrap();
+    let peers = meta.peers.unwrap_or_default();
+    assert_eq!(peers.matches(";").count(), 3, "{peers}");
+    assert!(peers.starts_with("n0:127.0.0.1:"), "{peers}");
+
+    let follower = (leader + 1) % 3;
+    let refused = request(cluster.addr(follower), next_id_request()).unwrap();
+    assert_eq!(refused.code, NOT_LEADER, "{refused:?}");
+    assert_eq!(
+        refused.remark.as_deref(),
+        Some("The controller is not in leader state")
+    );
+    assert_eq!(apply_id(cluster.addr(leader), 1), 0);
+    assert_eq!(next_id(cluster.addr(leader)), Some(2));
+
+    let killed = Instant::now();
+    cluster.kill(leader);
+    let second = cluster.wait_leader("a leader after the kill");
+    eprintln!(
+        "kill -9 of leader n{leader}: n{second} leads after {:?}",
+        killed.elapsed()
+    );
+    assert_ne!(second, leader);
+    assert_eq!(next_id(cluster.addr(second)), Some(2));
+    assert_eq!(apply_id(cluster.addr(second), 2), 0);
+
+    // The old leader comes back on its store and catches up with id 2, which it missed.
+    cluster.start_one(leader);
+    let restarted = cluster.running[leader].as_ref().unwrap();
+    let caught_up = restarted
+        .early_log
+        .iter()
+        .any(|line| line.contains("broker_id: 2"))
+        || common::wait_for_line(&restarted.log, "broker_id: 2", ELECTION_BOUND).is_some();
+    assert!(caught_up, "n{leader} did not catch up with id 2");
+    let third = cluster.wait_leader("a leader with all three up");
+
+    // Two of three down: the survivor does not lead and refuses decisions.
+    let survivor = (third + 1) % 3;
+    for i in cluster.alive() {
+        if i != survivor {
+            cluster.kill(i);
+        }
+    }
+    let down = Instant::now();
+    wait_for(ELECTION_BOUND, "the survivor not leading", || {
+        metadata(cluster.addr(survivor)).filter(|meta| !meta.is_leader)
+    });
+    let refused = request(cluster.addr(survivor), next_id_request()).unwrap();
+    assert_eq!(refused.code, NOT_LEADER, "{refused:?}");
+    eprintln!("two of three down: no leader {:?} after", down.elapsed());
+    let watch = Instant::now();
+    while watch.elapsed() < Duration::from_secs(3) {
+        let meta = metadata(cluster.addr(survivor)).unwrap();
+        assert!(!meta.is_leader, "a lone controller leads");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // One comes back: a leader again, with the state of before.
+    let back = (survivor + 1) % 3;
+    let returned = Instant::now();
+    cluster.start_one(back);
+    let fourth = cluster.wait_leader("a leader after one came back");
+    eprintln!("one back: n{fourth} leads after {:?}", returned.elapsed());
+    assert_eq!(next_id(cluster.addr(fourth)), Some(3));
+    assert_eq!(apply_id(cluster.addr(fourth), 3), 0);
+}
+
+/// Java 5.5.0 brokers listing the three controllers in `controllerAddr` fail over through
+/// whichever leads (see the module doc).
+#[test]
+fn java5_group_fails_over_under_three_raft_controllers() {
+    let kit = java::kit5();
+    let mut cluster = Cluster::start("controller-raft-java");
+    let leader = cluster.wait_leader("a first leader");
+    let dir = TempDir::on_disk("controller-raft-brokers");
+    let namesrv = JavaServer::namesrv_on(&kit, dir.path());
+    let namesrv_addr: SocketAddr = ([127, 0, 0, 1], namesrv.port).into();
+    let conf = format!(
+        "enableControllerMode=true\ncontrollerAddr={}\nbrokerId=-1\nbrokerRole=SLAVE\n\
+         fetchNamesrvAddrByAddressServer=false\nallAckInSyncStateSet=true\n\
+         controllerHeartBeatTimeoutMills=6000\n",
+        cluster.controller_addr()
+    );
+    let start = |store: &str| {
+        let store = dir.path().join(store);
+        JavaServer::try_broker_on(&kit, dir.path(), namesrv.port, &store, &conf, "")
+            .unwrap_or_else(|text| panic!("{text}"))
+    };
+    let mut first = start("store-1");
+    let replica = wait_for(Duration::from_secs(60), "broker 1 elected", || {
+        replica_info(cluster.addr(leader)).filter(|(h, _)| h.master_broker_id == Some(1))
+    });
+    assert_eq!(replica.0.master_address, Some(first.addr()));
+    let second = start("store-2");
+    wait_for(Duration::from_secs(60), "SyncStateSet {1, 2}", || {
+        replica_info(cluster.addr(leader)).filter(|(_, body)| in_sync_ids(body) == [1, 2])
+    });
+    wait_for(Duration::from_secs(60), "both in the route", || {
+        broker_addrs(namesrv_addr).filter(|addrs| addrs.len() == 2)
+    });
+
+    let killed = Instant::now();
+    cluster.kill(leader);
+    let new_leader = cluster.wait_leader("a leader after the kill");
+    eprintln!(
+        "controller leader killed: n{new_leader} leads after {:?}",
+        killed.elapsed()
+    );
+
+    let killed = Instant::now();
+    common::kill(&mut first.child);
+    let bound = Duration::from_secs(30);
+    let (elected, _) = wait_for(bound, "broker 2 elected by the new leader", || {
+        replica_info(cluster.addr(new_leader)).filter(|(h, _)| h.master_broker_id == Some(2))
+    });
+    assert_eq!(elected.master_address, Some(second.addr()));
+    assert_eq!(elected.master_epoch, Some(2));
+    wait_for(bound, "broker 2 as master in the route", || {
+        broker_addrs(namesrv_addr).filter(|addrs| addrs.get(&0) == Some(&second.addr()))
+    });
+    eprintln!(
+        "master broker killed: broker 2 master after {:?}",
+        killed.elapsed()
+    );
+
+    // Two of three controllers down: nobody leads, broker 2 stays master.
+    let other = cluster
+        .alive()
+        .into_iter()
+        .find(|i| *i != new_leader)
+        .unwrap();
+    cluster.kill(other);
+    wait_for(ELECTION_BOUND, "no controller leading", || {
+        metadata(cluster.addr(new_leader)).filter(|meta| !meta.is_leader)
+    });
+    let refused = request(cluster.addr(new_leader), replica_info_request()).unwrap();
+    assert_eq!(refused.code, NOT_LEADER, "{refused:?}");
+    let routes = broker_addrs(namesrv_addr).unwrap();
+    assert_eq!(routes.get(&0), Some(&second.addr()), "{routes:?}");
+
+    // One comes back: a leader again, which still knows broker 2 as master.
+    cluster.start_one(other);
+    let back = cluster.wait_leader("a leader after one came back");
+    let (header, _) = wait_for(ELECTION_BOUND, "the replica info", || {
+        replica_info(cluster.addr(back))
+    });
+    assert_eq!(header.master_broker_id, Some(2));
+    assert_eq!(header.master_epoch, Some(2));
+    let routes = broker_addrs(namesrv_addr).unwrap();
+    assert_eq!(routes.get(&0), Some(&second.addr()), "{routes:?}");
+}
+
+/// Polls `probe` every 100 ms until it gives a value, for at most `timeout`.
+fn wait_for<T>(timeout: Duration, what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = probe() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "no {what} after {timeout:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn request(addr: SocketAddr, request: RemotingCommand) -> Option<RemotingCommand> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok()?;
+    runtime.block_on(async {
+        let connect = connect_tokio(addr, ClientConfig::default());
+        let (client, _) = tokio::time::timeout(Duration::from_secs(3), connect)
+            .await
+            .ok()?
+            .ok()?;
+        tokio::time::timeout(Duration::from_secs(10), client.request(request))
+            .await
+            .ok()?
+            .ok()
+    })
+}
+
+fn metadata(addr: SocketAddr) -> Option<GetMetadataResponseHeader> {
+    let command = RemotingCommand::request(RequestCode::CONTROLLER_GET_METADATA_INFO);
+    request(addr, command)
+        .filter(|r| r.code == 0)?
+        .decode_header()
+        .ok()
+}
+
+fn next_id_request() -> RemotingCommand {
+    RemotingCommand::request_with_header(
+        RequestCode::CONTROLLER_GET_NEXT_BROKER_ID,
+        &GetNextBrokerIdRequestHeader {
+            cluster_name: "RaftCluster".to_owned(),
+            broker_name: "broker-r".to_owned(),
+        },
+    )
+}
+
+fn next_id(addr: SocketAddr) -> Option<i64> {
+    let response = request(addr, next_id_request()).filter(|r| r.code == 0)?;
+    let header: GetNextBrokerIdResponseHeader = response.decode_header().ok()?;
+    header.next_broker_id
+}
+
+/// CONTROLLER_APPLY_BROKER_ID of `id` in `broker-r`; the response code.
+fn apply_id(addr: SocketAddr, id: i64) -> i32 {
+    let command = RemotingCommand::request_with_header(
+        RequestCode::CONTROLLER_APPLY_BROKER_ID,
+        &ApplyBrokerIdRequestHeader {
+            cluster_name: "RaftCluster".to_owned(),
+            broker_name: "broker-r".to_owned(),
+            applied_broker_id: id,
+            register_check_code: format!("127.0.0.1:{};1700000000000", 31_000 + id),
+        },
+    );
+    request(addr, command).expect("an answer").code
+}
+
+fn replica_info_request() -> RemotingCommand {
+    let header = GetReplicaInfoRequestHeader {
+        broker_name: "broker-a".to_owned(),
+    };
+    RemotingCommand::request_with_header(RequestCode::CONTROLLER_GET_REPLICA_INFO, &header)
+}
+
+/// CONTROLLER_GET_REPLICA_INFO of `broker-a`: its header and SyncStateSet body.
+fn replica_info(addr: SocketAddr) -> Option<(GetReplicaInfoResponseHeader, serde_json::Value)> {
+    let response = request(addr, replica_info_request()).filter(|r| r.code == 0)?;
+    let body = serde_json::from_slice(&response.body).ok()?;
+    Some((response.decode_header().ok()?, body))
+}
+
+fn in_sync_ids(body: &serde_json::Value) -> Vec<i64> {
+    body["syncStateSet"]
+        .as_array()
+        .map(|ids| ids.iter().filter_map(serde_json::Value::as_i64).collect())
+        .unwrap_or_default()
+}
+
+/// `broker-a`'s addresses by broker id, from the name server's cluster info.
+fn broker_addrs(namesrv: SocketAddr) -> Option<BTreeMap<i64, String>> {
+    let command = RemotingCommand::request(RequestCode::GET_BROKER_CLUSTER_INFO);
+    let response = request(namesrv, command).filter(|r| r.code == 0)?;
+    let info = ferromq::config::fastjson::parse_lenient(&response.body).ok()?;
+    let addrs = info["brokerAddrTable"]["broker-a"]["brokerAddrs"].as_object()?;
+    addrs
+        .iter()
+        .map(|(id, addr)| Some((id.parse().ok()?, addr.as_str()?.to_owned())))
+        .collect()
+}
