@@ -10,12 +10,14 @@
 //!   down the survivor stops leading and refuses decisions, and when one comes back a leader
 //!   is elected and decides again.
 //! - With a Java 5.5.0 name server and two Java 5.5.0 brokers in controller mode, whose
-//!   `controllerAddr` lists all three controllers: broker 1 is elected master and broker 2
-//!   joins its SyncStateSet through the leader; the leader controller is killed with
-//!   SIGKILL, a new one is elected, and when the master broker is killed the new leader
-//!   elects broker 2, which the name server then routes to as master. Then two of three
-//!   controllers are down: no controller leads, and broker 2 stays master in the route; one
-//!   controller comes back and a leader is elected again.
+//!   `controllerAddr` lists all three controllers: one is elected master and the other joins
+//!   its SyncStateSet through the leader. The master broker is killed with SIGKILL and the
+//!   leader elects the other (epoch 2), which the name server then routes to as master. The
+//!   leader controller is killed, a new one is elected; the killed broker comes back as a
+//!   slave and rejoins the SyncStateSet; the master broker is killed again and the new leader
+//!   elects the first one (epoch 3). Then two of three controllers are down: no controller
+//!   leads, and the master stays master in the route; one controller comes back and a leader
+//!   is elected again, which knows the master and its epoch.
 //!
 //! Method: real processes on loopback; state is read over the remoting protocol
 //! (GET_METADATA_INFO, GET_NEXT_BROKER_ID, GET_REPLICA_INFO, GET_BROKER_CLUSTER_INFO) in
@@ -253,12 +255,13 @@ fn java5_group_fails_over_under_three_raft_controllers() {
         JavaServer::try_broker_on(&kit, dir.path(), namesrv.port, &store, &conf, "")
             .unwrap_or_else(|text| panic!("{text}"))
     };
-    let mut first = start("store-1");
-    let replica = wait_for(Duration::from_secs(60), "broker 1 elected", || {
-        replica_info(cluster.addr(leader)).filter(|(h, _)| h.master_broker_id == Some(1))
+    let mut brokers = [start("store-1"), start("store-2")];
+    let first_master = wait_for(Duration::from_secs(90), "a master", || {
+        replica_info(cluster.addr(leader))
+            .and_then(|(header, _)| header.master_broker_id)
+            .filter(|id| [1, 2].contains(id))
     });
-    assert_eq!(replica.0.master_address, Some(first.addr()));
-    let second = start("store-2");
+    let index = |id: i64| usize::try_from(id - 1).unwrap();
     wait_for(Duration::from_secs(60), "SyncStateSet {1, 2}", || {
         replica_info(cluster.addr(leader)).filter(|(_, body)| in_sync_ids(body) == [1, 2])
     });
@@ -266,6 +269,13 @@ fn java5_group_fails_over_under_three_raft_controllers() {
         broker_addrs(namesrv_addr).filter(|addrs| addrs.len() == 2)
     });
 
+    // The master broker dies under the first leader.
+    let second_master = 3 - first_master;
+    common::kill(&mut brokers[index(first_master)].child);
+    let epoch = fail_over(&cluster, leader, namesrv_addr, &brokers, second_master);
+    assert_eq!(epoch, 2);
+
+    // The leader controller dies; the killed broker comes back as a slave under the new one.
     let killed = Instant::now();
     cluster.kill(leader);
     let new_leader = cluster.wait_leader("a leader after the kill");
@@ -273,24 +283,18 @@ fn java5_group_fails_over_under_three_raft_controllers() {
         "controller leader killed: n{new_leader} leads after {:?}",
         killed.elapsed()
     );
-
-    let killed = Instant::now();
-    common::kill(&mut first.child);
-    let bound = Duration::from_secs(30);
-    let (elected, _) = wait_for(bound, "broker 2 elected by the new leader", || {
-        replica_info(cluster.addr(new_leader)).filter(|(h, _)| h.master_broker_id == Some(2))
+    brokers[index(first_master)] = start(&format!("store-{first_master}"));
+    wait_for(Duration::from_secs(90), "SyncStateSet {1, 2} again", || {
+        replica_info(cluster.addr(new_leader)).filter(|(_, body)| in_sync_ids(body) == [1, 2])
     });
-    assert_eq!(elected.master_address, Some(second.addr()));
-    assert_eq!(elected.master_epoch, Some(2));
-    wait_for(bound, "broker 2 as master in the route", || {
-        broker_addrs(namesrv_addr).filter(|addrs| addrs.get(&0) == Some(&second.addr()))
-    });
-    eprintln!(
-        "master broker killed: broker 2 master after {:?}",
-        killed.elapsed()
-    );
 
-    // Two of three controllers down: nobody leads, broker 2 stays master.
+    // The master broker dies under the new leader.
+    common::kill(&mut brokers[index(second_master)].child);
+    let epoch = fail_over(&cluster, new_leader, namesrv_addr, &brokers, first_master);
+    assert_eq!(epoch, 3);
+
+    // Two of three controllers down: nobody leads, the master keeps its role.
+    let master_addr = brokers[index(first_master)].addr();
     let other = cluster
         .alive()
         .into_iter()
@@ -303,18 +307,44 @@ fn java5_group_fails_over_under_three_raft_controllers() {
     let refused = request(cluster.addr(new_leader), replica_info_request()).unwrap();
     assert_eq!(refused.code, NOT_LEADER, "{refused:?}");
     let routes = broker_addrs(namesrv_addr).unwrap();
-    assert_eq!(routes.get(&0), Some(&second.addr()), "{routes:?}");
+    assert_eq!(routes.get(&0), Some(&master_addr), "{routes:?}");
 
-    // One comes back: a leader again, which still knows broker 2 as master.
+    // One comes back: a leader again, which knows the master and its epoch.
     cluster.start_one(other);
     let back = cluster.wait_leader("a leader after one came back");
     let (header, _) = wait_for(ELECTION_BOUND, "the replica info", || {
         replica_info(cluster.addr(back))
     });
-    assert_eq!(header.master_broker_id, Some(2));
-    assert_eq!(header.master_epoch, Some(2));
+    assert_eq!(header.master_broker_id, Some(first_master));
+    assert_eq!(header.master_epoch, Some(3));
     let routes = broker_addrs(namesrv_addr).unwrap();
-    assert_eq!(routes.get(&0), Some(&second.addr()), "{routes:?}");
+    assert_eq!(routes.get(&0), Some(&master_addr), "{routes:?}");
+}
+
+/// Waits until `leader` has elected broker `id` and the name server routes to it as master;
+/// returns the master epoch.
+fn fail_over(
+    cluster: &Cluster,
+    leader: usize,
+    namesrv: SocketAddr,
+    brokers: &[JavaServer; 2],
+    id: i64,
+) -> i32 {
+    let since = Instant::now();
+    let bound = Duration::from_secs(30);
+    let addr = brokers[usize::try_from(id - 1).unwrap()].addr();
+    let (elected, _) = wait_for(bound, "the other broker elected", || {
+        replica_info(cluster.addr(leader)).filter(|(h, _)| h.master_broker_id == Some(id))
+    });
+    assert_eq!(elected.master_address.as_ref(), Some(&addr));
+    wait_for(bound, "the other broker as master in the route", || {
+        broker_addrs(namesrv).filter(|addrs| addrs.get(&0) == Some(&addr))
+    });
+    eprintln!(
+        "master broker killed: broker {id} master under n{leader} after {:?}",
+        since.elapsed()
+    );
+    elected.master_epoch.unwrap_or_default()
 }
 
 /// Polls `probe` every 100 ms until it gives a value, for at most `timeout`.
