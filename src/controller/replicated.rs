@@ -4,8 +4,11 @@
 //!
 //! A decision (Java's `EventScheduler` runs one event at a time too):
 //! 1. take the decision turn (an async mutex: one decision in flight);
-//! 2. confirm leadership and learn the read index (openraft's `ensure_linearizable`), then
-//!    wait until the pump has applied up to it, so the state holds every committed entry;
+//! 2. once per leadership (the view's generation), confirm it and learn the read index
+//!    (openraft's `ensure_linearizable`), then wait until the pump has applied up to it, so
+//!    the state holds every entry committed before; after that every entry is this
+//!    leader's own, applied here as it is decided (a deposed leader learns it from a failed
+//!    append, or from the view within a lease check);
 //! 3. decide and apply the events here at once (ahead of the log, as the single replica
 //!    does), remembering the proposal's number;
 //! 4. append them to raft; once committed, wait until the pump has seen the entry (it skips
@@ -45,6 +48,8 @@ pub struct Replicated {
     waiters: RefCell<Vec<oneshot::Sender<()>>>,
     /// One decision at a time.
     turn: futures::lock::Mutex<()>,
+    /// The leadership generation the state was last confirmed caught up in.
+    caught_up: Cell<Option<u64>>,
 }
 
 impl Replicated {
@@ -62,6 +67,7 @@ impl Replicated {
             resets: Cell::new(0),
             waiters: RefCell::new(Vec::new()),
             turn: futures::lock::Mutex::new(()),
+            caught_up: Cell::new(None),
         }
     }
 
@@ -86,8 +92,12 @@ impl Replicated {
         if !self.is_leader() {
             return Err(RaftCallError::NotLeader);
         }
-        let read = self.bridge.linearize().await?;
-        self.wait_until(|| self.applied_index.get() >= read).await?;
+        let generation = self.bridge.view.generation();
+        if self.caught_up.get() != Some(generation) {
+            let read = self.bridge.linearize().await?;
+            self.wait_until(|| self.applied_index.get() >= read).await?;
+            self.caught_up.set(Some(generation));
+        }
         let (answer, notices, events) = {
             let mut controller = controller.borrow_mut();
             controller.leads = true;
@@ -114,6 +124,7 @@ impl Replicated {
             Err(error) => {
                 tracing::warn!(%error, "controller decision not committed; state resynced");
                 self.pending.set(None);
+                self.caught_up.set(None);
                 let resets = self.resets.get();
                 self.bridge.resync().await;
                 self.wait_until(|| self.resets.get() > resets).await?;

@@ -141,6 +141,8 @@ pub struct RaftView {
 #[derive(Clone, Debug, Default)]
 struct ViewState {
     leader: Option<u64>,
+    /// One more at each change of `leader`.
+    generation: u64,
     remoting: BTreeMap<u64, String>,
 }
 
@@ -149,6 +151,12 @@ impl RaftView {
     #[must_use]
     pub fn is_leader(&self) -> bool {
         self.state.load().leader == Some(self.self_id)
+    }
+
+    /// The number of leader changes seen so far: equal numbers mean the same leadership.
+    #[must_use]
+    pub fn generation(&self) -> u64 {
+        self.state.load().generation
     }
 
     /// The leader's name (`n1`) and remoting address, when known.
@@ -182,6 +190,7 @@ impl RaftView {
     fn set_leader(&self, leader: Option<u64>) {
         self.state.rcu(|state| ViewState {
             leader,
+            generation: state.generation + 1,
             ..ViewState::clone(state)
         });
     }
