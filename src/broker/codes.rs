@@ -181,6 +181,7 @@ pub const ROUTES: &[Route] = &[
     route(C::GET_BROKER_CONFIG, BrokerAdmin),
     admin(C::UPDATE_BROKER_CONFIG, BrokerAdmin),
     route(C::GET_BROKER_RUNTIME_INFO, BrokerAdmin),
+    route(C::NOTIFY_BROKER_ROLE_CHANGED, BrokerAdmin),
     route(C::VIEW_BROKER_STATS_DATA, Processor::StatsAdmin),
     route(C::GET_BROKER_CONSUME_STATS, Processor::StatsAdmin),
     route(C::GET_CONSUMER_RUNNING_INFO, Calls),

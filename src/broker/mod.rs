@@ -79,6 +79,8 @@ pub struct BrokerHandle {
     registration: Option<std::thread::JoinHandle<()>>,
     /// The route lookup thread (`None` without name servers).
     routes: Option<std::thread::JoinHandle<()>>,
+    /// The controller-mode thread (`None` outside controller mode).
+    replicas: Option<std::thread::JoinHandle<()>>,
     metrics: Option<crate::metrics::exporter::Exporter>,
     grpc: Option<crate::grpc::GrpcEndpoint>,
     _lock: StoreLock,
@@ -129,6 +131,9 @@ impl BrokerHandle {
         }
         if let Some(routes) = self.routes.take() {
             let _ = routes.join();
+        }
+        if let Some(replicas) = self.replicas.take() {
+            let _ = replicas.join();
         }
         if let Some(metrics) = self.metrics.take() {
             metrics.join();
@@ -185,6 +190,11 @@ pub fn start(config: BrokerConfig, shutdown: Shutdown) -> Result<BrokerHandle, B
     }
     config.metrics.check().map_err(BrokerError::Listen)?;
     let shared = Arc::new(StoreShared::new(config.store.clone()));
+    // In controller mode no put is taken until the controller names this broker master.
+    if config.controller_mode.enable {
+        shared.set_slave(true);
+    }
+    let replicas_shared = Arc::clone(&shared);
     let metrics_shared = Arc::clone(&shared);
     let channels = StoreChannels::new(Arc::clone(&shared));
     let handle = channels.handle.clone();
@@ -263,7 +273,15 @@ pub fn start(config: BrokerConfig, shutdown: Shutdown) -> Result<BrokerHandle, B
                     // A slave's link to its master runs beside its writer: the bytes it reads
                     // go to the writer, and the writer's answers come back to be reported,
                     // without crossing cores (4.9's HAClient appends on its own thread).
-                    if state.config.broker_role == BrokerRole::Slave {
+                    if state.config.controller_mode.enable {
+                        let bound = Arc::clone(&bound);
+                        tasks.push(ctx.task_queues.spawn_foreground(follow_elected_master(
+                            ctx.shutdown.clone(),
+                            Arc::clone(&state),
+                            handle.clone(),
+                            async move { wait_for(&bound).await },
+                        )));
+                    } else if state.config.broker_role == BrokerRole::Slave {
                         let bound = Arc::clone(&bound);
                         tasks.push(ctx.task_queues.spawn_foreground(follow_master(
                             ctx.shutdown.clone(),
@@ -358,12 +376,19 @@ pub fn start(config: BrokerConfig, shutdown: Shutdown) -> Result<BrokerHandle, B
     tracing::info!(%addr, broker = %config.broker_name, "broker listening");
     let registration = register::spawn(Arc::clone(&state), addr, shards.shutdown.clone());
     let routes = services::routes::spawn(&state, shards.shutdown.clone());
+    let replicas = services::replicas::spawn(
+        Arc::clone(&state),
+        replicas_shared,
+        addr,
+        shards.shutdown.clone(),
+    );
     Ok(BrokerHandle {
         addr,
         shards,
         state,
         registration: Some(registration),
         routes,
+        replicas,
         metrics,
         grpc,
         _lock: lock,
@@ -534,6 +559,58 @@ async fn follow_master(
         shutdown,
     )
     .await;
+}
+
+/// In controller mode: follows the master the controller elected while this broker is a
+/// slave of it; a new master epoch or a promotion ends the link (the writer then takes
+/// puts, or follows the new master).
+async fn follow_elected_master(
+    shutdown: Shutdown,
+    state: Arc<BrokerState>,
+    handle: StoreHandle,
+    bound: impl std::future::Future<Output = Result<SocketAddr, String>>,
+) {
+    if bound.await.is_err() {
+        return;
+    }
+    let tick = Duration::from_millis(20);
+    while !shutdown.is_triggered() {
+        let epoch = state.role.master_epoch();
+        if !state.role.is_slave() || state.master.ha_target(None).is_none() {
+            glommio::timer::sleep(tick).await;
+            continue;
+        }
+        let link = Shutdown::new();
+        let watch = {
+            let (link, state, shutdown) = (link.clone(), Arc::clone(&state), shutdown.clone());
+            glommio::spawn_local(async move {
+                while !link.is_triggered() {
+                    let moved = !state.role.is_slave() || state.role.master_epoch() != epoch;
+                    if moved || shutdown.is_triggered() {
+                        link.trigger();
+                        break;
+                    }
+                    glommio::timer::sleep(tick).await;
+                }
+            })
+        };
+        ha_slave::follow(
+            handle.clone(),
+            state.config.ha,
+            None,
+            Arc::clone(&state.master),
+            link.clone(),
+        )
+        .await;
+        if !link.is_triggered() {
+            // Replication stopped on its own (the logs diverged): wait for the next epoch.
+            while !shutdown.is_triggered() && state.role.master_epoch() == epoch {
+                glommio::timer::sleep(tick).await;
+            }
+            link.trigger();
+        }
+        watch.await;
+    }
 }
 
 /// Serves slaves on `listenPort + 1` (4.9's HA port) once the broker's port is known,

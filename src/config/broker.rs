@@ -110,6 +110,8 @@ pub struct BrokerConfig {
     pub recall_message_enable: bool,
     /// The POP keys (`reviveQueueNum`, `popFromRetryProbability`, ...).
     pub pop: super::pop::PopConfig,
+    /// The controller-mode keys (`enableControllerMode`, `controllerAddr`, ...).
+    pub controller_mode: super::controller_mode::ControllerModeConfig,
     /// `clusterTopicEnable` (true): the cluster's topic is readable and writable.
     pub cluster_topic_enable: bool,
     /// `brokerTopicEnable` (true): the broker's own topic is readable and writable.
@@ -203,6 +205,7 @@ impl Default for BrokerConfig {
             store_reply_message_enable: true,
             recall_message_enable: false,
             pop: super::pop::PopConfig::default(),
+            controller_mode: super::controller_mode::ControllerModeConfig::default(),
             cluster_topic_enable: true,
             broker_topic_enable: true,
             trace_topic_enable: false,
@@ -570,6 +573,11 @@ impl BrokerConfig {
                 }
                 "recallMessageEnable" => self.recall_message_enable = parse_bool(&at, key, value)?,
                 _ if self.pop.apply(&at, key, value).transpose()?.is_some() => {}
+                _ if self
+                    .controller_mode
+                    .apply(&at, key, value)
+                    .transpose()?
+                    .is_some() => {}
                 _ if self.grpc.apply(&at, key, value).transpose()?.is_some() => {}
                 "deleteCommitLogFilesInterval" => {
                     let ms: u64 = parse_value(&at, key, value, "milliseconds")?;
@@ -815,6 +823,10 @@ impl BrokerConfig {
         }
         if let Some(placement) = &self.shards {
             all.push(("shards", placement.to_string()));
+        }
+        // 5.x keys, shown when in use: a 4.9 broker has none of them.
+        if self.controller_mode.enable {
+            all.extend(self.controller_mode.java_properties());
         }
         all.extend(
             JAVA_CONSTANT_KEYS

@@ -6,6 +6,7 @@
 
 pub mod broker;
 pub mod controller;
+pub mod controller_mode;
 pub use ferromq_protocol::fastjson;
 pub mod namesrv;
 pub mod persist;

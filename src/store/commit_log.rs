@@ -277,8 +277,8 @@ impl<O: SegmentOpener> CommitLog<O> {
     /// Appends bytes a master replicated (a slave's CommitLog is a copy of its master's, cut
     /// anywhere, even inside a record), which must start where this log ends: an empty log
     /// first moves to `offset`, a segment's start, as Java's slave starts from its master's
-    /// last segment. A log that ends at a segment's end rolls first. Queue offsets are not
-    /// tracked: a slave takes no puts, and recovery counts them again from the records.
+    /// last segment. A log that ends at a segment's end rolls first. Queue offsets are counted
+    /// apart, from the records' entries ([`CommitLog::note_replicated`]).
     ///
     /// # Errors
     /// [`StoreError::Diverged`] if the bytes do not continue this log or run past the
@@ -318,6 +318,18 @@ impl<O: SegmentOpener> CommitLog<O> {
             size: bytes.len(),
             queue_offset: 0,
         })
+    }
+
+    /// Counts the queue offsets of replicated records (their dispatch entries), so that a
+    /// slave that becomes master in controller mode goes on from its master's queue offsets
+    /// without a restart.
+    pub fn note_replicated(&mut self, entries: &[crate::store::dispatch::DispatchEntry]) {
+        for request in entries.iter().filter_map(|entry| entry.queue.as_ref()) {
+            let next = self
+                .queue_offsets
+                .next_mut(&request.topic, request.queue_id);
+            *next = (*next).max(request.queue_offset + 1);
+        }
     }
 
     /// Makes sure `size` bytes of records fit the current segment: if they do not, closes

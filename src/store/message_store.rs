@@ -425,7 +425,7 @@ struct StoreObserver {
 
 impl CommitObserver for StoreObserver {
     fn admit(&mut self, _message: &PutMessage) -> Result<(), StoreError> {
-        if self.shared.config.slave {
+        if self.shared.is_slave() {
             return Err(StoreError::Slave);
         }
         match self.shared.disk_full() {

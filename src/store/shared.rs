@@ -76,12 +76,16 @@ pub struct StoreShared {
     mapped_bytes: AtomicU64,
     mapping_readers: AtomicU64,
     manual_delete_passes: AtomicU32,
+    /// Whether puts are refused (a slave): `slave` of the config at start, changed by a role
+    /// change in controller mode.
+    slave: AtomicBool,
 }
 
 impl StoreShared {
     /// State of a store that holds nothing yet.
     #[must_use]
     pub fn new(config: StoreConfig) -> StoreShared {
+        let slave = AtomicBool::new(config.slave);
         StoreShared {
             config,
             queues: ArcSwap::default(),
@@ -97,7 +101,19 @@ impl StoreShared {
             mapped_bytes: AtomicU64::new(0),
             mapping_readers: AtomicU64::new(0),
             manual_delete_passes: AtomicU32::new(0),
+            slave,
         }
+    }
+
+    /// Whether the store refuses puts (a slave's).
+    #[must_use]
+    pub fn is_slave(&self) -> bool {
+        self.slave.load(Ordering::Acquire)
+    }
+
+    /// Starts or stops refusing puts (a role change in controller mode).
+    pub fn set_slave(&self, slave: bool) {
+        self.slave.store(slave, Ordering::Release);
     }
 
     /// The queue's state, if it has ever had a unit.

@@ -17,6 +17,14 @@ pub(super) async fn process(ctx: &Context, request: &RemotingCommand) -> Respons
     match request.request_code() {
         RequestCode::GET_BROKER_CONFIG => broker_config(&ctx.state, request),
         RequestCode::UPDATE_BROKER_CONFIG => update_broker_config(&ctx.state, request).await,
+        RequestCode::NOTIFY_BROKER_ROLE_CHANGED => {
+            // The controller elected a master: the controller-mode thread asks for the
+            // group's replicas now and takes its role from the answer.
+            if ctx.state.config.controller_mode.enable {
+                ctx.state.controller_poke.notify_one();
+            }
+            Some(RemotingCommand::success_to(request))
+        }
         _ => runtime_info(&ctx.state, &ctx.reader, ctx.store.shared(), request).await,
     }
 }
@@ -297,7 +305,7 @@ pub async fn runtime_info(
 fn ha_runtime_info(state: &BrokerState, end: u64) -> Vec<(String, String)> {
     use crate::broker::state::LinkState;
     use crate::config::broker::BrokerRole;
-    let role = state.config.broker_role;
+    let role = state.role.get();
     let mut table = vec![("brokerRole".to_owned(), role.java_name().to_owned())];
     let end = i64::try_from(end).unwrap_or(i64::MAX);
     if role == BrokerRole::Slave {

@@ -34,7 +34,7 @@ pub(super) async fn process(ctx: &Context, request: &RemotingCommand) -> Respons
     }
     // A slave stores nothing of its own: SLAVE_NOT_AVAILABLE without a remark, as Java's
     // processor answers before it looks at the request.
-    if ctx.state.config.broker_role == BrokerRole::Slave {
+    if ctx.state.role.get() == BrokerRole::Slave {
         tracing::warn!("a slave takes no END_TRANSACTION; its master does");
         let refusal = ResponseCode::SLAVE_NOT_AVAILABLE;
         return Some(RemotingCommand::response_to(request, refusal, None));

@@ -43,7 +43,7 @@ async fn recall(ctx: &Context, connection: &ConnectionInfo, request: &RemotingCo
         return error(request, ResponseCode::NO_PERMISSION, remark.to_owned());
     }
     let unavailable = "recall failed, broker service not available".to_owned();
-    if config.broker_role == BrokerRole::Slave {
+    if ctx.state.role.get() == BrokerRole::Slave {
         return error(request, ResponseCode::SLAVE_NOT_AVAILABLE, unavailable);
     }
     if ctx.state.topic(&header.topic).is_none() {

@@ -303,7 +303,7 @@ async fn push_reply(
 /// enough, FLUSH_SLAVE_TIMEOUT after `slaveTimeout`. The message is stored either way.
 async fn replicate(ctx: &Context, properties: &str, end: i64, response: &mut RemotingCommand) {
     let config = &ctx.state.config;
-    if config.broker_role != BrokerRole::SyncMaster || !waits_for_store(properties) {
+    if ctx.state.role.get() != BrokerRole::SyncMaster || !waits_for_store(properties) {
         return;
     }
     let status = ctx

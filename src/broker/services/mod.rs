@@ -3,7 +3,7 @@
 //! explicitly, and runs until the broker's shutdown signal stops it. The delay-level
 //! scheduler, the transaction check, name-server registration, the long-polling notifier,
 //! consumer housekeeping, the statistics' sampler, the HA link (master and slave side), and
-//! POP's revive service.
+//! POP's revive service, and controller mode's link to the controllers (`replicas`).
 //! Retention is the store's (`store::retention`).
 //!
 //! Architecture Invariant: a service calls no request processor; what it shares with them
@@ -14,6 +14,7 @@ pub mod ha_slave;
 pub mod housekeeping;
 pub mod long_poll;
 pub mod register;
+pub mod replicas;
 pub mod revive;
 pub mod routes;
 pub mod sampler;

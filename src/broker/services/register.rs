@@ -10,7 +10,6 @@
 //! registration is slow, rare network work that has no place on a shard.
 
 use crate::broker::state::{BrokerState, PERM_READ, PERM_WRITE};
-use crate::config::broker::BrokerRole;
 use crate::remoting::body::{DataVersion, TopicConfigSerializeWrapper};
 use crate::remoting::client::{connect_tokio, ClientConfig, RemotingClient};
 use crate::remoting::headers::{
@@ -58,17 +57,11 @@ async fn run(state: &BrokerState, addr: SocketAddr, shutdown: &Shutdown) {
     }
     let announced = SocketAddr::new(state.config.broker_ip1, addr.port());
     let mut schedule = Schedule::new(Instant::now(), state.config.register_name_server_period);
-    let mut connections = Connections {
-        open: HashMap::new(),
-        config: ClientConfig {
-            tls: state.own_tls.clone(),
-            ..ClientConfig::default()
-        },
-    };
-    let slave = state.config.broker_role == BrokerRole::Slave;
+    let mut connections = Connections::new(state, REGISTER_TIMEOUT);
     let mut next_sync = Instant::now() + SLAVE_SYNC_DELAY;
     loop {
         let changes = state.topic_changes();
+        state.role.announced();
         for namesrv in &state.config.namesrv_addr {
             if let Err(error) = register(state, announced, namesrv, &mut connections).await {
                 tracing::warn!(namesrv, %error, "registration failed");
@@ -85,10 +78,10 @@ async fn run(state: &BrokerState, addr: SocketAddr, shutdown: &Shutdown) {
                 }
                 return;
             }
-            if state.registration_due() {
+            if state.registration_due() || state.role.announce_due() {
                 break;
             }
-            if slave && Instant::now() >= next_sync {
+            if state.role.is_slave() && Instant::now() >= next_sync {
                 next_sync = Instant::now() + SLAVE_SYNC_PERIOD;
                 sync_from_master(state, &mut connections).await;
             }
@@ -205,18 +198,63 @@ async fn sync_from_master(state: &BrokerState, connections: &mut Connections) {
     }
 }
 
-/// One open connection per name server (and master), all made with `config`.
-struct Connections {
+/// One open connection per name server (or master, or controller), all made with the
+/// broker's own TLS settings; a request that fails closes its connection.
+pub(super) struct Connections {
     open: HashMap<String, RemotingClient>,
     config: ClientConfig,
+    timeout: Duration,
 }
 
 impl Connections {
-    async fn request(
+    /// No connection yet; each request may take `timeout`.
+    pub(super) fn new(state: &BrokerState, timeout: Duration) -> Connections {
+        Connections {
+            open: HashMap::new(),
+            config: ClientConfig {
+                tls: state.own_tls.clone(),
+                ..ClientConfig::default()
+            },
+            timeout,
+        }
+    }
+
+    pub(super) async fn request(
         &mut self,
         namesrv: &str,
         command: RemotingCommand,
     ) -> Result<RemotingCommand, String> {
+        let client = self.client(namesrv).await?;
+        let answer = client.request_timeout(command, self.timeout).await;
+        if answer.is_err() {
+            self.open.remove(namesrv);
+        }
+        answer.map_err(|e| e.to_string())
+    }
+
+    /// Sends `command` one-way (no answer is waited for).
+    pub(super) async fn oneway(
+        &mut self,
+        peer: &str,
+        command: RemotingCommand,
+    ) -> Result<(), String> {
+        let client = self.client(peer).await?;
+        let sent = tokio::time::timeout(self.timeout, client.oneway(command)).await;
+        match sent {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(error)) => {
+                self.open.remove(peer);
+                Err(error.to_string())
+            }
+            Err(_) => {
+                self.open.remove(peer);
+                Err("timed out".to_owned())
+            }
+        }
+    }
+
+    /// The open connection to `namesrv`, made if there is none.
+    async fn client(&mut self, namesrv: &str) -> Result<RemotingClient, String> {
         let client = match self.open.get(namesrv).filter(|c| !c.is_closed()) {
             Some(client) => client.clone(),
             None => {
@@ -225,18 +263,16 @@ impl Connections {
                     .map_err(|e| e.to_string())?
                     .next()
                     .ok_or_else(|| format!("{namesrv} resolves to nothing"))?;
-                let (client, _inbound) = connect_tokio(addr, self.config.clone())
+                let connecting = connect_tokio(addr, self.config.clone());
+                let (client, _inbound) = tokio::time::timeout(self.timeout, connecting)
                     .await
+                    .map_err(|_| format!("connecting to {namesrv} timed out"))?
                     .map_err(|e| e.to_string())?;
                 self.open.insert(namesrv.to_owned(), client.clone());
                 client
             }
         };
-        let answer = client.request_timeout(command, REGISTER_TIMEOUT).await;
-        if answer.is_err() {
-            self.open.remove(namesrv);
-        }
-        answer.map_err(|e| e.to_string())
+        Ok(client)
     }
 }
 
@@ -277,7 +313,7 @@ async fn register(
         broker_addr: announced.to_string(),
         cluster_name: config.broker_cluster_name.clone(),
         ha_server_addr: SocketAddr::new(config.broker_ip2(), announced.port() + 1).to_string(),
-        broker_id: config.broker_id,
+        broker_id: state.role.broker_id(),
         heartbeat_timeout_millis: None,
         enable_acting_master: None,
         compressed: Some(false),
@@ -293,7 +329,8 @@ async fn register(
             response.remark.unwrap_or_default()
         ));
     }
-    if config.broker_role == BrokerRole::Slave {
+    // In controller mode the controller names the master, not the name server.
+    if state.role.is_slave() && !config.controller_mode.enable {
         if let Ok(answer) = response.decode_header::<RegisterBrokerResponseHeader>() {
             state
                 .master
@@ -315,7 +352,7 @@ async fn unregister(
         broker_name: config.broker_name.clone(),
         broker_addr: announced.to_string(),
         cluster_name: config.broker_cluster_name.clone(),
-        broker_id: config.broker_id,
+        broker_id: state.role.broker_id(),
     };
     let command = RemotingCommand::request_with_header(RequestCode::UNREGISTER_BROKER, &header);
     connections.request(namesrv, command).await.map(|_| ())

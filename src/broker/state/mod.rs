@@ -34,6 +34,7 @@ mod persisted;
 pub mod pop;
 mod replication;
 pub mod request_modes;
+pub mod role;
 pub mod routes;
 pub mod timer;
 mod topics;
@@ -49,7 +50,7 @@ pub use replication::{
 pub use transactions::EndedTransactions;
 
 use super::stats::BrokerStats;
-use crate::config::broker::BrokerConfig;
+use crate::config::broker::{BrokerConfig, BrokerRole};
 use crate::config::persist::{next_snapshot_version, write_snapshot_off_shard};
 use crate::config::properties::{set_keys, Property};
 use crate::remoting::heartbeat::{HeartbeatData, SubscriptionData};
@@ -108,6 +109,11 @@ pub struct BrokerState {
     pub routes: routes::RouteLookups,
     /// For a slave: its master's addresses, as the name server told them.
     pub master: Arc<replication::MasterAddrs>,
+    /// Role and id now (changed by the controller in controller mode).
+    pub role: role::RuntimeRole,
+    /// Wakes the controller-mode thread to ask for the group's master now (after
+    /// NOTIFY_BROKER_ROLE_CHANGED).
+    pub controller_poke: tokio::sync::Notify,
     /// Wakes the registration thread after a change of the topic table (its permit is kept
     /// if none waits).
     pub registration_wanted: tokio::sync::Notify,
@@ -144,6 +150,11 @@ impl BrokerState {
         tls.apply_config_file()?;
         let server_tls = tls.server().map_err(|e| format!("TLS: {e}"))?;
         let own_tls = tls.own_client().map_err(|e| format!("TLS: {e}"))?;
+        // In controller mode a broker takes no puts until the controller names it master.
+        let role = match config.controller_mode.enable {
+            true => role::RuntimeRole::new(BrokerRole::Slave, config.broker_id),
+            false => role::RuntimeRole::new(config.broker_role, config.broker_id),
+        };
         let state = BrokerState {
             runtime: ArcSwap::from_pointee(config.clone()),
             config_version: Mutex::new(DataVersion {
@@ -167,6 +178,8 @@ impl BrokerState {
             request_modes,
             routes: routes::RouteLookups::default(),
             master: Arc::default(),
+            role,
+            controller_poke: tokio::sync::Notify::new(),
             registration_wanted: tokio::sync::Notify::new(),
             acl,
             server_tls,

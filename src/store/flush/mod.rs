@@ -517,6 +517,7 @@ where
             let moves = log.write_offset() == 0 && offset != 0;
             match log.append_replica(offset, &bytes).await {
                 Ok(appended) => {
+                    log.note_replicated(&entries);
                     observer.replicated(moves.then_some(offset), entries);
                     Ok((Reply::One(reply), appended))
                 }
