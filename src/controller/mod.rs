@@ -330,7 +330,13 @@ impl Handler {
         if !raft.is_leader() {
             let mut controller = self.controller.borrow_mut();
             controller.leads = false;
-            return act(&mut controller).1;
+            let notices = act(&mut controller).1;
+            // A follower's state comes from the log only: deciding here would fork it.
+            assert!(
+                controller.take_applied().is_empty(),
+                "a controller that does not lead decided events"
+            );
+            return notices;
         }
         match raft.decide(&self.controller, act).await {
             Ok(((), notices)) => notices,
