@@ -66,8 +66,10 @@ enum Command {
     Standalone(StandaloneArgs),
     /// Run a controller (RocketMQ 5.x controller mode): brokers with
     /// `enableControllerMode=true` and `controllerAddr` pointing here get their ids, roles and
-    /// SyncStateSets from it, and a new master when theirs dies. One replica; its state is
-    /// kept in `controllerStorePath` (in memory when unset).
+    /// SyncStateSets from it, and a new master when theirs dies. Alone, its state is kept in
+    /// `controllerStorePath` (in memory when unset); with `controllerDLegerPeers` it is
+    /// replicated over the peers with raft, in `controllerStorePath`, and only the leader
+    /// decides (list every controller in the brokers' `controllerAddr`).
     ///
     /// Stops cleanly on SIGINT (Ctrl-C) or SIGTERM.
     Controller(ControllerArgs),
