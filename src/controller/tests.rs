@@ -493,3 +493,44 @@ fn heartbeat_without_broker_id_is_an_invalid_request() {
     let (response, _) = controller.process(connection, &unknown, 0);
     assert_eq!(response.code, ResponseCode::REQUEST_CODE_NOT_SUPPORTED.0);
 }
+
+#[test]
+fn follower_drops_a_silent_master_but_elects_nobody_until_it_leads() {
+    let mut controller = Controller::new(ControllerConfig::default(), "127.0.0.1:9878".to_owned());
+    let connection = |seq| ConnectionId {
+        shard: ShardId::new(0),
+        seq,
+    };
+    for id in [1, 2] {
+        controller.commit(&join(&mut controller.replicas.clone(), id));
+        controller.process(connection(id as u64), &heartbeat(id, 3_000), 1_000);
+    }
+    elect_by(&mut controller.replicas, Some(1), &Alive::of(&[1, 2]));
+    let live = controller.heartbeats.at(1_000);
+    let grown = controller
+        .replicas
+        .alter_sync_state_set(&alter(&controller.replicas, 1, (1, 1), &[1, 2]), &live);
+    controller.commit(&grown.events);
+    controller.take_applied();
+    controller.process(connection(2), &heartbeat(2, 3_000), 3_500);
+    // A raft follower: broker 1 is dropped from its liveness table, nobody is elected.
+    controller.leads = false;
+    assert!(controller.scan(4_001).is_empty());
+    assert!(controller
+        .on_connection_closed(connection(1), 4_001)
+        .is_empty());
+    assert!(controller.take_applied().is_empty());
+    assert_eq!(
+        master_and_epochs(&controller.replicas),
+        (Some(1), 1, vec![1, 2], 2)
+    );
+    // Once it leads, its next scan finds the group's master gone and elects broker 2.
+    controller.leads = true;
+    let notices = controller.scan(4_002);
+    assert_eq!(notices.len(), 1);
+    assert_eq!(
+        master_and_epochs(&controller.replicas),
+        (Some(2), 2, vec![2], 3)
+    );
+    assert_eq!(controller.take_applied().len(), 1);
+}
