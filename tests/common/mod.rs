@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod client5;
+pub mod controller;
 pub mod delivery;
 pub mod java;
 pub mod netns;
