@@ -212,3 +212,124 @@ fn messages(broker: SocketAddr, topic: &str) -> i64 {
         })
         .sum()
 }
+
+/// `scripts/failover-drill`: `FAILOVER_DRILL_KILLS` (default 10) kills of the master of three
+/// ferromq brokers under the ferromq controller, under load (sends to queue 0 of `Drill` at
+/// about 200 a second, each to the master of the moment); after each kill the killed broker
+/// restarts over its store. At the end every acknowledged message is looked for on the last
+/// master, and the election and routing times are printed as p50/p99/max.
+#[test]
+#[ignore = "a drill: scripts/failover-drill runs it"]
+fn failover_drill() {
+    let kills: usize = std::env::var("FAILOVER_DRILL_KILLS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(10);
+    let dir = TempDir::on_disk("failover-drill");
+    let controller = start_controller(dir.path());
+    let namesrv = NamesrvProcess::start("");
+    let conf = broker_conf(namesrv.addr, controller.addr);
+    let store = |n: usize| dir.path().join(format!("store-{n}"));
+    let mut brokers: Vec<BrokerProcess> = Vec::new();
+    brokers.push(BrokerProcess::start(&store(1), &conf));
+    wait_for(Duration::from_secs(30), "broker 1 elected", || {
+        replica_info(controller.addr).filter(|(header, _)| header.master_broker_id == Some(1))
+    });
+    brokers.push(BrokerProcess::start(&store(2), &conf));
+    brokers.push(BrokerProcess::start(&store(3), &conf));
+    wait_for(Duration::from_secs(30), "three brokers routed", || {
+        broker_addrs(namesrv.addr).filter(|addrs| addrs.len() == 3)
+    });
+    let master_now = || -> Option<String> {
+        let (header, _) = replica_info(controller.addr)?;
+        header.master_address
+    };
+    let acked = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u64>::new()));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = {
+        let (acked, stop, controller) = (acked.clone(), stop.clone(), controller.addr);
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            let mut master: Option<SocketAddr> = None;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if master.is_none() {
+                    master = replica_info(controller)
+                        .and_then(|(header, _)| header.master_address)
+                        .and_then(|addr| addr.parse().ok());
+                }
+                let Some(to) = master else {
+                    std::thread::sleep(Duration::from_millis(20));
+                    continue;
+                };
+                let body = format!("drill-{n}");
+                let send = common::send_request("Drill", 0, body.as_bytes(), "");
+                match request(to, send) {
+                    Some(response) if response.code == 0 => {
+                        acked.lock().unwrap().push(n);
+                        n += 1;
+                    }
+                    _ => master = None,
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    let (mut elections, mut routings) = (Vec::new(), Vec::new());
+    for round in 0..kills {
+        std::thread::sleep(Duration::from_secs(2));
+        let master = master_now().expect("a master");
+        let index = brokers
+            .iter()
+            .position(|b| b.addr.to_string() == master)
+            .expect("the master is one of ours");
+        let epoch = replica_info(controller.addr).and_then(|(h, _)| h.master_epoch);
+        let killed = Instant::now();
+        common::kill(&mut brokers[index].child);
+        wait_for(HEARTBEAT_TIMEOUT + ELECTION_BOUND, "a new master", || {
+            replica_info(controller.addr).filter(|(header, _)| {
+                header.master_epoch > epoch && header.master_address.as_deref() != Some(&master)
+            })
+        });
+        elections.push(killed.elapsed());
+        let new = master_now().expect("a master");
+        wait_for(ELECTION_BOUND, "the new master routed", || {
+            broker_addrs(namesrv.addr).filter(|addrs| addrs.get(&0) == Some(&new))
+        });
+        routings.push(killed.elapsed());
+        // The killed broker comes back over its store, on a port of its own.
+        let back = BrokerProcess::start(&store(index + 1), &conf);
+        brokers[index] = back;
+        eprintln!(
+            "round {round}: elected {:?}, routed {:?}",
+            elections[round], routings[round]
+        );
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    load.join().expect("load thread");
+    let master: SocketAddr = master_now().expect("a master").parse().expect("address");
+    let bodies = common::controller::pull_bodies(master, "Drill", 0).expect("the master reads");
+    let present: std::collections::BTreeSet<Vec<u8>> = bodies.iter().cloned().collect();
+    let acked = acked.lock().unwrap().clone();
+    let lost = acked
+        .iter()
+        .filter(|n| !present.contains(format!("drill-{n}").as_bytes()))
+        .count();
+    let percentiles = |times: &mut Vec<Duration>| {
+        times.sort();
+        let at = |p: f64| times[((times.len() as f64 - 1.0) * p).round() as usize];
+        format!("p50 {:?} p99 {:?} max {:?}", at(0.5), at(0.99), at(1.0))
+    };
+    println!(
+        "failover drill: {kills} kills; election {}; routed {}",
+        percentiles(&mut elections),
+        percentiles(&mut routings)
+    );
+    println!(
+        "failover drill: {} acknowledged, {} on the last master, {lost} acknowledged missing, \
+         {} duplicates",
+        acked.len(),
+        bodies.len(),
+        bodies.len() - present.len()
+    );
+}

@@ -137,3 +137,37 @@ impl Drop for JavaController {
         super::kill(&mut self.child);
     }
 }
+
+/// The bodies of every message of `topic`/`queue_id` a broker serves, in queue order
+/// (PULL_MESSAGE from offset 0 until it answers anything but FOUND); `None` when the broker
+/// cannot be reached.
+pub fn pull_bodies(broker: SocketAddr, topic: &str, queue_id: i32) -> Option<Vec<Vec<u8>>> {
+    use ferromq::remoting::headers::PullMessageResponseHeader;
+    use ferromq::store::message::{decode_record, Record};
+    let mut offset = 0;
+    let mut bodies = Vec::new();
+    loop {
+        let command = RemotingCommand::request_with_header(
+            RequestCode::PULL_MESSAGE,
+            &super::pull_header("drill_reader", topic, queue_id, offset),
+        );
+        let response = request(broker, command)?;
+        if response.code != 0 {
+            return Some(bodies);
+        }
+        let header: PullMessageResponseHeader = response.decode_header().ok()?;
+        let mut at = 0;
+        while at < response.body.len() {
+            let Ok(Record::Message { record, size }) = decode_record(&response.body[at..], false)
+            else {
+                panic!("{broker}: not a record at {at} of a pull at {offset}");
+            };
+            bodies.push(record.body.to_vec());
+            at += size;
+        }
+        if header.next_begin_offset <= offset {
+            return Some(bodies);
+        }
+        offset = header.next_begin_offset;
+    }
+}
