@@ -43,6 +43,9 @@ const APPLIED_QUEUED_MAX: usize = 1024;
 const LOGS_KEPT_AFTER_SNAPSHOT: u64 = 200;
 /// A snapshot every this many entries.
 const SNAPSHOT_EVERY_LOGS: u64 = 1000;
+/// How long an append or a leadership check may wait for a quorum (Java's controller waits
+/// for DLedger's append a few seconds too); after it the decision is void.
+const QUORUM_WAIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 /// How often the leader confirms it still reaches a quorum.
 const LEASE_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -233,7 +236,11 @@ impl RaftBridge {
     pub async fn write(&self, proposal: Proposal) -> Result<u64, RaftCallError> {
         let raft = self.raft.clone();
         self.run(async move {
-            match raft.client_write(proposal).await {
+            let written = tokio::time::timeout(QUORUM_WAIT_TIMEOUT, raft.client_write(proposal));
+            let Ok(written) = written.await else {
+                return Err(RaftCallError::Failed("not committed in time".to_owned()));
+            };
+            match written {
                 Ok(response) => Ok(response.log_id.index),
                 Err(openraft::error::RaftError::APIError(_)) => Err(RaftCallError::NotLeader),
                 Err(error) => Err(RaftCallError::Failed(error.to_string())),
@@ -250,7 +257,11 @@ impl RaftBridge {
     pub async fn linearize(&self) -> Result<u64, RaftCallError> {
         let raft = self.raft.clone();
         self.run(async move {
-            match raft.ensure_linearizable().await {
+            let checked = tokio::time::timeout(QUORUM_WAIT_TIMEOUT, raft.ensure_linearizable());
+            let Ok(checked) = checked.await else {
+                return Err(RaftCallError::NotLeader);
+            };
+            match checked {
                 Ok(read) => Ok(read.map_or(0, |id| id.index)),
                 Err(openraft::error::RaftError::APIError(_)) => Err(RaftCallError::NotLeader),
                 Err(error) => Err(RaftCallError::Failed(error.to_string())),
