@@ -144,7 +144,7 @@ pub struct RaftView {
 #[derive(Clone, Debug, Default)]
 struct ViewState {
     leader: Option<u64>,
-    /// One more at each change of `leader`.
+    /// One more at each change of `leader` or of the raft term.
     generation: u64,
     remoting: BTreeMap<u64, String>,
 }
@@ -156,7 +156,8 @@ impl RaftView {
         self.state.load().leader == Some(self.self_id)
     }
 
-    /// The number of leader changes seen so far: equal numbers mean the same leadership.
+    /// The number of leader or term changes seen so far: equal numbers mean the same
+    /// leadership.
     #[must_use]
     pub fn generation(&self) -> u64 {
         self.state.load().generation
@@ -435,19 +436,25 @@ async fn watch_leader(raft: Raft<TypeConfig>, view: Arc<RaftView>, own: String) 
     let mut lease = true;
     let mut tick = tokio::time::interval(LEASE_CHECK_INTERVAL);
     loop {
-        let current = metrics.borrow().current_leader;
-        if current != elected {
-            elected = current;
+        // By term too: a leader deposed and elected again between two looks at the metrics
+        // is a new leadership, whose state must be caught up again.
+        let current = {
+            let metrics = metrics.borrow();
+            (metrics.current_leader, metrics.current_term)
+        };
+        if Some(current) != elected {
+            elected = Some(current);
             lease = true;
         }
-        let leader = current.filter(|id| *id != view.self_id || lease);
-        if leader != last {
+        let leader = current.0.filter(|id| *id != view.self_id || lease);
+        if Some((leader, current.1)) != last {
             view.set_leader(leader);
+            last = Some((leader, current.1));
             let name = leader
                 .and_then(|id| view.peers.get(usize::try_from(id).ok()?))
                 .map_or("none", |peer| peer.name.as_str());
-            tracing::info!(controller = %own, leader = %name, "controller leader changed");
-            last = leader;
+            let term = current.1;
+            tracing::info!(controller = %own, leader = %name, term, "controller leader changed");
         }
         tokio::select! {
             changed = metrics.changed() => {
@@ -456,7 +463,7 @@ async fn watch_leader(raft: Raft<TypeConfig>, view: Arc<RaftView>, own: String) 
                 }
             }
             _ = tick.tick() => {
-                if elected == Some(view.self_id) {
+                if current.0 == Some(view.self_id) {
                     let check = raft.ensure_linearizable();
                     let check = tokio::time::timeout(LEASE_CHECK_INTERVAL, check).await;
                     lease = matches!(check, Ok(Ok(_)));
