@@ -18,6 +18,8 @@
 //!   elects the first one (epoch 3). Then two of three controllers are down: no controller
 //!   leads, and the master stays master in the route; one controller comes back and a leader
 //!   is elected again, which knows the master and its epoch.
+//! - Settings that cannot work (peers without `controllerStorePath`, a self id not among the
+//!   peers, a peer entry not `id-host:port`) stop the start with the key to fix.
 //!
 //! Method: real processes on loopback; state is read over the remoting protocol
 //! (GET_METADATA_INFO, GET_NEXT_BROKER_ID, GET_REPLICA_INFO, GET_BROKER_CLUSTER_INFO) in
@@ -446,4 +448,54 @@ fn broker_addrs(namesrv: SocketAddr) -> Option<BTreeMap<i64, String>> {
         .iter()
         .map(|(id, addr)| Some((id.parse().ok()?, addr.as_str()?.to_owned())))
         .collect()
+}
+
+/// Peers without a store path, or a self id not among the peers, stop the start with the
+/// key to fix.
+#[test]
+fn raft_settings_that_cannot_work_stop_the_start_with_the_key_to_fix() {
+    let dir = TempDir::new("controller-raft-conf");
+    let cases = [
+        (
+            "controllerDLegerPeers=n0-127.0.0.1:1\n",
+            "needs controllerStorePath",
+        ),
+        (
+            "controllerDLegerPeers=n0-127.0.0.1:1\ncontrollerDLegerSelfId=n7\n\
+             controllerStorePath=store\n",
+            "controllerDLegerSelfId n7 is not among controllerDLegerPeers",
+        ),
+        (
+            "controllerDLegerPeers=n0:127.0.0.1:1\n",
+            "is not id-host:port",
+        ),
+    ];
+    for (text, error) in cases {
+        let conf = dir.path().join("controller.conf");
+        std::fs::write(&conf, text).unwrap();
+        let mut child = common::ferromq_command()
+            .current_dir(dir.path())
+            .args([
+                "controller",
+                "-c",
+                conf.to_str().unwrap(),
+                "--listen",
+                "127.0.0.1:0",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let status = common::wait_exit(&mut child, Duration::from_secs(30));
+        if status.is_none() {
+            common::kill(&mut child);
+        }
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+        assert!(
+            status.is_some_and(|s| !s.success()),
+            "{text}: {status:?} {stderr}"
+        );
+        assert!(stderr.contains(error), "{text}: {stderr}");
+    }
 }
