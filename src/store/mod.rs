@@ -16,6 +16,7 @@ pub mod config;
 pub mod config_files;
 pub mod consume_queue;
 pub mod dispatch;
+pub mod epoch_file;
 pub mod flush;
 pub mod handle;
 pub mod index;

@@ -18,6 +18,9 @@
 //! - Either side silent for `haHousekeepingInterval` closes the connection; so does a
 //!   negative offset.
 
+pub mod autoswitch_frames;
+pub mod sync_state;
+
 use crate::broker::state::{SlaveLink, SlaveProgress};
 use crate::store::reader::StoreReader;
 use crate::store::segment::segment_start;
