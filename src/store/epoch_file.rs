@@ -306,6 +306,22 @@ impl EpochFileCache {
     }
 }
 
+/// What a broker does to its epoch file on becoming master of `epoch` with its CommitLog
+/// ending at `end_offset`: load `<root>/epochFileCheckpoint`, [`EpochFileCache::become_master`],
+/// log the outcome. A failure is logged, not returned: the role change goes on, as Java's
+/// (whose `appendEntry` only logs), and the next election writes the file again.
+pub fn record_master_epoch(root: &Path, epoch: i32, end_offset: i64) {
+    match EpochFileCache::load(root).and_then(|mut cache| cache.become_master(epoch, end_offset)) {
+        Ok(true) => tracing::info!(epoch, end_offset, "epoch file: new master epoch recorded"),
+        Ok(false) => tracing::warn!(
+            epoch,
+            end_offset,
+            "epoch file: new epoch not recorded, the last one starts at the same offset"
+        ),
+        Err(err) => tracing::error!(%err, epoch, "epoch file: new master epoch not recorded"),
+    }
+}
+
 /// Parses the text of an epoch file (Java's `CheckpointFile.read` of one file): lines that are
 /// not `epoch-startOffset` are skipped, as Java's serializer does.
 ///
@@ -470,6 +486,9 @@ mod tests {
         std::fs::write(&path, "2\n1\n1-0\n").expect("corrupt");
         let fallback = EpochFileCache::load(dir.as_path()).expect("from bak");
         assert_eq!(fallback.last_epoch(), 1);
+        record_master_epoch(&dir, 4, 128);
+        let recorded = EpochFileCache::load(&dir).expect("load");
+        assert_eq!(recorded.last_entry(), Some(EpochEntry::new(4, 128)));
         std::fs::remove_dir_all(&dir).expect("clean up");
     }
 }
