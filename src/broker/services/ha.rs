@@ -19,6 +19,7 @@
 //!   negative offset.
 
 pub mod autoswitch_frames;
+pub mod slave_start;
 pub mod sync_state;
 
 use crate::broker::state::{SlaveLink, SlaveProgress};
