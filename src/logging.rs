@@ -79,10 +79,17 @@ impl std::fmt::Debug for LogGuard {
 /// # Errors
 /// The log file's directory cannot be made, or a subscriber is already installed.
 pub fn init(options: &LogOptions) -> anyhow::Result<LogGuard> {
-    let filter = match &options.filter {
-        Some(text) => EnvFilter::new(text),
-        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+    let text = match &options.filter {
+        Some(text) => text.clone(),
+        None => std::env::var(EnvFilter::DEFAULT_ENV).unwrap_or_else(|_| "info".to_owned()),
     };
+    // openraft logs every failed heartbeat to a down peer at info and warn: only its warnings
+    // and errors, unless the filter names it.
+    let text = match text.contains("openraft") {
+        true => text,
+        false => format!("{text},openraft=warn"),
+    };
+    let filter = EnvFilter::new(text);
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
     let Some(path) = &options.file else {
         let builder = builder

@@ -6,6 +6,9 @@
 //! clients costs a file descriptor for an instant, never a task. A failed accept (out of
 //! file descriptors, say) is logged and retried after [`ACCEPT_RETRY_DELAY`], so that the
 //! loop does not spin.
+//!
+//! Also the thread with a current-thread tokio runtime of its own that the broker's slow
+//! network work runs on ([`spawn_on_runtime`]: name-server registration, controller mode).
 
 use ferromq_shards::Shutdown;
 use std::future::Future;
@@ -62,4 +65,29 @@ pub async fn accept_loop<F, Fut>(
             drop(permit);
         });
     }
+}
+
+/// Runs `task()` to its end on a new thread named `name`, on a current-thread tokio runtime
+/// of its own (the remoting client is tokio's; this work has no place on a shard). A
+/// runtime that cannot start is logged and the thread ends.
+///
+/// # Errors
+/// The thread cannot be started.
+pub fn spawn_on_runtime<F, Fut>(name: &str, task: F) -> std::io::Result<std::thread::JoinHandle<()>>
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = ()>,
+{
+    let thread = name.to_owned();
+    std::thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(move || {
+            match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime.block_on(task()),
+                Err(error) => tracing::error!(%error, thread, "cannot start a tokio runtime"),
+            }
+        })
 }

@@ -22,12 +22,11 @@
 
 mod common;
 
+use common::controller::{broker_addrs, in_sync_ids, replica_info, wait_for, JavaController};
 use common::java::{self, JavaServer, Serialize};
 use common::TempDir;
 use ferromq::remoting::client::{connect_tokio, ClientConfig};
-use ferromq::remoting::headers::{
-    GetMetadataResponseHeader, GetReplicaInfoRequestHeader, GetReplicaInfoResponseHeader,
-};
+use ferromq::remoting::headers::GetReplicaInfoRequestHeader;
 use ferromq::remoting::{RemotingCommand, RequestCode};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -252,60 +251,6 @@ fn mqadmin(kit: &std::path::Path, args: &[&str]) -> String {
     output.text
 }
 
-/// Polls `probe` every 100 ms until it gives a value, for at most `timeout`.
-fn wait_for<T>(timeout: Duration, what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(value) = probe() {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "no {what} after {timeout:?}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn request(addr: SocketAddr, request: RemotingCommand) -> Option<RemotingCommand> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .ok()?;
-    runtime.block_on(async {
-        let (client, _) = connect_tokio(addr, ClientConfig::default()).await.ok()?;
-        client.request(request).await.ok()
-    })
-}
-
-/// CONTROLLER_GET_REPLICA_INFO of `broker-a`: its header and SyncStateSet body.
-fn replica_info(addr: SocketAddr) -> Option<(GetReplicaInfoResponseHeader, serde_json::Value)> {
-    let header = GetReplicaInfoRequestHeader {
-        broker_name: "broker-a".to_owned(),
-    };
-    let command =
-        RemotingCommand::request_with_header(RequestCode::CONTROLLER_GET_REPLICA_INFO, &header);
-    let response = request(addr, command).filter(|r| r.code == 0)?;
-    let body = serde_json::from_slice(&response.body).ok()?;
-    Some((response.decode_header().ok()?, body))
-}
-
-fn in_sync_ids(body: &serde_json::Value) -> Vec<i64> {
-    body["syncStateSet"]
-        .as_array()
-        .map(|ids| ids.iter().filter_map(serde_json::Value::as_i64).collect())
-        .unwrap_or_default()
-}
-
-/// `broker-a`'s addresses by broker id, from the name server's cluster info.
-fn broker_addrs(namesrv: SocketAddr) -> Option<BTreeMap<i64, String>> {
-    let command = RemotingCommand::request(RequestCode::GET_BROKER_CLUSTER_INFO);
-    let response = request(namesrv, command).filter(|r| r.code == 0)?;
-    let info = ferromq::config::fastjson::parse_lenient(&response.body).ok()?;
-    let addrs = info["brokerAddrTable"]["broker-a"]["brokerAddrs"].as_object()?;
-    addrs
-        .iter()
-        .map(|(id, addr)| Some((id.parse().ok()?, addr.as_str()?.to_owned())))
-        .collect()
-}
-
 /// The Java 5.5.0 controller (inside its name server, `enableControllerInNamesrv=true`) and
 /// the ferromq controller answer the same requests alike: the requests a group of two
 /// brokers and an operator send, refusals included, compared by code, remark, header fields
@@ -314,11 +259,10 @@ fn broker_addrs(namesrv: SocketAddr) -> Option<BTreeMap<i64, String>> {
 fn ferromq_controller_answers_as_the_java_controller() {
     let kit = java::kit5();
     let dir = TempDir::on_disk("controller-diff");
-    let java_port = java::free_port();
-    let java = JavaController::start(&kit, dir.path(), java_port);
+    let java = JavaController::start(&kit, dir.path(), "");
     let (child, addr, log, _) = common::spawn_server("controller", &["--listen", "127.0.0.1:0"]);
     let ours = ControllerProcess { child, addr, log };
-    let java_addr: SocketAddr = ([127, 0, 0, 1], java_port).into();
+    let java_addr = java.addr;
     let runtime = common::runtime();
     runtime.block_on(async {
         let (java_client, _) = connect_tokio(java_addr, ClientConfig::default())
@@ -339,66 +283,6 @@ fn ferromq_controller_answers_as_the_java_controller() {
         }
     });
     drop(java);
-}
-
-/// The Java controller: its name server with the controller inside, run from the kit's
-/// classpath with a config of our own; killed on drop.
-struct JavaController {
-    child: Child,
-}
-
-impl JavaController {
-    fn start(kit: &std::path::Path, dir: &std::path::Path, port: u16) -> JavaController {
-        let home = dir.join("java-controller");
-        std::fs::create_dir_all(&home).unwrap();
-        let conf = home.join("namesrv.conf");
-        std::fs::write(
-            &conf,
-            format!(
-                "listenPort={}\nbindAddress=127.0.0.1\nenableControllerInNamesrv=true\n\
-                 controllerDLegerGroup=group1\ncontrollerDLegerPeers=n0-127.0.0.1:{port}\n\
-                 controllerDLegerSelfId=n0\ncontrollerStorePath={}\n",
-                java::free_port(),
-                home.join("store").display()
-            ),
-        )
-        .unwrap();
-        let out = home.join("out.txt");
-        let file = std::fs::File::create(&out).unwrap();
-        let child = std::process::Command::new("bash")
-            .arg(kit.join("bin/java-run"))
-            .args(["", "org.apache.rocketmq.namesrv.NamesrvStartup", "-c"])
-            .arg(&conf)
-            .env("RMQ_LOGDIR", &home)
-            .stdout(file.try_clone().unwrap())
-            .stderr(file)
-            .spawn()
-            .expect("spawn the Java controller");
-        let mut controller = JavaController { child };
-        wait_for(Duration::from_secs(120), "Java controller boot", || {
-            let text = std::fs::read_to_string(&out).unwrap_or_default();
-            let exited = controller.child.try_wait().ok().flatten();
-            assert!(exited.is_none(), "the Java controller exited:\n{text}");
-            text.contains("ControllerManager boot success")
-                .then_some(())
-        });
-        // DLedger elects its leader after the boot line; until then every request is refused
-        // with CONTROLLER_NOT_LEADER.
-        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-        wait_for(Duration::from_secs(60), "Java controller leader", || {
-            let command = RemotingCommand::request(RequestCode::CONTROLLER_GET_METADATA_INFO);
-            let response = request(addr, command).filter(|r| r.code == 0)?;
-            let header: GetMetadataResponseHeader = response.decode_header().ok()?;
-            header.is_leader.then_some(())
-        });
-        controller
-    }
-}
-
-impl Drop for JavaController {
-    fn drop(&mut self) {
-        common::kill(&mut self.child);
-    }
 }
 
 /// What is compared of a response: code, remark, header fields (none and empty alike) and

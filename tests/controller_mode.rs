@@ -22,7 +22,9 @@
 
 mod common;
 
-use common::controller::{broker_addrs, replica_info, request, wait_for, JavaController};
+use common::controller::{
+    broker_addrs, replica_info, request, request_within, wait_for, JavaController,
+};
 use common::java::{self, Serialize};
 use common::{BrokerProcess, NamesrvProcess, TempDir};
 use ferromq::remoting::headers::{GetMaxOffsetRequestHeader, OffsetResponseHeader};
@@ -72,6 +74,13 @@ fn start_controller(dir: &Path) -> ControllerProcess {
     }
 }
 
+/// A broker in controller mode over `store`, on a port whose HA port (`+ 1`) and VIP port
+/// (`- 2`) are free too.
+fn start_broker(store: &Path, conf: &str) -> BrokerProcess {
+    let port = java::java_broker_port();
+    BrokerProcess::start_on(store, conf, &format!("127.0.0.1:{port}"))
+}
+
 fn broker_conf(namesrv: SocketAddr, controller: SocketAddr) -> String {
     format!(
         "brokerClusterName=FailoverCluster\nbrokerName=broker-a\nnamesrvAddr={namesrv}\n\
@@ -108,15 +117,15 @@ fn fail_over(dir: &TempDir, controller: SocketAddr) {
     let conf = broker_conf(namesrv.addr, controller);
     let store = |n: u32| dir.path().join(format!("store-{n}"));
 
-    let mut first = BrokerProcess::start(&store(1), &conf);
+    let mut first = start_broker(&store(1), &conf);
     let (elected, _) = wait_for(Duration::from_secs(30), "broker 1 elected", || {
         replica_info(controller).filter(|(header, _)| header.master_broker_id == Some(1))
     });
     assert_eq!(elected.master_address, Some(first.addr.to_string()));
     let identity = std::fs::read_to_string(store(1).join("brokerIdentity")).expect("identity");
     assert_eq!(identity.trim(), "FailoverCluster#broker-a#1");
-    let second = BrokerProcess::start(&store(2), &conf);
-    let third = BrokerProcess::start(&store(3), &conf);
+    let second = start_broker(&store(2), &conf);
+    let third = start_broker(&store(3), &conf);
     let routes = wait_for(Duration::from_secs(30), "three brokers routed", || {
         broker_addrs(namesrv.addr)
             .filter(|addrs| addrs.len() == 3 && addrs.get(&0) == Some(&first.addr.to_string()))
@@ -124,8 +133,9 @@ fn fail_over(dir: &TempDir, controller: SocketAddr) {
     assert_eq!(routes.get(&2), Some(&second.addr.to_string()), "{routes:?}");
     assert_eq!(routes.get(&3), Some(&third.addr.to_string()), "{routes:?}");
     // A slave refuses puts as a 4.x slave does.
-    let refused = request(second.addr, common::send_request("Refused", 0, b"no", ""))
-        .expect("the slave answers");
+    let send = common::send_request("Refused", 0, b"no", "");
+    let refused =
+        request_within(second.addr, send, Duration::from_secs(30)).expect("the slave answers");
     assert_ne!(refused.code, 0, "a slave took a put");
 
     round_trip(&kit, &classes, namesrv.addr, "ModeBefore");
@@ -167,7 +177,7 @@ fn fail_over(dir: &TempDir, controller: SocketAddr) {
     });
 
     // The old master comes back over its store: id 1 still, a slave of the new master.
-    let back = BrokerProcess::start(&store(1), &conf);
+    let back = start_broker(&store(1), &conf);
     wait_for(
         Duration::from_secs(30),
         "the old master rejoins as a slave",
@@ -231,12 +241,12 @@ fn failover_drill() {
     let conf = broker_conf(namesrv.addr, controller.addr);
     let store = |n: usize| dir.path().join(format!("store-{n}"));
     let mut brokers: Vec<BrokerProcess> = Vec::new();
-    brokers.push(BrokerProcess::start(&store(1), &conf));
+    brokers.push(start_broker(&store(1), &conf));
     wait_for(Duration::from_secs(30), "broker 1 elected", || {
         replica_info(controller.addr).filter(|(header, _)| header.master_broker_id == Some(1))
     });
-    brokers.push(BrokerProcess::start(&store(2), &conf));
-    brokers.push(BrokerProcess::start(&store(3), &conf));
+    brokers.push(start_broker(&store(2), &conf));
+    brokers.push(start_broker(&store(3), &conf));
     wait_for(Duration::from_secs(30), "three brokers routed", || {
         broker_addrs(namesrv.addr).filter(|addrs| addrs.len() == 3)
     });
@@ -297,7 +307,7 @@ fn failover_drill() {
         });
         routings.push(killed.elapsed());
         // The killed broker comes back over its store, on a port of its own.
-        let back = BrokerProcess::start(&store(index + 1), &conf);
+        let back = start_broker(&store(index + 1), &conf);
         brokers[index] = back;
         eprintln!(
             "round {round}: elected {:?}, routed {:?}",

@@ -27,15 +27,14 @@
 
 mod common;
 
+use common::controller::{broker_addrs, in_sync_ids, replica_info, request, wait_for};
 use common::java::{self, JavaServer};
 use common::TempDir;
-use ferromq::remoting::client::{connect_tokio, ClientConfig};
 use ferromq::remoting::headers::{
     ApplyBrokerIdRequestHeader, GetMetadataResponseHeader, GetNextBrokerIdRequestHeader,
-    GetNextBrokerIdResponseHeader, GetReplicaInfoRequestHeader, GetReplicaInfoResponseHeader,
+    GetNextBrokerIdResponseHeader, GetReplicaInfoRequestHeader,
 };
 use ferromq::remoting::{RemotingCommand, RequestCode};
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::process::Child;
 use std::time::{Duration, Instant};
@@ -349,36 +348,6 @@ fn fail_over(
     elected.master_epoch.unwrap_or_default()
 }
 
-/// Polls `probe` every 100 ms until it gives a value, for at most `timeout`.
-fn wait_for<T>(timeout: Duration, what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(value) = probe() {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "no {what} after {timeout:?}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn request(addr: SocketAddr, request: RemotingCommand) -> Option<RemotingCommand> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .ok()?;
-    runtime.block_on(async {
-        let connect = connect_tokio(addr, ClientConfig::default());
-        let (client, _) = tokio::time::timeout(Duration::from_secs(3), connect)
-            .await
-            .ok()?
-            .ok()?;
-        tokio::time::timeout(Duration::from_secs(10), client.request(request))
-            .await
-            .ok()?
-            .ok()
-    })
-}
-
 fn metadata(addr: SocketAddr) -> Option<GetMetadataResponseHeader> {
     let command = RemotingCommand::request(RequestCode::CONTROLLER_GET_METADATA_INFO);
     request(addr, command)
@@ -422,32 +391,6 @@ fn replica_info_request() -> RemotingCommand {
         broker_name: "broker-a".to_owned(),
     };
     RemotingCommand::request_with_header(RequestCode::CONTROLLER_GET_REPLICA_INFO, &header)
-}
-
-/// CONTROLLER_GET_REPLICA_INFO of `broker-a`: its header and SyncStateSet body.
-fn replica_info(addr: SocketAddr) -> Option<(GetReplicaInfoResponseHeader, serde_json::Value)> {
-    let response = request(addr, replica_info_request()).filter(|r| r.code == 0)?;
-    let body = serde_json::from_slice(&response.body).ok()?;
-    Some((response.decode_header().ok()?, body))
-}
-
-fn in_sync_ids(body: &serde_json::Value) -> Vec<i64> {
-    body["syncStateSet"]
-        .as_array()
-        .map(|ids| ids.iter().filter_map(serde_json::Value::as_i64).collect())
-        .unwrap_or_default()
-}
-
-/// `broker-a`'s addresses by broker id, from the name server's cluster info.
-fn broker_addrs(namesrv: SocketAddr) -> Option<BTreeMap<i64, String>> {
-    let command = RemotingCommand::request(RequestCode::GET_BROKER_CLUSTER_INFO);
-    let response = request(namesrv, command).filter(|r| r.code == 0)?;
-    let info = ferromq::config::fastjson::parse_lenient(&response.body).ok()?;
-    let addrs = info["brokerAddrTable"]["broker-a"]["brokerAddrs"].as_object()?;
-    addrs
-        .iter()
-        .map(|(id, addr)| Some((id.parse().ok()?, addr.as_str()?.to_owned())))
-        .collect()
 }
 
 /// Peers without a store path, or a self id not among the peers, stop the start with the

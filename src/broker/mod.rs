@@ -273,15 +273,9 @@ pub fn start(config: BrokerConfig, shutdown: Shutdown) -> Result<BrokerHandle, B
                     // A slave's link to its master runs beside its writer: the bytes it reads
                     // go to the writer, and the writer's answers come back to be reported,
                     // without crossing cores (4.9's HAClient appends on its own thread).
-                    if state.config.controller_mode.enable {
-                        let bound = Arc::clone(&bound);
-                        tasks.push(ctx.task_queues.spawn_foreground(follow_elected_master(
-                            ctx.shutdown.clone(),
-                            Arc::clone(&state),
-                            handle.clone(),
-                            async move { wait_for(&bound).await },
-                        )));
-                    } else if state.config.broker_role == BrokerRole::Slave {
+                    // In controller mode any broker may become a slave.
+                    let mode = &state.config.controller_mode;
+                    if mode.enable || state.config.broker_role == BrokerRole::Slave {
                         let bound = Arc::clone(&bound);
                         tasks.push(ctx.task_queues.spawn_foreground(follow_master(
                             ctx.shutdown.clone(),
@@ -541,7 +535,8 @@ async fn run_control_role(
 }
 
 /// On a slave, follows its master once the broker's port is known (and so its
-/// registration, which tells the master's HA address, under way), until shutdown.
+/// registration, which tells the master's HA address, under way), until shutdown: the one
+/// the name server names, or in controller mode the one the controller elected.
 async fn follow_master(
     shutdown: Shutdown,
     state: Arc<BrokerState>,
@@ -549,6 +544,10 @@ async fn follow_master(
     bound: impl std::future::Future<Output = Result<SocketAddr, String>>,
 ) {
     if bound.await.is_err() {
+        return;
+    }
+    if state.config.controller_mode.enable {
+        follow_elected_master(shutdown, state, handle).await;
         return;
     }
     ha_slave::follow(
@@ -564,15 +563,7 @@ async fn follow_master(
 /// In controller mode: follows the master the controller elected while this broker is a
 /// slave of it; a new master epoch or a promotion ends the link (the writer then takes
 /// puts, or follows the new master).
-async fn follow_elected_master(
-    shutdown: Shutdown,
-    state: Arc<BrokerState>,
-    handle: StoreHandle,
-    bound: impl std::future::Future<Output = Result<SocketAddr, String>>,
-) {
-    if bound.await.is_err() {
-        return;
-    }
+async fn follow_elected_master(shutdown: Shutdown, state: Arc<BrokerState>, handle: StoreHandle) {
     let tick = Duration::from_millis(20);
     while !shutdown.is_triggered() {
         let epoch = state.role.master_epoch();
@@ -602,6 +593,7 @@ async fn follow_elected_master(
             link.clone(),
         )
         .await;
+        state.master.set_link(state::LinkState::Down(None));
         if !link.is_triggered() {
             // Replication stopped on its own (the logs diverged): wait for the next epoch.
             while !shutdown.is_triggered() && state.role.master_epoch() == epoch {

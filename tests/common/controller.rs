@@ -21,8 +21,18 @@ pub fn wait_for<T>(timeout: Duration, what: &str, mut probe: impl FnMut() -> Opt
     }
 }
 
-/// One request on a connection of its own; `None` when it cannot be made or answered.
+/// One request on a connection of its own; `None` when it cannot be made or answered in
+/// 10 s.
 pub fn request(addr: SocketAddr, request: RemotingCommand) -> Option<RemotingCommand> {
+    request_within(addr, request, Duration::from_secs(10))
+}
+
+/// [`request`] with an answer allowed to take `timeout`.
+pub fn request_within(
+    addr: SocketAddr,
+    request: RemotingCommand,
+    timeout: Duration,
+) -> Option<RemotingCommand> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -34,10 +44,7 @@ pub fn request(addr: SocketAddr, request: RemotingCommand) -> Option<RemotingCom
             .ok()?
             .ok()?;
         let answer = client.request(request);
-        tokio::time::timeout(Duration::from_secs(5), answer)
-            .await
-            .ok()?
-            .ok()
+        tokio::time::timeout(timeout, answer).await.ok()?.ok()
     })
 }
 

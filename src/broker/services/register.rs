@@ -32,22 +32,10 @@ pub fn spawn(
     addr: SocketAddr,
     shutdown: Shutdown,
 ) -> std::thread::JoinHandle<()> {
-    std::thread::Builder::new()
-        .name("register".to_owned())
-        .spawn(move || {
-            let runtime = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(runtime) => runtime,
-                Err(error) => {
-                    tracing::error!(%error, "cannot start the registration runtime");
-                    return;
-                }
-            };
-            runtime.block_on(run(&state, addr, &shutdown));
-        })
-        .unwrap_or_else(|error| panic!("cannot start the registration thread: {error}"))
+    crate::serve::spawn_on_runtime("register", move || async move {
+        run(&state, addr, &shutdown).await;
+    })
+    .unwrap_or_else(|error| panic!("cannot start the registration thread: {error}"))
 }
 
 async fn run(state: &BrokerState, addr: SocketAddr, shutdown: &Shutdown) {

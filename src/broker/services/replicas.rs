@@ -19,13 +19,15 @@
 //! `syncControllerMetadataPeriod` and after a failed request.
 //!
 //! A master epoch above the one applied changes the role: named master, the broker takes
-//! puts (SYNC_MASTER when `allAckInSyncStateSet`, else ASYNC_MASTER) and registers with the
-//! name servers as id 0; named slave, it refuses puts, follows the new master's HA port
-//! (`listenPort + 1` of the master's address) and registers under its controller id. Until
-//! the first answer the broker is a slave without a master (Java's fenced broker).
+//! puts (SYNC_MASTER when `allAckInSyncStateSet`, else ASYNC_MASTER) once its link to the
+//! old master is down, records the epoch and its CommitLog end in `epochFileCheckpoint`, and
+//! registers with the name servers as id 0; named slave, it refuses puts, follows the new
+//! master's HA port (`listenPort + 1` of the master's address) and registers under its
+//! controller id. Until the first answer the broker is a slave without a master (Java's
+//! fenced broker).
 
 use super::register::Connections;
-use crate::broker::state::{now_ms, BrokerState};
+use crate::broker::state::{now_ms, BrokerState, LinkState};
 use crate::config::broker::BrokerRole;
 use crate::remoting::headers::{
     ApplyBrokerIdRequestHeader, BrokerHeartbeatRequestHeader, ElectMasterRequestHeader,
@@ -46,6 +48,9 @@ use std::time::{Duration, Instant};
 /// shortened: a broker without a role serves nothing).
 const RETRY_PAUSE: Duration = Duration::from_secs(1);
 
+/// How long a promotion waits for the link to the old master to stop.
+const LINK_STOP_WAIT: Duration = Duration::from_secs(1);
+
 /// Starts the controller-mode thread when `enableControllerMode` is on.
 #[must_use]
 pub fn spawn(
@@ -57,23 +62,11 @@ pub fn spawn(
     if !state.config.controller_mode.enable {
         return None;
     }
-    let spawned = std::thread::Builder::new()
-        .name("replicas".to_owned())
-        .spawn(move || {
-            let runtime = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(runtime) => runtime,
-                Err(error) => {
-                    tracing::error!(%error, "cannot start the controller-mode runtime");
-                    return;
-                }
-            };
-            let address = SocketAddr::new(state.config.broker_ip1, addr.port()).to_string();
-            let mut manager = Manager::new(&state, &shared, address);
-            runtime.block_on(manager.run(&shutdown));
-        });
+    let spawned = crate::serve::spawn_on_runtime("replicas", move || async move {
+        let address = SocketAddr::new(state.config.broker_ip1, addr.port()).to_string();
+        let mut manager = Manager::new(&state, &shared, address);
+        manager.run(&shutdown).await;
+    });
     match spawned {
         Ok(handle) => Some(handle),
         Err(error) => {
@@ -199,12 +192,12 @@ impl<'a> Manager<'a> {
             "controller mode: registered with the controller"
         );
         self.heartbeat().await;
-        match (answer.master_broker_id, answer.master_address) {
-            (Some(master), Some(address)) if !address.is_empty() => {
-                let epoch = answer.master_epoch.unwrap_or(0);
-                self.apply(master, &address, epoch, set);
-            }
-            _ => self.elect(&leader, id).await?,
+        let (master, address) = (answer.master_broker_id, answer.master_address);
+        if !self
+            .take_master(master, address, answer.master_epoch, set)
+            .await
+        {
+            self.elect(&leader, id).await?;
         }
         Ok(())
     }
@@ -281,15 +274,7 @@ impl<'a> Manager<'a> {
 
     /// Asks the controller to elect a master for the group (this broker if it may be).
     async fn elect(&mut self, leader: &str, id: i64) -> Result<(), String> {
-        let header = ElectMasterRequestHeader {
-            cluster_name: Some(self.state.config.broker_cluster_name.clone()),
-            broker_name: self.state.config.broker_name.clone(),
-            broker_id: Some(id),
-            designate_elect: Some(false),
-            invoke_time: Some(now_ms()),
-        };
-        let request =
-            RemotingCommand::request_with_header(RequestCode::CONTROLLER_ELECT_MASTER, &header);
+        let request = self.elect_request(id);
         match self.ask(leader, request).await {
             Ok(_) => self.sync_replica_info().await,
             // No master can be elected now (no live broker in the SyncStateSet): the
@@ -313,38 +298,59 @@ impl<'a> Manager<'a> {
         let answer: GetReplicaInfoResponseHeader =
             response.decode_header().map_err(|e| e.to_string())?;
         let set = sync_state_set(&response.body);
-        let epoch = answer.master_epoch.unwrap_or(0);
-        match (answer.master_broker_id, answer.master_address) {
-            (Some(master), Some(address)) if !address.is_empty() => {
-                self.apply(master, &address, epoch, set);
-            }
-            _ if epoch >= self.master_epoch => {
-                // The group has no master now: ask for one (Java's `brokerElect`).
-                if let Some(id) = self.controller_id {
-                    let header = ElectMasterRequestHeader {
-                        cluster_name: Some(self.state.config.broker_cluster_name.clone()),
-                        broker_name: self.state.config.broker_name.clone(),
-                        broker_id: Some(id),
-                        designate_elect: Some(false),
-                        invoke_time: Some(now_ms()),
-                    };
-                    let request = RemotingCommand::request_with_header(
-                        RequestCode::CONTROLLER_ELECT_MASTER,
-                        &header,
-                    );
-                    if let Err(refused) = self.ask(&leader, request).await {
-                        tracing::debug!(refused, "controller mode: no master elected yet");
-                    }
+        let epoch = answer.master_epoch;
+        let (master, address) = (answer.master_broker_id, answer.master_address);
+        let named = self.take_master(master, address, epoch, set).await;
+        if !named && epoch.unwrap_or(0) >= self.master_epoch {
+            // The group has no master now: ask for one (Java's `brokerElect`).
+            if let Some(id) = self.controller_id {
+                let request = self.elect_request(id);
+                if let Err(refused) = self.ask(&leader, request).await {
+                    tracing::debug!(refused, "controller mode: no master elected yet");
                 }
             }
-            _ => {}
         }
         Ok(())
     }
 
+    /// CONTROLLER_ELECT_MASTER for the group, this broker (`id`) as candidate.
+    fn elect_request(&self, id: i64) -> RemotingCommand {
+        let header = ElectMasterRequestHeader {
+            cluster_name: Some(self.state.config.broker_cluster_name.clone()),
+            broker_name: self.state.config.broker_name.clone(),
+            broker_id: Some(id),
+            designate_elect: Some(false),
+            invoke_time: Some(now_ms()),
+        };
+        RemotingCommand::request_with_header(RequestCode::CONTROLLER_ELECT_MASTER, &header)
+    }
+
+    /// Applies the master an answer named, if it named one: false when the group has none.
+    async fn take_master(
+        &mut self,
+        master: Option<i64>,
+        address: Option<String>,
+        epoch: Option<i32>,
+        set: Option<(BTreeSet<i64>, i32)>,
+    ) -> bool {
+        match (master, address) {
+            (Some(master), Some(address)) if !address.is_empty() => {
+                self.apply(master, &address, epoch.unwrap_or(0), set).await;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Takes the controller's word on the group: a higher master epoch changes the role;
     /// the same epoch may bring a new SyncStateSet.
-    fn apply(&mut self, master: i64, address: &str, epoch: i32, set: Option<(BTreeSet<i64>, i32)>) {
+    async fn apply(
+        &mut self,
+        master: i64,
+        address: &str,
+        epoch: i32,
+        set: Option<(BTreeSet<i64>, i32)>,
+    ) {
         if let Some((members, set_epoch)) = set {
             if set_epoch > self.sync_state_set_epoch {
                 self.sync_state_set = members;
@@ -365,11 +371,24 @@ impl<'a> Manager<'a> {
                 true => BrokerRole::SyncMaster,
                 false => BrokerRole::AsyncMaster,
             };
+            // The epoch first: it ends the link to the old master (`follow_elected_master`,
+            // which has no master to follow again); puts are taken once it is down, the new
+            // epoch starts where the log ends then (Java's changeToMaster takes the max offset
+            // once its HA client stopped), and only then is the broker master and announced.
+            self.state.master.learned(None, None);
+            self.state.role.set_epoch(epoch);
+            let deadline = Instant::now() + LINK_STOP_WAIT;
+            while matches!(self.state.master.link(), LinkState::Up(_)) && Instant::now() < deadline
+            {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            let end = i64::try_from(self.shared.committed_end()).unwrap_or(i64::MAX);
+            let root = &self.state.config.store.store_path_root_dir;
+            crate::store::epoch_file::record_master_epoch(root, epoch, end);
+            self.shared.set_slave(false);
             self.state
                 .role
                 .set(role, 0, epoch, Some(self.address.clone()));
-            self.shared.set_slave(false);
-            self.state.master.learned(None, None);
             tracing::info!(
                 epoch,
                 sync_state_set = ?self.sync_state_set,
@@ -389,6 +408,7 @@ impl<'a> Manager<'a> {
                 "controller mode: this broker is a slave"
             );
         }
+        self.state.role.announce();
         self.state.registration_wanted.notify_one();
     }
 
@@ -477,11 +497,17 @@ impl<'a> Manager<'a> {
         let response = self.connections.request(controller, request).await;
         match response {
             Ok(response) if response.code == ResponseCode::SUCCESS.0 => Ok(response),
-            Ok(response) => Err(format!(
-                "code {} {}",
-                response.code,
-                response.remark.unwrap_or_default()
-            )),
+            Ok(response) => {
+                if response.code == ResponseCode::CONTROLLER_NOT_LEADER.0 {
+                    // The leader moved: look it up again before the next request.
+                    self.leader = None;
+                }
+                Err(format!(
+                    "code {} {}",
+                    response.code,
+                    response.remark.unwrap_or_default()
+                ))
+            }
             Err(error) => {
                 self.leader = None;
                 Err(error)

@@ -72,6 +72,12 @@ impl RuntimeRole {
             .clone()
     }
 
+    /// Takes a new master epoch ahead of the role that goes with it: a slave's link to the
+    /// master of the old epoch ends on it.
+    pub fn set_epoch(&self, epoch: i32) {
+        self.master_epoch.store(epoch, Ordering::Release);
+    }
+
     /// Takes a new role, id and master (an election's outcome).
     pub fn set(&self, role: BrokerRole, broker_id: i64, epoch: i32, master: Option<String>) {
         *self
@@ -81,6 +87,11 @@ impl RuntimeRole {
         self.broker_id.store(broker_id, Ordering::Release);
         self.master_epoch.store(epoch, Ordering::Release);
         self.role.store(encode(role), Ordering::Release);
+    }
+
+    /// Asks for the role as it is now to be registered with the name servers (once the
+    /// broker acts on it: a new master once it takes puts).
+    pub fn announce(&self) {
         self.announce_due.store(true, Ordering::Release);
     }
 
