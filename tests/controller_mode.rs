@@ -224,8 +224,9 @@ fn messages(broker: SocketAddr, topic: &str) -> i64 {
 }
 
 /// `scripts/failover-drill`: `FAILOVER_DRILL_KILLS` (default 10) kills of the master of three
-/// ferromq brokers under the ferromq controller, under load (sends to queue 0 of `Drill` at
-/// about 200 a second, each to the master of the moment); after each kill the killed broker
+/// ferromq brokers under the ferromq controller, under load (sends to queue 0 of `Drill`, one
+/// at a time, each on a connection of its own to the master of the moment: about 15 a second
+/// in a debug build); after each kill the killed broker
 /// restarts over its store. At the end every acknowledged message is looked for on the last
 /// master, and the election and routing times are printed as p50/p99/max.
 #[test]
