@@ -667,7 +667,9 @@ fn a_stalled_broker_shows_at_its_time_in_the_json_the_text_and_the_svg() {
         }
     }
     // The signals follow the progress lines by a few ms, more on a loaded machine; the
-    // windows at either end of the stop hold the answers just before and just after it.
+    // windows at either end of the stop hold the answers just before and just after it. A
+    // pause of the broker's own just before the stop (a flush on a loaded machine) joins the
+    // run of empty windows: it may begin up to 500 ms early (seen: 200 ms, in CI).
     let stall_ms = (resumed_secs - stopped_secs) * 1000.0;
     assert!(
         gap_len as f64 * 100.0 >= stall_ms / 2.0,
@@ -675,7 +677,7 @@ fn a_stalled_broker_shows_at_its_time_in_the_json_the_text_and_the_svg() {
     );
     let start_ms = |index: usize| windows[index]["start_ms"].as_u64().unwrap() as f64;
     assert!(
-        start_ms(gap_start) >= stopped_secs * 1000.0 - 100.0
+        start_ms(gap_start) >= stopped_secs * 1000.0 - 500.0
             && start_ms(gap_start + gap_len) <= resumed_secs * 1000.0 + 500.0,
         "stopped at {stopped_secs} s, went on at {resumed_secs} s: {counts:?}"
     );
