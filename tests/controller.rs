@@ -22,7 +22,9 @@
 
 mod common;
 
-use common::controller::{broker_addrs, in_sync_ids, replica_info, wait_for, JavaController};
+use common::controller::{
+    broker_addrs, in_sync_ids, replica_info, wait_for, ControllerProcess, JavaController,
+};
 use common::java::{self, JavaServer, Serialize};
 use common::TempDir;
 use ferromq::remoting::client::{connect_tokio, ClientConfig};
@@ -30,7 +32,6 @@ use ferromq::remoting::headers::GetReplicaInfoRequestHeader;
 use ferromq::remoting::{RemotingCommand, RequestCode};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::process::Child;
 use std::time::{Duration, Instant};
 
 /// The brokers' `controllerHeartBeatTimeoutMills`: a silent broker counts as gone after it.
@@ -39,20 +40,6 @@ const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(6);
 /// (`scanNotActiveBrokerInterval`, 5 s), plus the notice or the slave's next
 /// GET_REPLICA_INFO (`syncBrokerMetadataPeriod`, 5 s) for the route.
 const ELECTION_BOUND: Duration = Duration::from_secs(10);
-
-/// `ferromq controller`; killed on drop.
-struct ControllerProcess {
-    child: Child,
-    addr: SocketAddr,
-    /// Its stderr lines, kept open while it runs (a closed pipe stops its logging).
-    log: std::sync::mpsc::Receiver<String>,
-}
-
-impl Drop for ControllerProcess {
-    fn drop(&mut self) {
-        common::kill(&mut self.child);
-    }
-}
 
 /// A name server, the ferromq controller and a group of two Java 5.5.0 brokers in controller
 /// mode: broker 1 elected master, broker 2 in its SyncStateSet, both in the route.

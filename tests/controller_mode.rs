@@ -23,7 +23,8 @@
 mod common;
 
 use common::controller::{
-    broker_addrs, replica_info, request, request_within, wait_for, JavaController,
+    broker_addrs, replica_info, request, request_within, wait_for, ControllerProcess,
+    JavaController,
 };
 use common::java::{self, Serialize};
 use common::{BrokerProcess, NamesrvProcess, TempDir};
@@ -31,7 +32,6 @@ use ferromq::remoting::headers::{GetMaxOffsetRequestHeader, OffsetResponseHeader
 use ferromq::remoting::{RemotingCommand, RequestCode};
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::Child;
 use std::time::{Duration, Instant};
 
 /// The brokers' `controllerHeartBeatTimeoutMills`.
@@ -42,19 +42,6 @@ const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(4);
 const ELECTION_BOUND: Duration = Duration::from_secs(5);
 /// Messages each round trip sends.
 const COUNT: i64 = 10;
-
-/// `ferromq controller`; killed on drop.
-struct ControllerProcess {
-    child: Child,
-    addr: SocketAddr,
-    _log: std::sync::mpsc::Receiver<String>,
-}
-
-impl Drop for ControllerProcess {
-    fn drop(&mut self) {
-        common::kill(&mut self.child);
-    }
-}
 
 fn start_controller(dir: &Path) -> ControllerProcess {
     let conf = dir.join("controller.conf");
@@ -67,11 +54,7 @@ fn start_controller(dir: &Path) -> ControllerProcess {
     let conf = conf.to_str().expect("utf-8 path").to_owned();
     let args = ["-c", &conf, "--listen", "127.0.0.1:0"];
     let (child, addr, log, _) = common::spawn_server("controller", &args);
-    ControllerProcess {
-        child,
-        addr,
-        _log: log,
-    }
+    ControllerProcess { child, addr, log }
 }
 
 /// A broker in controller mode over `store`, on a port whose HA port (`+ 1`) and VIP port

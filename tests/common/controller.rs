@@ -9,6 +9,20 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+/// `ferromq controller`; killed on drop.
+pub struct ControllerProcess {
+    pub child: std::process::Child,
+    pub addr: SocketAddr,
+    /// Its stderr lines, kept open while it runs (a closed pipe stops its logging).
+    pub log: std::sync::mpsc::Receiver<String>,
+}
+
+impl Drop for ControllerProcess {
+    fn drop(&mut self) {
+        super::kill(&mut self.child);
+    }
+}
+
 /// Polls `probe` every 100 ms until it gives a value, for at most `timeout`.
 pub fn wait_for<T>(timeout: Duration, what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + timeout;
