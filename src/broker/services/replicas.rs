@@ -153,7 +153,7 @@ impl<'a> Manager<'a> {
             let poked = tokio::select! {
                 () = tokio::time::sleep_until(wake.into()) => false,
                 () = self.state.controller_poke.notified() => true,
-                () = wait_shutdown(shutdown) => false,
+                () = shutdown.wait() => false,
             };
             if poked {
                 next_sync = Instant::now();
@@ -593,14 +593,7 @@ impl Identity {
 async fn pause(time: Duration, shutdown: &Shutdown) {
     tokio::select! {
         () = tokio::time::sleep(time) => {}
-        () = wait_shutdown(shutdown) => {}
-    }
-}
-
-/// Ends when `shutdown` is triggered (looked at every 50 ms: the thread has no shard).
-async fn wait_shutdown(shutdown: &Shutdown) {
-    while !shutdown.is_triggered() {
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        () = shutdown.wait() => {}
     }
 }
 
